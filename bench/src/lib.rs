@@ -1,0 +1,1 @@
+//! Kestrel benchmarks: OSU-style binaries and the comparisons with Open MPI and MPICH.

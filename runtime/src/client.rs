@@ -1,0 +1,638 @@
+//! PMI clients: how a rank talks to whoever launched it.
+//!
+//! [`connect`] picks the client from the environment: `PMI_FD` (an inherited socket, as hydra,
+//! Slurm's pmi2 plugin and `kestrel-run` provide) or `PMI_PORT` (+ `PMI_ID`, a TCP address),
+//! with the wire version chosen by the `pmi` parameter; with neither variable the process is a
+//! singleton of size 1. Clients are synchronous: PMI is used at start-up and teardown only.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use crate::wire::{Command, EncodeError, Framing, WireError};
+
+/// Why a PMI operation failed.
+#[derive(Debug)]
+pub enum PmiError {
+    /// A PMI environment variable is unusable.
+    Env {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// The connection to the PMI server failed.
+    Io {
+        /// The step that failed (`init`, `fence`, `get 3/node`).
+        during: String,
+        /// The server's address (`PMI_FD=5`, `PMI_PORT=host:1234`).
+        server: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// The server sent bytes we could not decode.
+    Wire {
+        /// The step that failed.
+        during: String,
+        /// The decoding error (quotes the line).
+        source: WireError,
+    },
+    /// A value cannot be sent in this framing.
+    Encode(EncodeError),
+    /// The server answered with an error code.
+    Server {
+        /// The step that failed.
+        during: String,
+        /// The server's `rc`.
+        rc: i64,
+        /// The server's message.
+        msg: String,
+    },
+    /// The server answered with an unexpected command.
+    Protocol {
+        /// The step that failed.
+        during: String,
+        /// What we expected.
+        expected: String,
+        /// What came.
+        got: String,
+    },
+}
+
+impl fmt::Display for PmiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PmiError::Env {
+                variable,
+                value,
+                reason,
+            } => write!(f, "PMI: {variable}='{value}': {reason}"),
+            PmiError::Io {
+                during,
+                server,
+                source,
+            } => write!(
+                f,
+                "PMI: {during} failed talking to the launcher ({server}): {source}; the launcher \
+                 or another rank probably died first (see its messages above)"
+            ),
+            PmiError::Wire { during, source } => write!(f, "PMI: during {during}: {source}"),
+            PmiError::Encode(e) => write!(f, "PMI: {e}"),
+            PmiError::Server { during, rc, msg } => {
+                write!(f, "PMI: {during} refused by the launcher (rc={rc}): {msg}")
+            }
+            PmiError::Protocol {
+                during,
+                expected,
+                got,
+            } => write!(f, "PMI: during {during} expected '{expected}' but the launcher sent '{got}'"),
+        }
+    }
+}
+
+impl std::error::Error for PmiError {}
+
+/// Which client to use (`pmi` parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmiChoice {
+    /// PMI-2 if the server agrees, else PMI-1; singleton without PMI variables.
+    Auto,
+    /// Force PMI-1.
+    Pmi1,
+    /// Force PMI-2.
+    Pmi2,
+    /// Ignore PMI variables: run alone.
+    Singleton,
+}
+
+impl PmiChoice {
+    /// From the parameter's word.
+    pub fn from_word(word: &str) -> PmiChoice {
+        match word {
+            "pmi1" => PmiChoice::Pmi1,
+            "pmi2" => PmiChoice::Pmi2,
+            "singleton" => PmiChoice::Singleton,
+            _ => PmiChoice::Auto,
+        }
+    }
+}
+
+/// The operations every client offers. Keys and values must follow PMI limits
+/// ([`PmiClient::max_key_len`], [`PmiClient::max_value_len`]); the modex splits larger blobs.
+pub trait PmiClient: Send {
+    /// `pmi1`, `pmi2` or `singleton`.
+    fn kind(&self) -> &'static str;
+    /// This process's rank in the job.
+    fn rank(&self) -> u32;
+    /// Number of ranks in the job.
+    fn size(&self) -> u32;
+    /// The job's KVS name / job id.
+    fn job_id(&self) -> &str;
+    /// Longest key the server accepts.
+    fn max_key_len(&self) -> usize;
+    /// Longest value the server accepts.
+    fn max_value_len(&self) -> usize;
+    /// Publishes a value; visible to others after the next [`PmiClient::fence`].
+    fn put(&mut self, key: &str, value: &str) -> Result<(), PmiError>;
+    /// Collective: commits puts and waits for every rank.
+    fn fence(&mut self) -> Result<(), PmiError>;
+    /// Reads a value published by `src` (a hint for PMI-2 servers).
+    fn get(&mut self, src: u32, key: &str) -> Result<Option<String>, PmiError>;
+    /// A job attribute such as `PMI_process_mapping`.
+    fn job_attr(&mut self, key: &str) -> Result<Option<String>, PmiError>;
+    /// Asks the launcher to kill the job.
+    fn abort(&mut self, code: i32, message: &str) -> Result<(), PmiError>;
+    /// Tells the launcher this rank is done with PMI.
+    fn finalize(&mut self) -> Result<(), PmiError>;
+}
+
+/// A process started without a launcher.
+#[derive(Debug, Default)]
+pub struct Singleton {
+    kvs: HashMap<String, String>,
+    job_id: String,
+}
+
+impl Singleton {
+    /// A size-1 job named after this process.
+    pub fn new() -> Self {
+        Singleton {
+            kvs: HashMap::new(),
+            job_id: format!("singleton-{}", std::process::id()),
+        }
+    }
+}
+
+impl PmiClient for Singleton {
+    fn kind(&self) -> &'static str {
+        "singleton"
+    }
+    fn rank(&self) -> u32 {
+        0
+    }
+    fn size(&self) -> u32 {
+        1
+    }
+    fn job_id(&self) -> &str {
+        &self.job_id
+    }
+    fn max_key_len(&self) -> usize {
+        64
+    }
+    fn max_value_len(&self) -> usize {
+        1024
+    }
+    fn put(&mut self, key: &str, value: &str) -> Result<(), PmiError> {
+        self.kvs.insert(key.into(), value.into());
+        Ok(())
+    }
+    fn fence(&mut self) -> Result<(), PmiError> {
+        Ok(())
+    }
+    fn get(&mut self, _src: u32, key: &str) -> Result<Option<String>, PmiError> {
+        Ok(self.kvs.get(key).cloned())
+    }
+    fn job_attr(&mut self, key: &str) -> Result<Option<String>, PmiError> {
+        Ok(match key {
+            "PMI_process_mapping" => Some("(vector,(0,1,1))".into()),
+            _ => None,
+        })
+    }
+    fn abort(&mut self, _code: i32, _message: &str) -> Result<(), PmiError> {
+        Ok(())
+    }
+    fn finalize(&mut self) -> Result<(), PmiError> {
+        Ok(())
+    }
+}
+
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
+/// A PMI-1 or PMI-2 client over a connected stream.
+pub struct WireClient {
+    stream: Box<dyn Stream>,
+    server: String,
+    framing: Framing,
+    inbuf: Vec<u8>,
+    rank: u32,
+    size: u32,
+    job_id: String,
+    max_key: usize,
+    max_value: usize,
+}
+
+impl fmt::Debug for WireClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WireClient")
+            .field("server", &self.server)
+            .field("framing", &self.framing)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+/// Connects to the PMI server described by `lookup` (a stand-in for the environment).
+pub fn connect(
+    choice: PmiChoice,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Box<dyn PmiClient>, PmiError> {
+    if choice == PmiChoice::Singleton {
+        return Ok(Box::new(Singleton::new()));
+    }
+    let (stream, server, pmi_id): (Box<dyn Stream>, String, Option<String>) =
+        if let Some(fd_text) = lookup("PMI_FD") {
+            let fd: i32 = fd_text.trim().parse().map_err(|_| PmiError::Env {
+                variable: "PMI_FD",
+                value: fd_text.clone(),
+                reason: "not a descriptor number".into(),
+            })?;
+            let owned = crate::sys::adopt_inherited_socket(fd).map_err(|reason| PmiError::Env {
+                variable: "PMI_FD",
+                value: fd_text.clone(),
+                reason: format!(
+                    "{reason}; was this process started by a PMI launcher (kestrel-run, mpiexec, \
+                     srun --mpi=pmi2)? Unset PMI_FD to run as a singleton"
+                ),
+            })?;
+            let stream = UnixStream::from(owned);
+            (Box::new(stream), format!("PMI_FD={fd}"), None)
+        } else if let Some(port) = lookup("PMI_PORT") {
+            let stream = TcpStream::connect(port.trim()).map_err(|e| PmiError::Io {
+                during: "connect".into(),
+                server: format!("PMI_PORT={port}"),
+                source: e,
+            })?;
+            let _ = stream.set_nodelay(true);
+            (Box::new(stream), format!("PMI_PORT={port}"), lookup("PMI_ID"))
+        } else {
+            if matches!(choice, PmiChoice::Pmi1 | PmiChoice::Pmi2) {
+                return Err(PmiError::Env {
+                    variable: "PMI_FD",
+                    value: String::new(),
+                    reason: "KESTREL_PMI forces a PMI client but neither PMI_FD nor PMI_PORT is \
+                             set; start the program with kestrel-run, mpiexec or srun \
+                             --mpi=pmi2, or set KESTREL_PMI=auto to run as a singleton"
+                        .into(),
+                });
+            }
+            return Ok(Box::new(Singleton::new()));
+        };
+    let mut client = WireClient {
+        stream,
+        server,
+        framing: Framing::V1,
+        inbuf: Vec::with_capacity(4096),
+        rank: 0,
+        size: 1,
+        job_id: String::new(),
+        max_key: 64,
+        max_value: 1024,
+    };
+    let env_rank = lookup("PMI_RANK").and_then(|r| r.trim().parse::<u32>().ok());
+    let env_size = lookup("PMI_SIZE").and_then(|r| r.trim().parse::<u32>().ok());
+    client.handshake(choice, pmi_id, env_rank, env_size)?;
+    Ok(Box::new(client))
+}
+
+impl WireClient {
+    fn send(&mut self, during: &str, cmd: &Command) -> Result<(), PmiError> {
+        let bytes = self.framing.encode(cmd).map_err(PmiError::Encode)?;
+        self.stream.write_all(&bytes).map_err(|e| self.io(during, e))
+    }
+
+    fn io(&self, during: &str, source: io::Error) -> PmiError {
+        PmiError::Io {
+            during: during.into(),
+            server: self.server.clone(),
+            source,
+        }
+    }
+
+    fn recv(&mut self, during: &str) -> Result<Command, PmiError> {
+        loop {
+            match self.framing.decode(&self.inbuf) {
+                Ok(Some((cmd, used))) => {
+                    self.inbuf.drain(..used);
+                    return Ok(cmd);
+                }
+                Ok(None) => {}
+                Err(source) => {
+                    return Err(PmiError::Wire {
+                        during: during.into(),
+                        source,
+                    })
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            let n = loop {
+                match self.stream.read(&mut chunk) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(self.io(during, e)),
+                }
+            };
+            if n == 0 {
+                let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed");
+                return Err(self.io(during, eof));
+            }
+            self.inbuf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Sends `cmd` and reads the reply, which must be named `expect` and carry rc=0.
+    fn call(&mut self, during: &str, cmd: Command, expect: &str) -> Result<Command, PmiError> {
+        self.send(during, &cmd)?;
+        let reply = self.recv(during)?;
+        if reply.name != expect {
+            return Err(PmiError::Protocol {
+                during: during.into(),
+                expected: expect.into(),
+                got: reply.to_string(),
+            });
+        }
+        let rc = reply.rc().map_err(|source| PmiError::Wire {
+            during: during.into(),
+            source,
+        })?;
+        if rc != 0 {
+            return Err(PmiError::Server {
+                during: during.into(),
+                rc,
+                msg: reply
+                    .get("msg")
+                    .or_else(|| reply.get("errmsg"))
+                    .unwrap_or("")
+                    .into(),
+            });
+        }
+        Ok(reply)
+    }
+
+    fn field<'a>(&self, during: &str, reply: &'a Command, key: &str) -> Result<&'a str, PmiError> {
+        reply.require(key).map_err(|source| PmiError::Wire {
+            during: during.into(),
+            source,
+        })
+    }
+
+    fn num<T: std::str::FromStr>(&self, during: &str, reply: &Command, key: &str) -> Result<T, PmiError> {
+        let text = self.field(during, reply, key)?;
+        text.trim().parse().map_err(|_| PmiError::Wire {
+            during: during.into(),
+            source: WireError {
+                text: reply.to_string(),
+                reason: format!("'{key}={text}' is not a number"),
+            },
+        })
+    }
+
+    fn handshake(
+        &mut self,
+        choice: PmiChoice,
+        pmi_id: Option<String>,
+        env_rank: Option<u32>,
+        env_size: Option<u32>,
+    ) -> Result<(), PmiError> {
+        let mut port_rank = env_rank;
+        let mut port_size = env_size;
+        if let Some(id) = &pmi_id {
+            if choice != PmiChoice::Pmi2 {
+                // PMI_PORT servers identify the client first and push size and rank.
+                self.call("initack", Command::new("initack").with("pmiid", id.as_str()), "initack")?;
+                for _ in 0..3 {
+                    let set = self.recv("initack")?;
+                    match set.pairs.first() {
+                        Some((k, v)) if k == "size" => port_size = v.parse().ok(),
+                        Some((k, v)) if k == "rank" => port_rank = v.parse().ok(),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let want_v2 = matches!(choice, PmiChoice::Pmi2 | PmiChoice::Auto);
+        let version = if want_v2 { "2" } else { "1" };
+        let sub = if want_v2 { "0" } else { "1" };
+        let init = Command::new("init")
+            .with("pmi_version", version)
+            .with("pmi_subversion", sub);
+        self.send("init", &init)?;
+        let reply = self.recv("init")?;
+        if reply.name != "response_to_init" {
+            return Err(PmiError::Protocol {
+                during: "init".into(),
+                expected: "response_to_init".into(),
+                got: reply.to_string(),
+            });
+        }
+        let rc = reply.rc().unwrap_or(-1);
+        let server_version = reply.get("pmi_version").unwrap_or("1");
+        let use_v2 = want_v2 && rc == 0 && server_version == "2";
+        if choice == PmiChoice::Pmi2 && !use_v2 {
+            return Err(PmiError::Server {
+                during: "init".into(),
+                rc,
+                msg: format!(
+                    "the server does not speak PMI-2 (it answered pmi_version={server_version}); \
+                     set KESTREL_PMI=pmi1 or auto"
+                ),
+            });
+        }
+        if use_v2 {
+            self.framing = Framing::V2;
+            self.init_v2(pmi_id, env_rank)
+        } else {
+            if rc != 0 || server_version != "1" {
+                // The server refused version 2; ask again for version 1 in the same session.
+                self.call(
+                    "init",
+                    Command::new("init")
+                        .with("pmi_version", "1")
+                        .with("pmi_subversion", "1"),
+                    "response_to_init",
+                )?;
+            }
+            self.init_v1(port_rank, port_size)
+        }
+    }
+
+    fn init_v1(&mut self, known_rank: Option<u32>, known_size: Option<u32>) -> Result<(), PmiError> {
+        let maxes = self.call("get_maxes", Command::new("get_maxes"), "maxes")?;
+        self.max_key = self.num("get_maxes", &maxes, "keylen_max")?;
+        self.max_value = self.num("get_maxes", &maxes, "vallen_max")?;
+        let kvs = self.call("get_my_kvsname", Command::new("get_my_kvsname"), "my_kvsname")?;
+        self.job_id = self.field("get_my_kvsname", &kvs, "kvsname")?.to_string();
+        // Rank and size come from the environment (PMI_RANK/PMI_SIZE) or the PMI_PORT initack;
+        // old servers also answer get_rank/get_size, which we fall back to.
+        self.rank = match known_rank {
+            Some(r) => r,
+            None => {
+                let r = self.call("get_rank", Command::new("get_rank"), "getrank_result")?;
+                self.num("get_rank", &r, "rank")?
+            }
+        };
+        self.size = match known_size {
+            Some(s) => s,
+            None => {
+                let s = self.call("get_size", Command::new("get_size"), "getsize_result")?;
+                self.num("get_size", &s, "size")?
+            }
+        };
+        Ok(())
+    }
+
+    fn init_v2(&mut self, pmi_id: Option<String>, hint_rank: Option<u32>) -> Result<(), PmiError> {
+        let mut full = Command::new("fullinit");
+        match (pmi_id, hint_rank) {
+            (Some(id), _) => full = full.with("pmiid", id),
+            (None, Some(r)) => full = full.with("pmirank", r.to_string()),
+            (None, None) => {}
+        }
+        full = full.with("threaded", "FALSE");
+        let reply = self.call("fullinit", full, "fullinit-response")?;
+        self.rank = self.num("fullinit", &reply, "rank")?;
+        self.size = self.num("fullinit", &reply, "size")?;
+        let id = self.call("job-getid", Command::new("job-getid"), "job-getid-response")?;
+        self.job_id = self.field("job-getid", &id, "jobid")?.to_string();
+        self.max_key = 64;
+        self.max_value = 1024;
+        Ok(())
+    }
+}
+
+impl PmiClient for WireClient {
+    fn kind(&self) -> &'static str {
+        match self.framing {
+            Framing::V1 => "pmi1",
+            Framing::V2 => "pmi2",
+        }
+    }
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> u32 {
+        self.size
+    }
+    fn job_id(&self) -> &str {
+        &self.job_id
+    }
+    fn max_key_len(&self) -> usize {
+        self.max_key
+    }
+    fn max_value_len(&self) -> usize {
+        self.max_value
+    }
+
+    fn put(&mut self, key: &str, value: &str) -> Result<(), PmiError> {
+        let during = format!("put {key}");
+        match self.framing {
+            Framing::V1 => {
+                let cmd = Command::new("put")
+                    .with("kvsname", self.job_id.clone())
+                    .with("key", key)
+                    .with("value", value);
+                self.call(&during, cmd, "put_result")?;
+            }
+            Framing::V2 => {
+                let cmd = Command::new("kvs-put").with("key", key).with("value", value);
+                self.call(&during, cmd, "kvs-put-response")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn fence(&mut self) -> Result<(), PmiError> {
+        match self.framing {
+            Framing::V1 => self.call("fence", Command::new("barrier_in"), "barrier_out")?,
+            Framing::V2 => self.call("fence", Command::new("kvs-fence"), "kvs-fence-response")?,
+        };
+        Ok(())
+    }
+
+    fn get(&mut self, src: u32, key: &str) -> Result<Option<String>, PmiError> {
+        let during = format!("get {key}");
+        match self.framing {
+            Framing::V1 => {
+                let cmd = Command::new("get")
+                    .with("kvsname", self.job_id.clone())
+                    .with("key", key);
+                self.send(&during, &cmd)?;
+                let reply = self.recv(&during)?;
+                if reply.name != "get_result" {
+                    return Err(PmiError::Protocol {
+                        during,
+                        expected: "get_result".into(),
+                        got: reply.to_string(),
+                    });
+                }
+                // PMI-1 reports a missing key as an error code (or found=FALSE).
+                if reply.rc().unwrap_or(-1) != 0 || reply.get("found") == Some("FALSE") {
+                    return Ok(None);
+                }
+                Ok(Some(self.field(&during, &reply, "value")?.to_string()))
+            }
+            Framing::V2 => {
+                let cmd = Command::new("kvs-get")
+                    .with("jobid", self.job_id.clone())
+                    .with("srcid", src.to_string())
+                    .with("key", key);
+                let reply = self.call(&during, cmd, "kvs-get-response")?;
+                if reply.get("found") != Some("TRUE") {
+                    return Ok(None);
+                }
+                Ok(Some(self.field(&during, &reply, "value")?.to_string()))
+            }
+        }
+    }
+
+    fn job_attr(&mut self, key: &str) -> Result<Option<String>, PmiError> {
+        match self.framing {
+            Framing::V1 => self.get(0, key),
+            Framing::V2 => {
+                let during = format!("job attribute {key}");
+                let cmd = Command::new("info-getjobattr").with("key", key);
+                let reply = self.call(&during, cmd, "info-getjobattr-response")?;
+                if reply.get("found") != Some("TRUE") {
+                    return Ok(None);
+                }
+                Ok(Some(self.field(&during, &reply, "value")?.to_string()))
+            }
+        }
+    }
+
+    fn abort(&mut self, code: i32, message: &str) -> Result<(), PmiError> {
+        // PMI-2 values cannot hold ';' and PMI-1 lines cannot hold newlines.
+        let clean: String = message
+            .chars()
+            .map(|c| if c == ';' || c == '\n' { ' ' } else { c })
+            .collect();
+        let cmd = match self.framing {
+            Framing::V1 => Command::new("abort")
+                .with("exitcode", code.to_string())
+                .with("message", clean),
+            Framing::V2 => Command::new("abort")
+                .with("isworld", "TRUE")
+                .with("exitcode", code.to_string())
+                .with("message", clean),
+        };
+        self.send("abort", &cmd)?;
+        // Give the launcher a moment to act before the caller exits on its own.
+        let _ = self.stream.flush();
+        std::thread::sleep(Duration::from_millis(50));
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<(), PmiError> {
+        match self.framing {
+            Framing::V1 => self.call("finalize", Command::new("finalize"), "finalize_ack")?,
+            Framing::V2 => self.call("finalize", Command::new("finalize"), "finalize-response")?,
+        };
+        Ok(())
+    }
+}

@@ -1,0 +1,372 @@
+//! `kestrel-run` command-line parsing (mpirun-style options; pure, table-tested).
+
+use std::time::Duration;
+
+use kestrel_transport::params::ParamError;
+
+/// `--bind-to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    /// No binding.
+    None,
+    /// Each rank on its own core(s).
+    Core,
+}
+
+/// Where the hosts come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostSource {
+    /// Nothing given: the allocation if inside Slurm, else this host.
+    Default,
+    /// `--host LIST`.
+    List(String),
+    /// `--hostfile FILE`.
+    File(String),
+}
+
+/// A parsed `kestrel-run` command line for launching a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchOptions {
+    /// `-n`: ranks to start (`None` = one per slot).
+    pub np: Option<u32>,
+    /// Hosts.
+    pub hosts: HostSource,
+    /// `--oversubscribe`.
+    pub oversubscribe: bool,
+    /// `--mca NAME VALUE`, each name once.
+    pub mca: Vec<(String, String)>,
+    /// `-x VAR[=VALUE]`, resolved to values.
+    pub env: Vec<(String, String)>,
+    /// `--bind-to`.
+    pub bind: Bind,
+    /// `--tag-output`.
+    pub tag_output: bool,
+    /// `--timeout SECONDS`.
+    pub timeout: Option<Duration>,
+    /// `--launch-agent CMD`.
+    pub launch_agent: Option<String>,
+    /// The program.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+/// A parsed daemon-mode command line (internal: started by the head through the launch agent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonOptions {
+    /// `--parent ADDR[,ADDR...]:PORT`-style list of `ip:port` candidates.
+    pub parents: Vec<String>,
+    /// `--host-index N`.
+    pub host_index: u32,
+    /// `--key K`.
+    pub key: String,
+    /// `--verbose FILTER`.
+    pub verbose: String,
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    /// Launch a job.
+    Launch(LaunchOptions),
+    /// Serve one host for a head.
+    Daemon(DaemonOptions),
+    /// `--help`.
+    Help,
+    /// `--version`.
+    Version,
+}
+
+/// The usage text.
+pub const USAGE: &str = "\
+usage: kestrel-run [options] [--] program [args...]
+
+Starts `program` as the ranks of one job and serves them PMI-1 and PMI-2.
+
+options:
+  -n, -np N               number of ranks (default: one per slot)
+  -H, --host LIST         hosts and slots: h1:2,h2:2 (a host without :N has 1 slot)
+  --hostfile FILE         one host per line: name [slots=N]
+  --oversubscribe         allow more ranks than slots
+  --mca NAME VALUE        set Kestrel parameter NAME for every rank (see kestrel-info)
+  -x VAR[=VALUE]          export VAR (with its value here, or VALUE) to every rank
+  --bind-to core|none     bind each rank to its own core(s) (default: none)
+  --tag-output            prefix each output line with [1,rank]<stdout>: or <stderr>:
+  --timeout SECONDS       stop the job after SECONDS and name the ranks still running
+  --launch-agent CMD      how to reach another host, run as `CMD HOST COMMAND...`
+                          (default: ssh; 'ip netns exec' reaches network namespaces)
+  -h, --help              this text
+  --version               Kestrel's version
+
+Inside a Slurm allocation, hosts and slots come from SLURM_NODELIST and
+SLURM_TASKS_PER_NODE and remote hosts are reached with srun.";
+
+/// Why a command line was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgError {
+    /// A usage mistake, explained.
+    Usage(String),
+    /// Conflicting `--mca` values.
+    Param(ParamError),
+}
+
+impl std::fmt::Display for ArgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgError::Usage(m) => write!(f, "{m} (kestrel-run --help shows the options)"),
+            ArgError::Param(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+fn usage(msg: impl Into<String>) -> ArgError {
+    ArgError::Usage(msg.into())
+}
+
+/// Parses `args` (without the program name). `lookup` reads the launcher's environment for
+/// `-x VAR`.
+pub fn parse(args: &[String], lookup: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ArgError> {
+    let mut np = None;
+    let mut hosts = HostSource::Default;
+    let mut oversubscribe = false;
+    let mut mca: Vec<(String, String)> = Vec::new();
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut bind = Bind::None;
+    let mut tag_output = false;
+    let mut timeout = None;
+    let mut launch_agent = None;
+    let mut daemon = false;
+    let mut parents = Vec::new();
+    let mut host_index = None;
+    let mut key = None;
+    let mut verbose = String::new();
+
+    let mut i = 0;
+    let mut program_at = None;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        if arg == "--" {
+            program_at = Some(i + 1);
+            break;
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            program_at = Some(i);
+            break;
+        }
+        // `--opt=value` is the same as `--opt value`.
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg, None),
+        };
+        let mut value = |what: &str| -> Result<String, ArgError> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            i += 1;
+            args.get(i)
+                .cloned()
+                .ok_or_else(|| usage(format!("{flag} needs {what}")))
+        };
+        match flag {
+            "-n" | "-np" | "--np" | "-c" => {
+                let v = value("a number of ranks")?;
+                let n: u32 = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| usage(format!("{flag} '{v}' is not a positive number of ranks")))?;
+                np = Some(n);
+            }
+            "-H" | "--host" | "-host" => hosts = HostSource::List(value("a host list like h1:2,h2:2")?),
+            "--hostfile" | "-hostfile" | "--machinefile" | "-machinefile" => {
+                hosts = HostSource::File(value("a file name")?)
+            }
+            "--oversubscribe" => oversubscribe = true,
+            "--mca" | "-mca" => {
+                let name = value("a parameter name and a value")?;
+                i += 1;
+                let val = args
+                    .get(i)
+                    .cloned()
+                    .ok_or_else(|| usage(format!("--mca {name} needs a value")))?;
+                let name = name.to_ascii_lowercase();
+                match mca.iter().find(|(n, _)| *n == name) {
+                    Some((_, first)) if *first != val => {
+                        return Err(ArgError::Param(ParamError::Conflicting {
+                            name,
+                            first: first.clone(),
+                            second: val,
+                        }))
+                    }
+                    Some(_) => {}
+                    None => mca.push((name, val)),
+                }
+            }
+            "-x" => {
+                let spec = value("VAR or VAR=value")?;
+                let (name, val) = match spec.split_once('=') {
+                    Some((n, v)) => (n.to_string(), v.to_string()),
+                    None => {
+                        let v = lookup(&spec).ok_or_else(|| {
+                            usage(format!(
+                                "-x {spec}: {spec} is not set in kestrel-run's environment; give \
+                                 -x {spec}=value"
+                            ))
+                        })?;
+                        (spec.clone(), v)
+                    }
+                };
+                if name.is_empty() || name.contains(char::is_whitespace) {
+                    return Err(usage(format!("-x '{spec}' does not name a variable")));
+                }
+                env.retain(|(n, _)| *n != name);
+                env.push((name, val));
+            }
+            "--bind-to" | "-bind-to" => {
+                bind = match value("core or none")?.as_str() {
+                    "core" | "cores" => Bind::Core,
+                    "none" => Bind::None,
+                    other => return Err(usage(format!("--bind-to '{other}': use core or none"))),
+                }
+            }
+            "--tag-output" | "-tag-output" => tag_output = true,
+            "--timeout" => {
+                let v = value("a number of seconds")?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| usage(format!("--timeout '{v}' is not a positive number of seconds")))?;
+                timeout = Some(Duration::from_secs_f64(secs));
+            }
+            "--launch-agent" | "-launch-agent" => {
+                let v = value("a command")?;
+                if v.split_whitespace().next().is_none() {
+                    return Err(usage("--launch-agent needs a command"));
+                }
+                launch_agent = Some(v);
+            }
+            "--daemon" => daemon = true,
+            "--parent" => parents = value("addresses")?.split(',').map(String::from).collect(),
+            "--host-index" => {
+                host_index = Some(value("an index")?.parse().map_err(|_| usage("--host-index needs a number"))?)
+            }
+            "--key" => key = Some(value("a key")?),
+            "--verbose" => verbose = value("a filter")?,
+            "-h" | "--help" => return Ok(Invocation::Help),
+            "-V" | "--version" => return Ok(Invocation::Version),
+            other => return Err(usage(format!("unknown option '{other}'"))),
+        }
+        i += 1;
+    }
+
+    if daemon {
+        return match (parents.is_empty(), host_index, key) {
+            (false, Some(host_index), Some(key)) => Ok(Invocation::Daemon(DaemonOptions {
+                parents,
+                host_index,
+                key,
+                verbose,
+            })),
+            _ => Err(usage("--daemon needs --parent, --host-index and --key (it is started by kestrel-run itself)")),
+        };
+    }
+    let Some(at) = program_at.filter(|&at| at < args.len()) else {
+        return Err(usage("no program to run; usage: kestrel-run -n N program [args...]"));
+    };
+    Ok(Invocation::Launch(LaunchOptions {
+        np,
+        hosts,
+        oversubscribe,
+        mca,
+        env,
+        bind,
+        tag_output,
+        timeout,
+        launch_agent,
+        program: args[at].clone(),
+        args: args[at + 1..].to_vec(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn launch(s: &str) -> LaunchOptions {
+        match parse(&argv(s), &|v| (v == "HOME").then(|| "/root".to_string())).unwrap() {
+            Invocation::Launch(l) => l,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mpirun_style_options() {
+        let l = launch(
+            "-n 4 --host h1:2,h2:2 --oversubscribe --mca btl shm -x HOME -x A=b --bind-to core \
+             --tag-output --timeout 2.5 --launch-agent=ip -- prog -n 3",
+        );
+        assert_eq!(l.np, Some(4));
+        assert_eq!(l.hosts, HostSource::List("h1:2,h2:2".into()));
+        assert!(l.oversubscribe && l.tag_output);
+        assert_eq!(l.mca, vec![("btl".into(), "shm".into())]);
+        assert_eq!(l.env, vec![("HOME".into(), "/root".into()), ("A".into(), "b".into())]);
+        assert_eq!(l.bind, Bind::Core);
+        assert_eq!(l.timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(l.launch_agent.as_deref(), Some("ip"));
+        assert_eq!((l.program.as_str(), l.args.clone()), ("prog", argv("-n 3")));
+        let l = launch("-np 2 ./a.out x");
+        assert_eq!((l.np, l.program.as_str(), l.args.len()), (Some(2), "./a.out", 1));
+    }
+
+    #[test]
+    fn conflicting_mca_names_both_values() {
+        let e = parse(&argv("-n 2 --mca btl shm --mca btl usnic true"), &|_| None).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("'shm'") && msg.contains("'usnic'") && msg.contains("btl"), "{msg}");
+        // The same value twice is harmless.
+        assert_eq!(launch("--mca btl shm --mca btl shm true").mca.len(), 1);
+    }
+
+    #[test]
+    fn usage_errors_explain() {
+        for (line, needle) in [
+            ("-n 0 true", "positive"),
+            ("-n x true", "positive"),
+            ("-n 2", "no program"),
+            ("-x NOPE true", "NOPE is not set"),
+            ("--bind-to socket true", "core or none"),
+            ("--timeout -1 true", "seconds"),
+            ("--frobnicate true", "unknown option '--frobnicate'"),
+            ("--mca btl", "needs a value"),
+            ("--daemon --key k", "--parent"),
+        ] {
+            let e = parse(&argv(line), &|_| None).unwrap_err().to_string();
+            assert!(e.contains(needle), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn daemon_mode() {
+        let inv = parse(
+            &argv("--daemon --parent 10.0.0.1:5,127.0.0.1:5 --host-index 2 --key abc"),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(
+            inv,
+            Invocation::Daemon(DaemonOptions {
+                parents: vec!["10.0.0.1:5".into(), "127.0.0.1:5".into()],
+                host_index: 2,
+                key: "abc".into(),
+                verbose: String::new(),
+            })
+        );
+    }
+}

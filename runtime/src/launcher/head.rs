@@ -1,0 +1,804 @@
+//! The head of a job: plans where ranks go, starts node agents (in-process for this host,
+//! `kestrel-run --daemon` through the launch agent for others), merges fences, and decides the
+//! fate of the job when a rank fails, the user interrupts, or the timeout expires.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use kestrel_transport::params::{self, Params};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::time::Instant;
+
+use super::agent::{available_cpus, machine_id, run_agent, AgentLink};
+use super::args::{Bind, HostSource, LaunchOptions};
+use super::exit::describe_status;
+use super::proto::{split_frame, NodeLaunch, PmiState, RankStatus, ToAgent, ToHead};
+use crate::hosts::{self, HostSlots};
+use crate::session;
+use crate::slurm;
+
+/// One host of the job.
+#[derive(Debug, Clone)]
+pub struct HostPlan {
+    /// Name (and node id).
+    pub name: String,
+    /// Whether it is the launcher's own host.
+    pub local: bool,
+    /// Ranks placed on it.
+    pub ranks: Vec<u32>,
+}
+
+/// Where every rank goes, and how remote hosts are reached.
+#[derive(Debug, Clone)]
+pub struct JobPlan {
+    /// Job id.
+    pub job_id: String,
+    /// Ranks in the job.
+    pub size: u32,
+    /// Hosts with at least one rank.
+    pub hosts: Vec<HostPlan>,
+    /// Launch agent words (`ssh`, `ip netns exec`, `srun`).
+    pub agent: Vec<String>,
+    /// Cores per rank (Slurm's cpus-per-task).
+    pub cpus_per_rank: u32,
+}
+
+fn is_local_name(name: &str) -> bool {
+    let me = crate::modex::hostname();
+    let short = me.split('.').next().unwrap_or(&me).to_string();
+    name == "localhost" || name == "127.0.0.1" || name == me || name == short
+}
+
+/// Builds the plan from the options and the environment (Slurm variables).
+pub fn plan(opts: &LaunchOptions, lookup: &dyn Fn(&str) -> Option<String>) -> Result<JobPlan, String> {
+    let mut agent = opts.launch_agent.clone();
+    let mut cpus_per_rank = 1;
+    let host_slots: Vec<HostSlots> = match &opts.hosts {
+        HostSource::List(list) => hosts::parse_host_list(list).map_err(|e| e.to_string())?,
+        HostSource::File(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read hostfile {path}: {e}"))?;
+            hosts::parse_hostfile(&text, path).map_err(|e| e.to_string())?
+        }
+        HostSource::Default => match slurm::allocation_from_env(lookup).map_err(|e| e.to_string())? {
+            Some(alloc) => {
+                cpus_per_rank = alloc.cpus_per_task;
+                if agent.is_none() {
+                    agent = Some("srun".into());
+                }
+                alloc
+                    .hosts
+                    .into_iter()
+                    .map(|(name, slots)| HostSlots {
+                        name,
+                        slots: Some(slots),
+                    })
+                    .collect()
+            }
+            None => vec![HostSlots {
+                name: crate::modex::hostname(),
+                slots: None,
+            }],
+        },
+    };
+    let np = match opts.np {
+        Some(n) => n,
+        None => match host_slots.iter().map(|h| h.slots).sum::<Option<u32>>() {
+            Some(total) => total,
+            None => available_cpus().len().max(1) as u32,
+        },
+    };
+    let per_host = hosts::map_by_slot(&host_slots, np, opts.oversubscribe)?;
+    let hosts: Vec<HostPlan> = host_slots
+        .iter()
+        .zip(per_host)
+        .filter(|(_, ranks)| !ranks.is_empty())
+        .map(|(h, ranks)| HostPlan {
+            local: is_local_name(&h.name),
+            name: h.name.clone(),
+            ranks,
+        })
+        .collect();
+    let agent = agent
+        .unwrap_or_else(|| "ssh".into())
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    Ok(JobPlan {
+        job_id: session::new_job_id(),
+        size: np,
+        hosts,
+        agent,
+        cpus_per_rank,
+    })
+}
+
+/// `PMI_process_mapping` for a plan whose hosts hold contiguous, increasing rank blocks
+/// (`(vector,(0,2,4))` = 2 nodes from node 0 with 4 ranks each); empty when it cannot be
+/// expressed that way (oversubscribed round-robin placement).
+pub fn process_mapping(hosts: &[HostPlan]) -> String {
+    let mut next = 0u32;
+    let mut blocks: Vec<(usize, usize, usize)> = Vec::new();
+    for (i, h) in hosts.iter().enumerate() {
+        let contiguous = h.ranks.iter().enumerate().all(|(k, &r)| r == next + k as u32);
+        if !contiguous {
+            return String::new();
+        }
+        next += h.ranks.len() as u32;
+        let ppn = h.ranks.len();
+        match blocks.last_mut() {
+            Some((_, count, p)) if *p == ppn => *count += 1,
+            _ => blocks.push((i, 1, ppn)),
+        }
+    }
+    let parts: Vec<String> = blocks
+        .iter()
+        .map(|(start, count, ppn)| format!("({start},{count},{ppn})"))
+        .collect();
+    format!("(vector,{})", parts.join(","))
+}
+
+enum HeadEvent {
+    Agent(usize, ToHead),
+    AgentLost(usize),
+    AgentProcessExited(usize, String),
+    Connected(usize, UnboundedSender<ToAgent>, String, u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RankState {
+    Pending,
+    Running(u32),
+    Done,
+}
+
+struct Head {
+    plan: JobPlan,
+    rank_host: Vec<usize>,
+    ranks: Vec<RankState>,
+    agents: Vec<Option<UnboundedSender<ToAgent>>>,
+    fenced: HashSet<usize>,
+    fence_puts: Vec<(String, String)>,
+    exit_code: Option<i32>,
+    stopping: bool,
+    bye: HashSet<usize>,
+}
+
+impl Head {
+    fn host_of(&self, rank: u32) -> &str {
+        self.rank_host
+            .get(rank as usize)
+            .and_then(|&h| self.plan.hosts.get(h))
+            .map(|h| h.name.as_str())
+            .unwrap_or("?")
+    }
+
+    fn running(&self) -> Vec<(u32, u32)> {
+        self.ranks
+            .iter()
+            .enumerate()
+            .filter_map(|(r, s)| match s {
+                RankState::Running(pid) => Some((r as u32, *pid)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn describe_running(&self) -> String {
+        let list: Vec<String> = self
+            .running()
+            .iter()
+            .map(|(r, pid)| format!("rank {r} (pid {pid} on {})", self.host_of(*r)))
+            .collect();
+        if list.is_empty() {
+            "none".into()
+        } else {
+            list.join(", ")
+        }
+    }
+
+    fn broadcast(&self, msg: ToAgent) {
+        for a in self.agents.iter().flatten() {
+            let _ = a.send(msg.clone());
+        }
+    }
+
+    /// Starts stopping the job; the first failure decides the exit code.
+    fn fail(&mut self, code: i32, grace_ms: i64) {
+        if self.exit_code.is_none() {
+            self.exit_code = Some(code);
+        }
+        if !self.stopping {
+            self.stopping = true;
+            let n = self.running().len();
+            if n > 0 {
+                eprintln!(
+                    "kestrel-run: stopping the remaining {n} rank{} (SIGTERM, then SIGKILL after {grace_ms} ms)",
+                    if n == 1 { "" } else { "s" }
+                );
+            }
+            self.broadcast(ToAgent::Kill);
+        }
+    }
+
+    fn all_done(&self) -> bool {
+        self.ranks.iter().all(|s| *s == RankState::Done)
+    }
+}
+
+/// Runs a job to completion and returns the launcher's exit code.
+pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf) -> i32 {
+    let plan = match plan(&opts, &|v| std::env::var(v).ok()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kestrel-run: {e}");
+            return 2;
+        }
+    };
+    let grace_ms = crate::params::KILL_GRACE_MS.get(&params);
+    let daemon_timeout = Duration::from_secs(crate::params::DAEMON_TIMEOUT_S.get(&params) as u64);
+    tracing::debug!(target: "launcher", job = %plan.job_id, size = plan.size, hosts = plan.hosts.len(), "plan ready");
+
+    let mut rank_host = vec![0usize; plan.size as usize];
+    for (h, host) in plan.hosts.iter().enumerate() {
+        for &r in &host.ranks {
+            rank_host[r as usize] = h;
+        }
+    }
+    let mapping = process_mapping(&plan.hosts);
+    let (events_tx, mut events) = unbounded_channel::<HeadEvent>();
+    let mut head = Head {
+        agents: vec![None; plan.hosts.len()],
+        ranks: vec![RankState::Pending; plan.size as usize],
+        rank_host,
+        fenced: HashSet::new(),
+        fence_puts: Vec::new(),
+        exit_code: None,
+        stopping: false,
+        bye: HashSet::new(),
+        plan,
+    };
+
+    let mut sigint = signal(SignalKind::interrupt()).ok();
+    let mut sigterm = signal(SignalKind::terminate()).ok();
+    let mut sighup = signal(SignalKind::hangup()).ok();
+
+    // Hosts: in-process agents for this host, daemons for the others.
+    let remote: Vec<usize> = (0..head.plan.hosts.len()).filter(|&h| !head.plan.hosts[h].local).collect();
+    let key = session::new_job_id();
+    let mut machines: BTreeMap<usize, (String, u32)> = BTreeMap::new();
+    for h in 0..head.plan.hosts.len() {
+        if head.plan.hosts[h].local {
+            let (to_agent, from_head) = unbounded_channel();
+            let (to_head, mut agent_rx) = unbounded_channel();
+            tokio::spawn(run_agent(AgentLink { to_head, from_head }));
+            let tx = events_tx.clone();
+            tokio::spawn(async move {
+                while let Some(m) = agent_rx.recv().await {
+                    let _ = tx.send(HeadEvent::Agent(h, m));
+                }
+                let _ = tx.send(HeadEvent::AgentLost(h));
+            });
+            head.agents[h] = Some(to_agent);
+            machines.insert(h, (machine_id(), available_cpus().len() as u32));
+        }
+    }
+    if !remote.is_empty() {
+        let listener = match TcpListener::bind("0.0.0.0:0").await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("kestrel-run: cannot open a TCP port for the remote daemons: {e}");
+                return 2;
+            }
+        };
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let parents: Vec<String> = local_ipv4_addresses().iter().map(|a| format!("{a}:{port}")).collect();
+        tokio::spawn(accept_daemons(listener, key.clone(), head.plan.hosts.len(), events_tx.clone()));
+        let exe = {
+            let configured = crate::params::DAEMON_PATH.get(&params);
+            if configured.is_empty() {
+                argv0.display().to_string()
+            } else {
+                configured
+            }
+        };
+        let verbose = kestrel_transport::core_params::VERBOSE.get(&params);
+        for &h in &remote {
+            let host = head.plan.hosts[h].name.clone();
+            let mut words = agent_command(&head.plan.agent, &host);
+            words.extend([exe.clone(), "--daemon".into(), "--parent".into(), parents.join(",")]);
+            words.extend(["--host-index".into(), h.to_string(), "--key".into(), key.clone()]);
+            if !verbose.is_empty() {
+                words.extend(["--verbose".into(), verbose.clone()]);
+            }
+            tracing::debug!(target: "launcher", "starting daemon: {}", words.join(" "));
+            let shown = words.join(" ");
+            let mut cmd = tokio::process::Command::new(&words[0]);
+            cmd.args(&words[1..]).stdin(Stdio::null()).kill_on_drop(true);
+            let tx = events_tx.clone();
+            match cmd.spawn() {
+                Ok(mut child) => {
+                    tokio::spawn(async move {
+                        let status = child.wait().await;
+                        let how = match status {
+                            Ok(s) => describe_exit_status(s),
+                            Err(e) => e.to_string(),
+                        };
+                        let _ = tx.send(HeadEvent::AgentProcessExited(h, format!("'{shown}' {how}")));
+                    });
+                }
+                Err(e) => {
+                    eprintln!(
+                        "kestrel-run: cannot run the launch agent '{}' to reach host {host}: {e}; \
+                         install it or choose another with --launch-agent",
+                        head.plan.agent.join(" ")
+                    );
+                    head.fail(2, grace_ms);
+                }
+            }
+        }
+    }
+
+    // Wait for every remote daemon to call back before any rank starts.
+    let connect_deadline = Instant::now() + daemon_timeout;
+    let mut interrupted: Option<i32> = None;
+    while head.exit_code.is_none() && machines.len() < head.plan.hosts.len() {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(HeadEvent::Connected(h, tx, machine, cpus)) => {
+                    head.agents[h] = Some(tx);
+                    machines.insert(h, (machine, cpus));
+                }
+                Some(HeadEvent::AgentProcessExited(h, how)) if !machines.contains_key(&h) => {
+                    let host = &head.plan.hosts[h].name;
+                    eprintln!(
+                        "kestrel-run: the daemon for host {host} ended before connecting back: {how}. \
+                         Check that `{} true` works without prompting, and that kestrel-run is at \
+                         the same path there (or set --mca launch_daemon_path)",
+                        agent_command(&head.plan.agent, host).join(" ")
+                    );
+                    head.fail(2, grace_ms);
+                }
+                Some(_) => {}
+                None => break,
+            },
+            _ = tokio::time::sleep_until(connect_deadline) => {
+                let missing: Vec<&str> = (0..head.plan.hosts.len())
+                    .filter(|h| !machines.contains_key(h))
+                    .map(|h| head.plan.hosts[h].name.as_str())
+                    .collect();
+                eprintln!(
+                    "kestrel-run: no answer within {} s from the daemon on {}; the host may be \
+                     unreachable or unable to connect back to this one (firewall?). Raise \
+                     --mca launch_daemon_timeout if it is only slow",
+                    daemon_timeout.as_secs(),
+                    missing.join(", ")
+                );
+                head.fail(2, grace_ms);
+            }
+            _ = recv_signal(&mut sigint) => { interrupted = Some(2); head.fail(130, grace_ms); }
+            _ = recv_signal(&mut sigterm) => { interrupted = Some(15); head.fail(143, grace_ms); }
+        }
+    }
+    if let Some(sig) = interrupted {
+        eprintln!("kestrel-run: interrupted by signal {sig} while starting the daemons");
+    }
+
+    if head.exit_code.is_none() {
+        // Yield-when-idle: ranks outnumber the cores of the machine they share.
+        let mut per_machine: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        for (h, (machine, cpus)) in &machines {
+            let e = per_machine.entry(machine.clone()).or_insert((0, *cpus));
+            e.0 += head.plan.hosts[*h].ranks.len() as u32;
+        }
+        let user_set = opts.mca.iter().any(|(n, _)| n == "yield_when_idle")
+            || opts.env.iter().any(|(n, _)| n == "KESTREL_YIELD_WHEN_IDLE")
+            || std::env::var_os("KESTREL_YIELD_WHEN_IDLE").is_some();
+        let mut base_env: Vec<(String, String)> = opts.env.clone();
+        for (name, value) in &opts.mca {
+            base_env.push((params::mca_env_var_for(name), value.clone()));
+        }
+        for h in 0..head.plan.hosts.len() {
+            let Some((machine, _)) = machines.get(&h) else { continue };
+            let (ranks_here, cpus) = per_machine[machine];
+            let mut env = base_env.clone();
+            if ranks_here > cpus && !user_set {
+                tracing::debug!(target: "launcher", ranks_here, cpus, "oversubscribed: turning on yield_when_idle");
+                env.push((params::auto_env_var_for("yield_when_idle"), "true".into()));
+            }
+            let host = &head.plan.hosts[h];
+            let launch = NodeLaunch {
+                job_id: head.plan.job_id.clone(),
+                host_index: h as u32,
+                host_name: host.name.clone(),
+                size: head.plan.size,
+                ranks: host.ranks.clone(),
+                process_mapping: mapping.clone(),
+                program: opts.program.clone(),
+                args: opts.args.clone(),
+                env,
+                bind_cores: opts.bind == Bind::Core,
+                cpus_per_rank: head.plan.cpus_per_rank,
+                tag_output: opts.tag_output,
+                kill_grace_ms: grace_ms as u32,
+                forward_stdin: host.local,
+            };
+            if let Some(a) = &head.agents[h] {
+                let _ = a.send(ToAgent::Launch(Box::new(launch)));
+            }
+        }
+    } else {
+        head.broadcast(ToAgent::Shutdown);
+        for r in head.ranks.iter_mut() {
+            *r = RankState::Done;
+        }
+    }
+
+    let timeout_at = opts.timeout.map(|t| Instant::now() + t);
+    let mut stop_deadline: Option<Instant> = None;
+    let mut shutdown_sent = head.all_done();
+    let mut bye_deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if head.stopping && stop_deadline.is_none() {
+            stop_deadline = Some(Instant::now() + Duration::from_millis(grace_ms as u64) + Duration::from_secs(3));
+        }
+        if head.all_done() && !shutdown_sent {
+            shutdown_sent = true;
+            bye_deadline = Instant::now() + Duration::from_secs(5);
+            head.broadcast(ToAgent::Shutdown);
+        }
+        if shutdown_sent && (0..head.plan.hosts.len()).all(|h| head.bye.contains(&h) || head.agents[h].is_none()) {
+            break;
+        }
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(HeadEvent::Agent(h, msg)) => handle_agent(&mut head, h, msg, grace_ms),
+                Some(HeadEvent::AgentLost(h)) | Some(HeadEvent::AgentProcessExited(h, _)) => {
+                    if head.agents[h].take().is_some() && !head.bye.contains(&h) {
+                        let lost: Vec<u32> = head.plan.hosts[h].ranks.iter().copied()
+                            .filter(|&r| head.ranks[r as usize] != RankState::Done).collect();
+                        if !lost.is_empty() {
+                            eprintln!(
+                                "kestrel-run: lost contact with the daemon on {} while {} rank{} still ran there",
+                                head.plan.hosts[h].name, lost.len(), if lost.len() == 1 { "" } else { "s" }
+                            );
+                            for r in lost {
+                                head.ranks[r as usize] = RankState::Done;
+                            }
+                            head.fail(1, grace_ms);
+                        }
+                    }
+                    head.bye.insert(h);
+                }
+                Some(HeadEvent::Connected(..)) => {}
+                None => break,
+            },
+            _ = sleep_until_opt(timeout_at.filter(|_| !head.stopping)) => {
+                eprintln!(
+                    "kestrel-run: the job exceeded --timeout {:.1} s; still running: {}",
+                    opts.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0),
+                    head.describe_running()
+                );
+                head.fail(124, grace_ms);
+            }
+            _ = sleep_until_opt(stop_deadline.filter(|_| !shutdown_sent)) => {
+                eprintln!("kestrel-run: these ranks did not stop after SIGKILL: {}", head.describe_running());
+                for r in head.ranks.iter_mut() { *r = RankState::Done; }
+            }
+            _ = sleep_until_opt(Some(bye_deadline).filter(|_| shutdown_sent)) => {
+                eprintln!("kestrel-run: some daemons did not confirm their cleanup; exiting anyway");
+                break;
+            }
+            _ = recv_signal(&mut sigint) => interrupt(&mut head, "SIGINT", 2, grace_ms),
+            _ = recv_signal(&mut sigterm) => interrupt(&mut head, "SIGTERM", 15, grace_ms),
+            _ = recv_signal(&mut sighup) => interrupt(&mut head, "SIGHUP", 1, grace_ms),
+        }
+    }
+    // The head-local agents cleaned up on Shutdown; remote daemons did on theirs. A lost daemon
+    // on a shared machine leaves its files: remove what we can see from here.
+    session::remove_job_files(&head.plan.job_id, None);
+    head.exit_code.unwrap_or(0)
+}
+
+fn interrupt(head: &mut Head, name: &str, signo: i32, grace_ms: i64) {
+    if head.stopping {
+        eprintln!("kestrel-run: {name} again; killing every rank now");
+        head.broadcast(ToAgent::Kill);
+        return;
+    }
+    eprintln!("kestrel-run: interrupted by {name}");
+    head.fail(128 + signo, grace_ms);
+}
+
+fn handle_agent(head: &mut Head, h: usize, msg: ToHead, grace_ms: i64) {
+    match msg {
+        ToHead::Started { rank, pid } => {
+            if let Some(s) = head.ranks.get_mut(rank as usize) {
+                *s = RankState::Running(pid);
+            }
+            if head.stopping {
+                // Started after the job began to stop: make sure it is stopped too.
+                if let Some(Some(a)) = head.agents.get(h) {
+                    let _ = a.send(ToAgent::Kill);
+                }
+            }
+        }
+        ToHead::SpawnFailed { rank, error } => {
+            if let Some(s) = head.ranks.get_mut(rank as usize) {
+                *s = RankState::Done;
+            }
+            if !head.stopping {
+                eprintln!("kestrel-run: rank {rank}: {error}");
+                let code = if error.contains("not found") { 127 } else { 126 };
+                head.fail(code, grace_ms);
+            }
+        }
+        ToHead::Fence { puts } => {
+            head.fenced.insert(h);
+            head.fence_puts.extend(puts);
+            let live_hosts: Vec<usize> = (0..head.plan.hosts.len()).filter(|&x| head.agents[x].is_some()).collect();
+            if live_hosts.iter().all(|x| head.fenced.contains(x)) {
+                let puts = std::mem::take(&mut head.fence_puts);
+                head.fenced.clear();
+                head.broadcast(ToAgent::FenceDone { puts });
+            }
+        }
+        ToHead::Exited { rank, pid, status, pmi } => {
+            let Some(state) = head.ranks.get_mut(rank as usize) else { return };
+            *state = RankState::Done;
+            if head.stopping {
+                return;
+            }
+            let host = head.host_of(rank).to_string();
+            let others_running = !head.running().is_empty();
+            match status {
+                RankStatus::Code(0) if pmi == PmiState::Initialized && others_running => {
+                    eprintln!(
+                        "kestrel-run: rank {rank} (pid {pid} on {host}) exited with status 0 \
+                         without finalizing while other ranks still run; stopping the job so \
+                         they do not wait for it forever"
+                    );
+                    head.fail(1, grace_ms);
+                }
+                RankStatus::Code(0) => {}
+                RankStatus::Code(c) => {
+                    eprintln!("kestrel-run: rank {rank} (pid {pid} on {host}) {}", describe_status(status));
+                    head.fail(c, grace_ms);
+                }
+                RankStatus::Signal(s) => {
+                    eprintln!("kestrel-run: rank {rank} (pid {pid} on {host}) {}", describe_status(status));
+                    head.fail(128 + s, grace_ms);
+                }
+            }
+        }
+        ToHead::Abort { rank, code, message } => {
+            if !head.stopping {
+                let pid = match head.ranks.get(rank as usize) {
+                    Some(RankState::Running(p)) => p.to_string(),
+                    _ => "?".into(),
+                };
+                let host = head.host_of(rank).to_string();
+                eprintln!(
+                    "kestrel-run: rank {rank} (pid {pid} on {host}) aborted the job with code {code}{}{}",
+                    if message.is_empty() { "" } else { ": " },
+                    message
+                );
+                head.fail(if code == 0 { 1 } else { code }, grace_ms);
+            }
+        }
+        ToHead::Bye => {
+            head.bye.insert(h);
+        }
+        ToHead::Hello { .. } => {}
+    }
+}
+
+fn describe_exit_status(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => describe_status(RankStatus::Code(c)),
+        (None, Some(sig)) => describe_status(RankStatus::Signal(sig)),
+        _ => "ended".into(),
+    }
+}
+
+/// The command that runs `COMMAND...` on `host`: `ssh host`, `ip netns exec host`, or srun's
+/// one-task step on that node.
+pub fn agent_command(agent: &[String], host: &str) -> Vec<String> {
+    let is_srun = agent
+        .first()
+        .map(|w| std::path::Path::new(w).file_name().map(|n| n == "srun").unwrap_or(false))
+        .unwrap_or(false);
+    let mut words: Vec<String> = agent.to_vec();
+    if is_srun {
+        words.extend(
+            ["--nodes=1", "--ntasks=1", "--overlap", "--mpi=none", "--kill-on-bad-exit=0"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        words.push(format!("--nodelist={host}"));
+    } else {
+        words.push(host.to_string());
+    }
+    words
+}
+
+async fn recv_signal(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// IPv4 addresses of this host that daemons may use to call back, loopback last.
+pub fn local_ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
+    let mut addrs: Vec<std::net::Ipv4Addr> = Vec::new();
+    if let Ok(ifaces) = nix::ifaddrs::getifaddrs() {
+        for ifa in ifaces {
+            if let Some(sin) = ifa.address.as_ref().and_then(|a| a.as_sockaddr_in()) {
+                let ip = sin.ip();
+                if !addrs.contains(&ip) {
+                    addrs.push(ip);
+                }
+            }
+        }
+    }
+    addrs.sort_by_key(|a| a.is_loopback());
+    if addrs.is_empty() {
+        addrs.push(std::net::Ipv4Addr::LOCALHOST);
+    }
+    addrs
+}
+
+async fn accept_daemons(listener: TcpListener, key: String, hosts: usize, events: UnboundedSender<HeadEvent>) {
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else { return };
+        let key = key.clone();
+        let events = events.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_daemon(stream, peer, &key, hosts, events).await {
+                tracing::warn!(target: "launcher", %peer, "daemon connection refused: {e}");
+            }
+        });
+    }
+}
+
+async fn read_frame(stream: &mut tokio::net::tcp::OwnedReadHalf, buf: &mut Vec<u8>) -> Result<Option<ToHead>, String> {
+    loop {
+        if let Some((body, used)) = split_frame(buf).map_err(|e| e.to_string())? {
+            let msg = ToHead::decode(body).map_err(|e| e.to_string())?;
+            buf.drain(..used);
+            return Ok(Some(msg));
+        }
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn serve_daemon(
+    stream: TcpStream,
+    peer: SocketAddr,
+    key: &str,
+    hosts: usize,
+    events: UnboundedSender<HeadEvent>,
+) -> Result<(), String> {
+    let _ = stream.set_nodelay(true);
+    let (mut read, mut write) = stream.into_split();
+    let mut buf = Vec::new();
+    let hello = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut read, &mut buf))
+        .await
+        .map_err(|_| "no hello within 10 s".to_string())??;
+    let (h, machine, cpus) = match hello {
+        Some(ToHead::Hello { host_index, key: k, machine, cpus }) if k == key && (host_index as usize) < hosts => {
+            (host_index as usize, machine, cpus)
+        }
+        _ => return Err(format!("{peer} did not present this job's key")),
+    };
+    let (tx, mut rx) = unbounded_channel::<ToAgent>();
+    tokio::spawn(async move {
+        while let Some(m) = rx.recv().await {
+            if write.write_all(&m.encode()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let _ = events.send(HeadEvent::Connected(h, tx, machine, cpus));
+    loop {
+        match read_frame(&mut read, &mut buf).await {
+            Ok(Some(msg)) => {
+                let _ = events.send(HeadEvent::Agent(h, msg));
+            }
+            Ok(None) => break,
+            Err(e) => {
+                eprintln!("kestrel-run: the daemon for host index {h} sent {e}; dropping it");
+                break;
+            }
+        }
+    }
+    let _ = events.send(HeadEvent::AgentLost(h));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hp(ranks: &[u32]) -> HostPlan {
+        HostPlan {
+            name: "h".into(),
+            local: false,
+            ranks: ranks.to_vec(),
+        }
+    }
+
+    #[test]
+    fn process_mapping_compresses_blocks() {
+        assert_eq!(process_mapping(&[hp(&[0, 1, 2, 3])]), "(vector,(0,1,4))");
+        assert_eq!(process_mapping(&[hp(&[0, 1]), hp(&[2, 3]), hp(&[4])]), "(vector,(0,2,2),(2,1,1))");
+        assert_eq!(process_mapping(&[hp(&[0, 2]), hp(&[1, 3])]), "");
+    }
+
+    #[test]
+    fn agent_commands() {
+        let ssh = vec!["ssh".to_string()];
+        assert_eq!(agent_command(&ssh, "n1"), vec!["ssh", "n1"]);
+        let netns: Vec<String> = vec!["ip".into(), "netns".into(), "exec".into()];
+        assert_eq!(agent_command(&netns, "h1"), vec!["ip", "netns", "exec", "h1"]);
+        let srun = vec!["/usr/bin/srun".to_string()];
+        let words = agent_command(&srun, "n2");
+        assert!(words.contains(&"--nodelist=n2".to_string()) && words.contains(&"--ntasks=1".to_string()));
+    }
+
+    #[test]
+    fn plans_follow_slots_and_slurm() {
+        let mut opts = LaunchOptions {
+            np: Some(3),
+            hosts: HostSource::List("a:2,b:2".into()),
+            oversubscribe: false,
+            mca: vec![],
+            env: vec![],
+            bind: Bind::None,
+            tag_output: false,
+            timeout: None,
+            launch_agent: None,
+            program: "x".into(),
+            args: vec![],
+        };
+        let p = plan(&opts, &|_| None).unwrap();
+        assert_eq!(p.hosts.iter().map(|h| h.ranks.clone()).collect::<Vec<_>>(), vec![vec![0, 1], vec![2]]);
+        assert_eq!(p.agent, vec!["ssh"]);
+        opts.np = Some(5);
+        assert!(plan(&opts, &|_| None).unwrap_err().contains("--oversubscribe"));
+        opts.hosts = HostSource::Default;
+        opts.np = None;
+        let slurm = |v: &str| match v {
+            "SLURM_JOB_ID" => Some("77".to_string()),
+            "SLURM_NODELIST" => Some("n[1-2]".to_string()),
+            "SLURM_TASKS_PER_NODE" => Some("2(x2)".to_string()),
+            "SLURM_CPUS_PER_TASK" => Some("2".to_string()),
+            _ => None,
+        };
+        let p = plan(&opts, &slurm).unwrap();
+        assert_eq!((p.size, p.cpus_per_rank, p.agent.clone()), (4, 2, vec!["srun".to_string()]));
+        let bad = |v: &str| if v == "SLURM_CPUS_PER_TASK" { Some("0".to_string()) } else { slurm(v) };
+        assert!(plan(&opts, &bad).unwrap_err().contains("SLURM_CPUS_PER_TASK"));
+    }
+}

@@ -1,0 +1,86 @@
+//! The `kestrel-run` launcher.
+//!
+//! * [`args`]: the command line.
+//! * [`head`]: plans the job, starts agents, merges fences, handles failures.
+//! * [`agent`]: one host's ranks and their PMI server; [`daemon`] runs it on remote hosts.
+//! * [`proto`]: head ↔ agent messages and their checked codec.
+//! * [`exit`]: how ranks ended, in words.
+
+pub mod agent;
+pub mod args;
+pub mod daemon;
+pub mod exit;
+pub mod head;
+pub mod proto;
+
+use kestrel_transport::params::Params;
+
+/// Every parameter the launcher itself reads.
+pub fn specs() -> Vec<&'static kestrel_transport::ParamSpec> {
+    let mut s = kestrel_transport::core_params::specs();
+    s.extend(crate::params::specs());
+    s
+}
+
+/// The entry point of the `kestrel-run` binary: returns the exit code.
+pub fn main(argv: Vec<String>) -> i32 {
+    let lookup = |v: &str| std::env::var(v).ok();
+    let invocation = match args::parse(argv.get(1..).unwrap_or(&[]), &lookup) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("kestrel-run: {e}");
+            return 2;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kestrel-run: cannot start the event loop: {e}");
+            return 2;
+        }
+    };
+    match invocation {
+        args::Invocation::Help => {
+            println!("{}", args::USAGE);
+            0
+        }
+        args::Invocation::Version => {
+            println!("kestrel-run {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        args::Invocation::Daemon(opts) => {
+            let _ = kestrel_transport::logging::init(&opts.verbose, &format!("kestrel-run daemon {}", opts.host_index));
+            runtime.block_on(daemon::run(opts))
+        }
+        args::Invocation::Launch(opts) => {
+            // The launcher's own parameters: environment first, then its --mca values.
+            let mca = opts.mca.clone();
+            let lookup = |var: &str| {
+                for (name, value) in &mca {
+                    if kestrel_transport::params::mca_env_var_for(name) == var {
+                        return Some(value.clone());
+                    }
+                }
+                std::env::var(var).ok()
+            };
+            // Names the launcher does not know belong to the ranks' layers; they check them.
+            let params = match Params::resolve(&specs(), &lookup, &[]) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("kestrel-run: {e}");
+                    return 2;
+                }
+            };
+            let verbose = kestrel_transport::core_params::VERBOSE.get(&params);
+            if let Err(e) = kestrel_transport::logging::init(&verbose, "kestrel-run") {
+                eprintln!("kestrel-run: {e}");
+                return 2;
+            }
+            let argv0 = std::env::current_exe().unwrap_or_else(|_| argv[0].clone().into());
+            let code = runtime.block_on(head::run(opts, params, argv0));
+            // Threads copying a terminal to rank 0 may still block in read: do not wait for them.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+            code
+        }
+    }
+}

@@ -1,0 +1,642 @@
+//! Messages between the launcher (head) and its node agents, and their binary codec.
+//!
+//! The local node agent gets these values over in-process channels; remote daemons get the
+//! same values encoded as frames over TCP: a 4-byte big-endian length, then a tag byte and the
+//! fields. Integers are big-endian, strings and lists carry a 4-byte length. Decoding goes
+//! through [`Reader`], which checks every length against what is left and rejects trailing
+//! bytes, so a confused or hostile peer produces a [`DecodeError`], never a panic or an
+//! oversized allocation.
+
+use std::fmt;
+
+/// Largest frame accepted: a launch message with a big environment fits easily.
+pub const MAX_FRAME: usize = 16 << 20;
+
+/// How a rank ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankStatus {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+/// How far a rank got with PMI before it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmiState {
+    /// Never spoke PMI (not a Kestrel/MPI program, or died first).
+    Unused,
+    /// Initialized but did not finalize.
+    Initialized,
+    /// Finalized.
+    Finalized,
+}
+
+/// What one node agent must run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLaunch {
+    /// The job id (also the PMI KVS name).
+    pub job_id: String,
+    /// Index of this host in the job's host list.
+    pub host_index: u32,
+    /// The host's name, which is also its node id.
+    pub host_name: String,
+    /// Ranks in the job.
+    pub size: u32,
+    /// Ranks this agent starts.
+    pub ranks: Vec<u32>,
+    /// `PMI_process_mapping` of the job.
+    pub process_mapping: String,
+    /// Program to run.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment for every rank (`-x`, `--mca`, launcher choices).
+    pub env: Vec<(String, String)>,
+    /// Bind each rank to `cpus_per_rank` cores.
+    pub bind_cores: bool,
+    /// Cores per rank when binding (`SLURM_CPUS_PER_TASK`).
+    pub cpus_per_rank: u32,
+    /// Prefix output lines with `[1,rank]<stdout>:`.
+    pub tag_output: bool,
+    /// SIGTERM-to-SIGKILL delay when stopping ranks.
+    pub kill_grace_ms: u32,
+    /// Give rank 0 the launcher's standard input (head-local agent only).
+    pub forward_stdin: bool,
+}
+
+/// Agent → head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToHead {
+    /// First message of a remote daemon.
+    Hello {
+        /// Which host it serves.
+        host_index: u32,
+        /// The job key given on its command line.
+        key: String,
+        /// Identity of the machine (boot id), to detect hosts sharing cores.
+        machine: String,
+        /// CPUs this agent may use.
+        cpus: u32,
+    },
+    /// A rank was started.
+    Started {
+        /// Rank.
+        rank: u32,
+        /// Its pid on the agent's host.
+        pid: u32,
+    },
+    /// A rank could not be started.
+    SpawnFailed {
+        /// Rank.
+        rank: u32,
+        /// Why.
+        error: String,
+    },
+    /// Every local rank entered the fence; these are their puts since the last fence.
+    Fence {
+        /// Key/value pairs.
+        puts: Vec<(String, String)>,
+    },
+    /// A rank ended.
+    Exited {
+        /// Rank.
+        rank: u32,
+        /// Its pid.
+        pid: u32,
+        /// How.
+        status: RankStatus,
+        /// How far it got with PMI.
+        pmi: PmiState,
+    },
+    /// A rank called abort.
+    Abort {
+        /// Rank.
+        rank: u32,
+        /// Requested exit code.
+        code: i32,
+        /// Its message.
+        message: String,
+    },
+    /// The agent cleaned up and is leaving.
+    Bye,
+}
+
+/// Head → agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToAgent {
+    /// Start these ranks.
+    Launch(Box<NodeLaunch>),
+    /// Every host fenced: the merged puts of this round.
+    FenceDone {
+        /// Key/value pairs from all hosts.
+        puts: Vec<(String, String)>,
+    },
+    /// Stop every rank (SIGTERM, then SIGKILL after the grace period).
+    Kill,
+    /// The job is over: clean up and leave.
+    Shutdown,
+}
+
+/// A frame that could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// What was being read.
+    pub what: &'static str,
+    /// What is wrong.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "malformed launcher message ({}: {})", self.what, self.reason)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// A checked cursor over a frame.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    /// A reader over `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf }
+    }
+
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], DecodeError> {
+        if n > self.buf.len() {
+            return Err(DecodeError {
+                what,
+                reason: "length runs past the end of the frame",
+            });
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn i32(&mut self, what: &'static str) -> Result<i32, DecodeError> {
+        Ok(self.u32(what)? as i32)
+    }
+
+    fn bool(&mut self, what: &'static str) -> Result<bool, DecodeError> {
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DecodeError {
+                what,
+                reason: "boolean is neither 0 nor 1",
+            }),
+        }
+    }
+
+    fn string(&mut self, what: &'static str) -> Result<String, DecodeError> {
+        let n = self.u32(what)? as usize;
+        let bytes = self.take(n, what)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError {
+            what,
+            reason: "not UTF-8",
+        })
+    }
+
+    fn count(&mut self, what: &'static str, min_item: usize) -> Result<usize, DecodeError> {
+        let n = self.u32(what)? as usize;
+        // Each item needs at least `min_item` bytes, so a count larger than that allows is a lie
+        // that would otherwise make us allocate for it.
+        if n.saturating_mul(min_item) > self.buf.len() {
+            return Err(DecodeError {
+                what,
+                reason: "count larger than the frame can hold",
+            });
+        }
+        Ok(n)
+    }
+
+    fn strings(&mut self, what: &'static str) -> Result<Vec<String>, DecodeError> {
+        let n = self.count(what, 4)?;
+        (0..n).map(|_| self.string(what)).collect()
+    }
+
+    fn pairs(&mut self, what: &'static str) -> Result<Vec<(String, String)>, DecodeError> {
+        let n = self.count(what, 8)?;
+        (0..n)
+            .map(|_| Ok((self.string(what)?, self.string(what)?)))
+            .collect()
+    }
+
+    fn u32s(&mut self, what: &'static str) -> Result<Vec<u32>, DecodeError> {
+        let n = self.count(what, 4)?;
+        (0..n).map(|_| self.u32(what)).collect()
+    }
+
+    fn finish(self, what: &'static str) -> Result<(), DecodeError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError {
+                what,
+                reason: "trailing bytes after the message",
+            })
+        }
+    }
+}
+
+#[derive(Default)]
+struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+    }
+    fn i32(&mut self, v: i32) {
+        self.u32(v as u32);
+    }
+    fn bool(&mut self, v: bool) {
+        self.u8(u8::from(v));
+    }
+    fn string(&mut self, s: &str) {
+        self.u32(s.len() as u32);
+        self.buf.extend_from_slice(s.as_bytes());
+    }
+    fn strings(&mut self, v: &[String]) {
+        self.u32(v.len() as u32);
+        v.iter().for_each(|s| self.string(s));
+    }
+    fn pairs(&mut self, v: &[(String, String)]) {
+        self.u32(v.len() as u32);
+        for (k, val) in v {
+            self.string(k);
+            self.string(val);
+        }
+    }
+    fn u32s(&mut self, v: &[u32]) {
+        self.u32(v.len() as u32);
+        v.iter().for_each(|&x| self.u32(x));
+    }
+    fn frame(self) -> Vec<u8> {
+        let mut out = (self.buf.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(&self.buf);
+        out
+    }
+}
+
+fn status_parts(s: RankStatus) -> (u8, i32) {
+    match s {
+        RankStatus::Code(c) => (0, c),
+        RankStatus::Signal(n) => (1, n),
+    }
+}
+
+fn pmi_byte(p: PmiState) -> u8 {
+    match p {
+        PmiState::Unused => 0,
+        PmiState::Initialized => 1,
+        PmiState::Finalized => 2,
+    }
+}
+
+impl ToHead {
+    /// Encodes a whole frame, length included.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        match self {
+            ToHead::Hello {
+                host_index,
+                key,
+                machine,
+                cpus,
+            } => {
+                w.u8(1);
+                w.u32(*host_index);
+                w.string(key);
+                w.string(machine);
+                w.u32(*cpus);
+            }
+            ToHead::Started { rank, pid } => {
+                w.u8(2);
+                w.u32(*rank);
+                w.u32(*pid);
+            }
+            ToHead::SpawnFailed { rank, error } => {
+                w.u8(3);
+                w.u32(*rank);
+                w.string(error);
+            }
+            ToHead::Fence { puts } => {
+                w.u8(4);
+                w.pairs(puts);
+            }
+            ToHead::Exited {
+                rank,
+                pid,
+                status,
+                pmi,
+            } => {
+                let (kind, value) = status_parts(*status);
+                w.u8(5);
+                w.u32(*rank);
+                w.u32(*pid);
+                w.u8(kind);
+                w.i32(value);
+                w.u8(pmi_byte(*pmi));
+            }
+            ToHead::Abort {
+                rank,
+                code,
+                message,
+            } => {
+                w.u8(6);
+                w.u32(*rank);
+                w.i32(*code);
+                w.string(message);
+            }
+            ToHead::Bye => w.u8(7),
+        }
+        w.frame()
+    }
+
+    /// Decodes a frame body (without the length prefix).
+    pub fn decode(body: &[u8]) -> Result<ToHead, DecodeError> {
+        let mut r = Reader::new(body);
+        let msg = match r.u8("message tag")? {
+            1 => ToHead::Hello {
+                host_index: r.u32("hello")?,
+                key: r.string("hello")?,
+                machine: r.string("hello")?,
+                cpus: r.u32("hello")?,
+            },
+            2 => ToHead::Started {
+                rank: r.u32("started")?,
+                pid: r.u32("started")?,
+            },
+            3 => ToHead::SpawnFailed {
+                rank: r.u32("spawn failure")?,
+                error: r.string("spawn failure")?,
+            },
+            4 => ToHead::Fence {
+                puts: r.pairs("fence")?,
+            },
+            5 => {
+                let rank = r.u32("exit")?;
+                let pid = r.u32("exit")?;
+                let status = match (r.u8("exit")?, r.i32("exit")?) {
+                    (0, c) => RankStatus::Code(c),
+                    (1, s) => RankStatus::Signal(s),
+                    _ => {
+                        return Err(DecodeError {
+                            what: "exit",
+                            reason: "unknown status kind",
+                        })
+                    }
+                };
+                let pmi = match r.u8("exit")? {
+                    0 => PmiState::Unused,
+                    1 => PmiState::Initialized,
+                    2 => PmiState::Finalized,
+                    _ => {
+                        return Err(DecodeError {
+                            what: "exit",
+                            reason: "unknown PMI state",
+                        })
+                    }
+                };
+                ToHead::Exited {
+                    rank,
+                    pid,
+                    status,
+                    pmi,
+                }
+            }
+            6 => ToHead::Abort {
+                rank: r.u32("abort")?,
+                code: r.i32("abort")?,
+                message: r.string("abort")?,
+            },
+            7 => ToHead::Bye,
+            _ => {
+                return Err(DecodeError {
+                    what: "message tag",
+                    reason: "unknown agent message",
+                })
+            }
+        };
+        r.finish("agent message")?;
+        Ok(msg)
+    }
+}
+
+impl ToAgent {
+    /// Encodes a whole frame, length included.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        match self {
+            ToAgent::Launch(l) => {
+                w.u8(1);
+                w.string(&l.job_id);
+                w.u32(l.host_index);
+                w.string(&l.host_name);
+                w.u32(l.size);
+                w.u32s(&l.ranks);
+                w.string(&l.process_mapping);
+                w.string(&l.program);
+                w.strings(&l.args);
+                w.pairs(&l.env);
+                w.bool(l.bind_cores);
+                w.u32(l.cpus_per_rank);
+                w.bool(l.tag_output);
+                w.u32(l.kill_grace_ms);
+                w.bool(l.forward_stdin);
+            }
+            ToAgent::FenceDone { puts } => {
+                w.u8(2);
+                w.pairs(puts);
+            }
+            ToAgent::Kill => w.u8(3),
+            ToAgent::Shutdown => w.u8(4),
+        }
+        w.frame()
+    }
+
+    /// Decodes a frame body (without the length prefix).
+    pub fn decode(body: &[u8]) -> Result<ToAgent, DecodeError> {
+        let mut r = Reader::new(body);
+        let msg = match r.u8("message tag")? {
+            1 => ToAgent::Launch(Box::new(NodeLaunch {
+                job_id: r.string("launch")?,
+                host_index: r.u32("launch")?,
+                host_name: r.string("launch")?,
+                size: r.u32("launch")?,
+                ranks: r.u32s("launch ranks")?,
+                process_mapping: r.string("launch")?,
+                program: r.string("launch program")?,
+                args: r.strings("launch args")?,
+                env: r.pairs("launch env")?,
+                bind_cores: r.bool("launch")?,
+                cpus_per_rank: r.u32("launch")?,
+                tag_output: r.bool("launch")?,
+                kill_grace_ms: r.u32("launch")?,
+                forward_stdin: r.bool("launch")?,
+            })),
+            2 => ToAgent::FenceDone {
+                puts: r.pairs("fence done")?,
+            },
+            3 => ToAgent::Kill,
+            4 => ToAgent::Shutdown,
+            _ => {
+                return Err(DecodeError {
+                    what: "message tag",
+                    reason: "unknown launcher message",
+                })
+            }
+        };
+        r.finish("launcher message")?;
+        Ok(msg)
+    }
+}
+
+/// Splits the first complete frame off `buf`: `Ok(None)` if more bytes are needed.
+pub fn split_frame(buf: &[u8]) -> Result<Option<(&[u8], usize)>, DecodeError> {
+    let Some(len_bytes) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
+    if len > MAX_FRAME {
+        return Err(DecodeError {
+            what: "frame length",
+            reason: "larger than 16 MiB",
+        });
+    }
+    Ok(buf.get(4..4 + len).map(|body| (body, 4 + len)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch() -> NodeLaunch {
+        NodeLaunch {
+            job_id: "abc123".into(),
+            host_index: 1,
+            host_name: "h1".into(),
+            size: 4,
+            ranks: vec![2, 3],
+            process_mapping: "(vector,(0,2,2))".into(),
+            program: "/bin/echo".into(),
+            args: vec!["a b".into(), String::new()],
+            env: vec![("KESTREL_MCA_BTL".into(), "shm".into())],
+            bind_cores: true,
+            cpus_per_rank: 2,
+            tag_output: false,
+            kill_grace_ms: 1000,
+            forward_stdin: false,
+        }
+    }
+
+    fn all_to_head() -> Vec<ToHead> {
+        vec![
+            ToHead::Hello {
+                host_index: 3,
+                key: "k".into(),
+                machine: "boot".into(),
+                cpus: 2,
+            },
+            ToHead::Started { rank: 1, pid: 99 },
+            ToHead::SpawnFailed {
+                rank: 1,
+                error: "ENOENT".into(),
+            },
+            ToHead::Fence {
+                puts: vec![("0/node".into(), "1|aDA".into())],
+            },
+            ToHead::Exited {
+                rank: 2,
+                pid: 7,
+                status: RankStatus::Signal(11),
+                pmi: PmiState::Initialized,
+            },
+            ToHead::Abort {
+                rank: 0,
+                code: -3,
+                message: "bad input".into(),
+            },
+            ToHead::Bye,
+        ]
+    }
+
+    fn all_to_agent() -> Vec<ToAgent> {
+        vec![
+            ToAgent::Launch(Box::new(launch())),
+            ToAgent::FenceDone { puts: vec![] },
+            ToAgent::Kill,
+            ToAgent::Shutdown,
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        for m in all_to_head() {
+            let frame = m.encode();
+            let (body, used) = split_frame(&frame).unwrap().unwrap();
+            assert_eq!(used, frame.len());
+            assert_eq!(ToHead::decode(body).unwrap(), m);
+        }
+        for m in all_to_agent() {
+            let frame = m.encode();
+            let (body, _) = split_frame(&frame).unwrap().unwrap();
+            assert_eq!(ToAgent::decode(body).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn truncated_mutated_and_padded_frames_are_errors_not_panics() {
+        let frames: Vec<Vec<u8>> = all_to_head()
+            .iter()
+            .map(|m| m.encode())
+            .chain(all_to_agent().iter().map(|m| m.encode()))
+            .collect();
+        for frame in frames {
+            let body = &frame[4..];
+            for cut in 0..body.len() {
+                assert!(ToHead::decode(&body[..cut]).is_err() || cut == body.len());
+                let _ = ToAgent::decode(&body[..cut]);
+            }
+            let mut padded = body.to_vec();
+            padded.push(0);
+            assert!(ToHead::decode(&padded).is_err());
+            assert!(ToAgent::decode(&padded).is_err());
+            for i in 0..body.len() {
+                let mut m = body.to_vec();
+                m[i] ^= 0xff;
+                let _ = ToHead::decode(&m);
+                let _ = ToAgent::decode(&m);
+            }
+        }
+    }
+
+    #[test]
+    fn lying_counts_and_lengths_are_rejected() {
+        // A fence claiming 2^32-1 pairs in a 5-byte frame.
+        let body = [4u8, 0xff, 0xff, 0xff, 0xff];
+        assert!(ToHead::decode(&body).is_err());
+        let huge = [0xffu8, 0xff, 0xff, 0xff, 0];
+        assert!(split_frame(&huge).is_err());
+        assert_eq!(split_frame(&[0, 0, 0, 9, 1]).unwrap(), None);
+    }
+}

@@ -1,0 +1,26 @@
+//! Kestrel's runtime: how ranks are started and find each other.
+//!
+//! * [`client`]: PMI-1 and PMI-2 clients (and the singleton), over [`wire`] codecs.
+//! * [`modex`]: the rank-side [`Runtime`]: identity, blob publish/lookup, barrier, allgather,
+//!   abort.
+//! * [`launcher`]: the `kestrel-run` launcher: PMI server, per-host daemons, failure handling.
+//! * [`slurm`], [`hosts`]: where ranks go.
+//! * [`session`]: job ids and the files a job leaves, so they can be removed.
+//!
+//! This crate must never depend on a transport: transports publish their business cards
+//! through [`Runtime`], not the other way round. Its only `unsafe` code is in `sys`.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod hosts;
+pub mod launcher;
+pub mod modex;
+pub mod params;
+pub mod session;
+pub mod slurm;
+#[allow(unsafe_code)]
+mod sys;
+pub mod wire;
+
+pub use modex::{Runtime, RuntimeError};

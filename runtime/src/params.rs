@@ -1,0 +1,52 @@
+//! Parameters owned by the runtime (PMI client and launcher).
+
+use kestrel_transport::params::{Param, ParamKind, ParamSpec};
+
+/// `KESTREL_PMI`: which PMI client a rank uses.
+pub static PMI: Param<String> = Param::new(ParamSpec {
+    name: "pmi",
+    component: "pmi",
+    kind: ParamKind::Choice(&["auto", "pmi1", "pmi2", "singleton"]),
+    default: "auto",
+    description: "PMI client: auto (PMI-2 if the launcher offers it, else PMI-1; singleton without a launcher), pmi1, pmi2, singleton.",
+});
+
+/// `KESTREL_LAUNCH_KILL_GRACE_MS`: SIGTERM-to-SIGKILL delay when the launcher stops a job.
+pub static KILL_GRACE_MS: Param<i64> = Param::new(ParamSpec {
+    name: "launch_kill_grace_ms",
+    component: "launcher",
+    kind: ParamKind::Int { min: 0, max: 60_000 },
+    default: "1000",
+    description: "Milliseconds between SIGTERM and SIGKILL when kestrel-run stops the ranks of a failed job.",
+});
+
+/// `KESTREL_LAUNCH_DAEMON_TIMEOUT`: how long remote daemons may take to call back.
+pub static DAEMON_TIMEOUT_S: Param<i64> = Param::new(ParamSpec {
+    name: "launch_daemon_timeout",
+    component: "launcher",
+    kind: ParamKind::Int { min: 1, max: 3600 },
+    default: "30",
+    description: "Seconds a per-host daemon started through the launch agent may take to connect back.",
+});
+
+/// `KESTREL_LAUNCH_DAEMON_PATH`: the kestrel-run binary to start on remote hosts.
+pub static DAEMON_PATH: Param<String> = Param::new(ParamSpec {
+    name: "launch_daemon_path",
+    component: "launcher",
+    kind: ParamKind::Str,
+    default: "",
+    description: "Path of kestrel-run on remote hosts; empty = the same path as the local kestrel-run.",
+});
+
+/// The specs of this crate.
+pub fn specs() -> Vec<&'static ParamSpec> {
+    vec![PMI.spec(), KILL_GRACE_MS.spec(), DAEMON_TIMEOUT_S.spec(), DAEMON_PATH.spec()]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn specs_are_well_formed() {
+        kestrel_transport::params::check_specs(&super::specs()).unwrap();
+    }
+}

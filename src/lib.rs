@@ -1,0 +1,1 @@
+//! Kestrel facade (filled below).

@@ -1,0 +1,1 @@
+//! Helpers for Kestrel's multi-process integration tests.
