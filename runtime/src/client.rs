@@ -90,7 +90,10 @@ impl fmt::Display for PmiError {
                 during,
                 expected,
                 got,
-            } => write!(f, "PMI: during {during} expected '{expected}' but the launcher sent '{got}'"),
+            } => write!(
+                f,
+                "PMI: during {during} expected '{expected}' but the launcher sent '{got}'"
+            ),
         }
     }
 }
@@ -270,7 +273,11 @@ pub fn connect(
                 source: e,
             })?;
             let _ = stream.set_nodelay(true);
-            (Box::new(stream), format!("PMI_PORT={port}"), lookup("PMI_ID"))
+            (
+                Box::new(stream),
+                format!("PMI_PORT={port}"),
+                lookup("PMI_ID"),
+            )
         } else {
             if matches!(choice, PmiChoice::Pmi1 | PmiChoice::Pmi2) {
                 return Err(PmiError::Env {
@@ -304,7 +311,9 @@ pub fn connect(
 impl WireClient {
     fn send(&mut self, during: &str, cmd: &Command) -> Result<(), PmiError> {
         let bytes = self.framing.encode(cmd).map_err(PmiError::Encode)?;
-        self.stream.write_all(&bytes).map_err(|e| self.io(during, e))
+        self.stream
+            .write_all(&bytes)
+            .map_err(|e| self.io(during, e))
     }
 
     fn io(&self, during: &str, source: io::Error) -> PmiError {
@@ -382,7 +391,12 @@ impl WireClient {
         })
     }
 
-    fn num<T: std::str::FromStr>(&self, during: &str, reply: &Command, key: &str) -> Result<T, PmiError> {
+    fn num<T: std::str::FromStr>(
+        &self,
+        during: &str,
+        reply: &Command,
+        key: &str,
+    ) -> Result<T, PmiError> {
         let text = self.field(during, reply, key)?;
         text.trim().parse().map_err(|_| PmiError::Wire {
             during: during.into(),
@@ -405,7 +419,11 @@ impl WireClient {
         if let Some(id) = &pmi_id {
             if choice != PmiChoice::Pmi2 {
                 // PMI_PORT servers identify the client first and push size and rank.
-                self.call("initack", Command::new("initack").with("pmiid", id.as_str()), "initack")?;
+                self.call(
+                    "initack",
+                    Command::new("initack").with("pmiid", id.as_str()),
+                    "initack",
+                )?;
                 for _ in 0..3 {
                     let set = self.recv("initack")?;
                     match set.pairs.first() {
@@ -462,11 +480,19 @@ impl WireClient {
         }
     }
 
-    fn init_v1(&mut self, known_rank: Option<u32>, known_size: Option<u32>) -> Result<(), PmiError> {
+    fn init_v1(
+        &mut self,
+        known_rank: Option<u32>,
+        known_size: Option<u32>,
+    ) -> Result<(), PmiError> {
         let maxes = self.call("get_maxes", Command::new("get_maxes"), "maxes")?;
         self.max_key = self.num("get_maxes", &maxes, "keylen_max")?;
         self.max_value = self.num("get_maxes", &maxes, "vallen_max")?;
-        let kvs = self.call("get_my_kvsname", Command::new("get_my_kvsname"), "my_kvsname")?;
+        let kvs = self.call(
+            "get_my_kvsname",
+            Command::new("get_my_kvsname"),
+            "my_kvsname",
+        )?;
         self.job_id = self.field("get_my_kvsname", &kvs, "kvsname")?.to_string();
         // Rank and size come from the environment (PMI_RANK/PMI_SIZE) or the PMI_PORT initack;
         // old servers also answer get_rank/get_size, which we fall back to.
@@ -540,7 +566,9 @@ impl PmiClient for WireClient {
                 self.call(&during, cmd, "put_result")?;
             }
             Framing::V2 => {
-                let cmd = Command::new("kvs-put").with("key", key).with("value", value);
+                let cmd = Command::new("kvs-put")
+                    .with("key", key)
+                    .with("value", value);
                 self.call(&during, cmd, "kvs-put-response")?;
             }
         }

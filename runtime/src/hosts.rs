@@ -66,12 +66,16 @@ pub fn parse_host_list(spec: &str) -> Result<Vec<HostSlots>, HostError> {
         let (name, slots) = match entry.split_once(':') {
             Some((n, s)) => (
                 n,
-                parse_slots(s).ok_or_else(|| err("has a slot count that is not a positive integer; write name:N"))?,
+                parse_slots(s).ok_or_else(|| {
+                    err("has a slot count that is not a positive integer; write name:N")
+                })?,
             ),
             None => (entry, 1),
         };
         if !valid_name(name) {
-            return Err(err("is not a host name; write name or name:N, separated by commas"));
+            return Err(err(
+                "is not a host name; write name or name:N, separated by commas",
+            ));
         }
         add(&mut hosts, name, slots);
     }
@@ -100,11 +104,13 @@ pub fn parse_hostfile(text: &str, path: &str) -> Result<Vec<HostSlots>, HostErro
         for word in words {
             match word.split_once('=') {
                 Some(("slots", v)) | Some(("cpu", v)) => {
-                    slots = parse_slots(v).ok_or_else(|| err("has slots that are not a positive integer"))?
+                    slots = parse_slots(v)
+                        .ok_or_else(|| err("has slots that are not a positive integer"))?
                 }
                 // max_slots bounds oversubscription in Open MPI; our bound is the slot count.
                 Some(("max_slots", v)) => {
-                    parse_slots(v).ok_or_else(|| err("has max_slots that are not a positive integer"))?;
+                    parse_slots(v)
+                        .ok_or_else(|| err("has max_slots that are not a positive integer"))?;
                 }
                 _ => return Err(err(&format!("has '{word}'; expected slots=N"))),
             }
@@ -123,7 +129,11 @@ pub fn parse_hostfile(text: &str, path: &str) -> Result<Vec<HostSlots>, HostErro
 
 /// Ranks per host, filling each host's slots in order ("by slot"). Without `oversubscribe`,
 /// more ranks than slots is an error; with it, the extra ranks go round-robin over the hosts.
-pub fn map_by_slot(hosts: &[HostSlots], ranks: u32, oversubscribe: bool) -> Result<Vec<Vec<u32>>, String> {
+pub fn map_by_slot(
+    hosts: &[HostSlots],
+    ranks: u32,
+    oversubscribe: bool,
+) -> Result<Vec<Vec<u32>>, String> {
     let mut out = vec![Vec::new(); hosts.len()];
     if hosts.is_empty() {
         return Err("no hosts to place ranks on".into());
@@ -206,9 +216,15 @@ mod tests {
     #[test]
     fn mapping_fills_slots_then_refuses_or_wraps() {
         let hosts = [hs("a", 2), hs("b", 2)];
-        assert_eq!(map_by_slot(&hosts, 3, false).unwrap(), vec![vec![0, 1], vec![2]]);
+        assert_eq!(
+            map_by_slot(&hosts, 3, false).unwrap(),
+            vec![vec![0, 1], vec![2]]
+        );
         let e = map_by_slot(&hosts, 5, false).unwrap_err();
-        assert!(e.contains("only 4 slots") && e.contains("--oversubscribe"), "{e}");
+        assert!(
+            e.contains("only 4 slots") && e.contains("--oversubscribe"),
+            "{e}"
+        );
         assert_eq!(
             map_by_slot(&hosts, 6, true).unwrap(),
             vec![vec![0, 1, 4], vec![2, 3, 5]]
@@ -217,6 +233,9 @@ mod tests {
             name: "localhost".into(),
             slots: None,
         }];
-        assert_eq!(map_by_slot(&unlimited, 3, false).unwrap(), vec![vec![0, 1, 2]]);
+        assert_eq!(
+            map_by_slot(&unlimited, 3, false).unwrap(),
+            vec![vec![0, 1, 2]]
+        );
     }
 }

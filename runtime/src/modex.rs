@@ -225,8 +225,12 @@ impl Runtime {
             key: key.into(),
             reason: reason.into(),
         };
-        let (count, data) = first.split_once('|').ok_or_else(|| bad("no chunk header"))?;
-        let count: usize = count.parse().map_err(|_| bad("chunk count is not a number"))?;
+        let (count, data) = first
+            .split_once('|')
+            .ok_or_else(|| bad("no chunk header"))?;
+        let count: usize = count
+            .parse()
+            .map_err(|_| bad("chunk count is not a number"))?;
         if count == 0 || count > 1 << 16 {
             return Err(bad("chunk count out of range"));
         }

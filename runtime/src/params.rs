@@ -15,9 +15,13 @@ pub static PMI: Param<String> = Param::new(ParamSpec {
 pub static KILL_GRACE_MS: Param<i64> = Param::new(ParamSpec {
     name: "launch_kill_grace_ms",
     component: "launcher",
-    kind: ParamKind::Int { min: 0, max: 60_000 },
+    kind: ParamKind::Int {
+        min: 0,
+        max: 60_000,
+    },
     default: "1000",
-    description: "Milliseconds between SIGTERM and SIGKILL when kestrel-run stops the ranks of a failed job.",
+    description:
+        "Milliseconds between SIGTERM and SIGKILL when kestrel-run stops the ranks of a failed job.",
 });
 
 /// `KESTREL_LAUNCH_DAEMON_TIMEOUT`: how long remote daemons may take to call back.
@@ -26,7 +30,8 @@ pub static DAEMON_TIMEOUT_S: Param<i64> = Param::new(ParamSpec {
     component: "launcher",
     kind: ParamKind::Int { min: 1, max: 3600 },
     default: "30",
-    description: "Seconds a per-host daemon started through the launch agent may take to connect back.",
+    description:
+        "Seconds a per-host daemon started through the launch agent may take to connect back.",
 });
 
 /// `KESTREL_LAUNCH_DAEMON_PATH`: the kestrel-run binary to start on remote hosts.
@@ -35,12 +40,18 @@ pub static DAEMON_PATH: Param<String> = Param::new(ParamSpec {
     component: "launcher",
     kind: ParamKind::Str,
     default: "",
-    description: "Path of kestrel-run on remote hosts; empty = the same path as the local kestrel-run.",
+    description:
+        "Path of kestrel-run on remote hosts; empty = the same path as the local kestrel-run.",
 });
 
 /// The specs of this crate.
 pub fn specs() -> Vec<&'static ParamSpec> {
-    vec![PMI.spec(), KILL_GRACE_MS.spec(), DAEMON_TIMEOUT_S.spec(), DAEMON_PATH.spec()]
+    vec![
+        PMI.spec(),
+        KILL_GRACE_MS.spec(),
+        DAEMON_TIMEOUT_S.spec(),
+        DAEMON_PATH.spec(),
+    ]
 }
 
 #[cfg(test)]

@@ -67,7 +67,9 @@ pub fn remove_job_files(job_id: &str, session: Option<&Path>) -> usize {
     }
     let prefix = shm_prefix(job_id);
     for dir in [shm_dir(), PathBuf::from("/dev/shm")] {
-        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries.flatten() {
             if entry.file_name().to_string_lossy().starts_with(&prefix)
                 && fs::remove_file(entry.path()).is_ok()

@@ -6,7 +6,8 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 /// Takes ownership of the inherited descriptor `fd` after checking that it is an open socket.
 /// Must be called at most once per descriptor number; the PMI client calls it once at start-up.
 pub fn adopt_inherited_socket(fd: RawFd) -> Result<OwnedFd, String> {
-    let stat = nix::sys::stat::fstat(fd).map_err(|e| format!("descriptor {fd} is not open ({e})"))?;
+    let stat =
+        nix::sys::stat::fstat(fd).map_err(|e| format!("descriptor {fd} is not open ({e})"))?;
     if stat.st_mode & libc::S_IFMT != libc::S_IFSOCK {
         return Err(format!("descriptor {fd} is open but is not a socket"));
     }

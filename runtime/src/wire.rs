@@ -111,7 +111,12 @@ impl WireError {
 
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "malformed PMI message '{}': {}", self.text.trim_end(), self.reason)
+        write!(
+            f,
+            "malformed PMI message '{}': {}",
+            self.text.trim_end(),
+            self.reason
+        )
     }
 }
 
@@ -154,7 +159,11 @@ impl Framing {
 }
 
 fn check_key(key: &str) -> Result<(), EncodeError> {
-    if key.is_empty() || key.bytes().any(|b| matches!(b, b' ' | b'=' | b';' | b'\n' | b'\\')) {
+    if key.is_empty()
+        || key
+            .bytes()
+            .any(|b| matches!(b, b' ' | b'=' | b';' | b'\n' | b'\\'))
+    {
         return Err(EncodeError {
             key: key.into(),
             reason: "key must be non-empty without spaces, '=', ';', '\\' or newlines",
@@ -198,7 +207,10 @@ fn escape_v1(key: &str, value: &str) -> Result<String, EncodeError> {
 fn decode_v1(buf: &[u8]) -> Result<Option<(Command, usize)>, WireError> {
     let Some(end) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > MAX_FRAME {
-            return Err(WireError::new(buf, "line longer than 64 KiB without a newline"));
+            return Err(WireError::new(
+                buf,
+                "line longer than 64 KiB without a newline",
+            ));
         }
         return Ok(None);
     };
@@ -316,7 +328,12 @@ fn decode_v2(buf: &[u8]) -> Result<Option<(Command, usize)>, WireError> {
         }
         match segment.split_once('=') {
             Some((k, v)) if !k.is_empty() => pairs.push((k.to_string(), v.to_string())),
-            _ => return Err(WireError::new(body, format!("segment '{segment}' is not key=value"))),
+            _ => {
+                return Err(WireError::new(
+                    body,
+                    format!("segment '{segment}' is not key=value"),
+                ))
+            }
         }
     }
     let mut iter = pairs.into_iter();
@@ -359,7 +376,10 @@ mod tests {
     fn v1_escapes_spaces_and_backslashes() {
         let cmd = Command::new("abort").with("message", r"disk full \ retry");
         let bytes = Framing::V1.encode(&cmd).unwrap();
-        assert_eq!(bytes, b"cmd=abort message=disk\\ full\\ \\\\\\ retry\n".to_vec());
+        assert_eq!(
+            bytes,
+            b"cmd=abort message=disk\\ full\\ \\\\\\ retry\n".to_vec()
+        );
         assert_eq!(Framing::V1.decode(&bytes).unwrap().unwrap().0, cmd);
     }
 
@@ -376,13 +396,22 @@ mod tests {
     #[test]
     fn v1_needs_a_whole_line() {
         assert_eq!(Framing::V1.decode(b"cmd=barrier_").unwrap(), None);
-        let (cmd, used) = Framing::V1.decode(b"cmd=barrier_out\ncmd=x\n").unwrap().unwrap();
+        let (cmd, used) = Framing::V1
+            .decode(b"cmd=barrier_out\ncmd=x\n")
+            .unwrap()
+            .unwrap();
         assert_eq!((cmd.name.as_str(), used), ("barrier_out", 16));
     }
 
     #[test]
     fn v1_malformed_lines_are_errors_naming_the_line() {
-        for line in [&b"\n"[..], b"rc=0 cmd=x\n", b"hello\n", b"cmd= rc=0\n", b"\xff\xfe\n"] {
+        for line in [
+            &b"\n"[..],
+            b"rc=0 cmd=x\n",
+            b"hello\n",
+            b"cmd= rc=0\n",
+            b"\xff\xfe\n",
+        ] {
             let e = Framing::V1.decode(line).unwrap_err();
             assert!(e.to_string().starts_with("malformed PMI message"), "{e}");
         }
@@ -395,18 +424,34 @@ mod tests {
         let bytes = Framing::V2.encode(&sample()).unwrap();
         let body = "cmd=put;kvsname=kestrel-1a2b;key=0/node;value=aGVsbG8gd29ybGQ;";
         assert_eq!(bytes, format!("{:6}{body}", body.len()).into_bytes());
-        assert_eq!(Framing::V2.decode(&bytes).unwrap().unwrap(), (sample(), bytes.len()));
+        assert_eq!(
+            Framing::V2.decode(&bytes).unwrap().unwrap(),
+            (sample(), bytes.len())
+        );
         // Zero-padded lengths (other implementations) parse too.
         let zero = format!("{:06}{body}", body.len());
-        assert_eq!(Framing::V2.decode(zero.as_bytes()).unwrap().unwrap().0, sample());
+        assert_eq!(
+            Framing::V2.decode(zero.as_bytes()).unwrap().unwrap().0,
+            sample()
+        );
     }
 
     #[test]
     fn v2_partial_and_malformed_frames() {
         assert_eq!(Framing::V2.decode(b"    2").unwrap(), None);
         assert_eq!(Framing::V2.decode(b"    20cmd=kvs-fence;").unwrap(), None);
-        for bad in [&b"abcdefcmd=x;"[..], b"     5x=1;;", b"     6cmd=;;", b"     4cmd;", b"999999"] {
-            assert!(Framing::V2.decode(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        for bad in [
+            &b"abcdefcmd=x;"[..],
+            b"     5x=1;;",
+            b"     6cmd=;;",
+            b"     4cmd;",
+            b"999999",
+        ] {
+            assert!(
+                Framing::V2.decode(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

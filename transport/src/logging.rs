@@ -59,8 +59,7 @@ pub fn directives(filter: &str) -> Result<Vec<String>, FilterError> {
         match component {
             None => out[0] = level,
             Some(c)
-                if !c.is_empty()
-                    && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') =>
+                if !c.is_empty() && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') =>
             {
                 out.push(format!("{c}={level}"))
             }
@@ -116,6 +115,7 @@ pub fn init(filter: &str, label: &str) -> Result<(), FilterError> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(env_filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .event_format(KestrelFormat {
             label: label.to_string(),
         })
@@ -134,7 +134,10 @@ mod tests {
             directives("shm:debug, usnic:TRACE").unwrap(),
             vec!["error", "shm=debug", "usnic=trace"]
         );
-        assert_eq!(directives("info,pmi:trace").unwrap(), vec!["info", "pmi=trace"]);
+        assert_eq!(
+            directives("info,pmi:trace").unwrap(),
+            vec!["info", "pmi=trace"]
+        );
     }
 
     #[test]

@@ -90,27 +90,31 @@ impl ParamSpec {
         }
     }
 
+    fn expected(&self) -> String {
+        format!("expected {}", self.allowed())
+    }
+
     /// Parses `raw` according to the kind, or says why not.
     pub fn parse(&self, raw: &str) -> Result<Value, String> {
         let text = raw.trim();
         match self.kind {
             ParamKind::Bool => parse_bool(text)
                 .map(Value::Bool)
-                .ok_or_else(|| self.allowed()),
+                .ok_or_else(|| self.expected()),
             ParamKind::Int { min, max } => match text.parse::<i64>() {
                 Ok(v) if (min..=max).contains(&v) => Ok(Value::Int(v)),
-                _ => Err(self.allowed()),
+                _ => Err(self.expected()),
             },
             ParamKind::Size { min, max } => match parse_size(text) {
                 Some(v) if (min..=max).contains(&v) => Ok(Value::Size(v)),
-                _ => Err(self.allowed()),
+                _ => Err(self.expected()),
             },
             ParamKind::Str => Ok(Value::Str(raw.to_string())),
             ParamKind::Choice(words) => words
                 .iter()
                 .find(|w| w.eq_ignore_ascii_case(text))
                 .map(|w| Value::Choice(w))
-                .ok_or_else(|| self.allowed()),
+                .ok_or_else(|| self.expected()),
             ParamKind::Components(known) => Selection::parse(self.name, text, known)
                 .map(Value::Components)
                 .map_err(|e| e.to_string()),
@@ -144,7 +148,10 @@ fn parse_bool(text: &str) -> Option<bool> {
 /// Parses `4096`, `64k`, `16M`, `1g`, `32KiB` into bytes.
 pub fn parse_size(text: &str) -> Option<u64> {
     let lower = text.trim().to_ascii_lowercase();
-    let lower = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
+    let lower = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
     let (digits, shift) = match lower.chars().last()? {
         'k' => (&lower[..lower.len() - 1], 10),
         'm' => (&lower[..lower.len() - 1], 20),
@@ -231,8 +238,8 @@ pub enum ParamError {
         value: String,
         /// Where the text came from (`KESTREL_BTL`, `--mca btl`).
         origin: String,
-        /// What the parameter accepts.
-        allowed: String,
+        /// Why it was rejected and what the parameter accepts.
+        reason: String,
     },
     /// `--mca` (or `KESTREL_MCA_*`) named a parameter that no component registers.
     Unknown {
@@ -259,10 +266,10 @@ impl fmt::Display for ParamError {
                 name,
                 value,
                 origin,
-                allowed,
+                reason,
             } => write!(
                 f,
-                "parameter '{name}': value '{value}' (from {origin}) is not valid; expected {allowed}"
+                "parameter '{name}': value '{value}' (from {origin}) is not valid: {reason}"
             ),
             ParamError::Unknown { name, suggestions } => {
                 write!(f, "parameter '{name}' does not exist")?;
@@ -321,14 +328,20 @@ impl Params {
                 .find_map(|(src, var)| lookup(var).map(|v| (*src, var.clone(), v)));
             let (source, origin, raw) = match found {
                 Some((src, var, v)) => (src, origin_of(src, spec.name, &var), v),
-                None => (Source::Default, "the default".into(), spec.default.to_string()),
+                None => (
+                    Source::Default,
+                    "the default".into(),
+                    spec.default.to_string(),
+                ),
             };
-            let value = spec.parse(&raw).map_err(|allowed| ParamError::InvalidValue {
-                name: spec.name.into(),
-                value: raw.clone(),
-                origin,
-                allowed,
-            })?;
+            let value = spec
+                .parse(&raw)
+                .map_err(|reason| ParamError::InvalidValue {
+                    name: spec.name.into(),
+                    value: raw.clone(),
+                    origin,
+                    reason,
+                })?;
             entries.insert(
                 spec.name,
                 Resolved {
@@ -345,7 +358,10 @@ impl Params {
     /// Resolves from the process environment.
     pub fn from_env(specs: &[&'static ParamSpec]) -> Result<Params, ParamError> {
         let mca_names: Vec<String> = std::env::vars()
-            .filter_map(|(k, _)| k.strip_prefix("KESTREL_MCA_").map(|n| n.to_ascii_lowercase()))
+            .filter_map(|(k, _)| {
+                k.strip_prefix("KESTREL_MCA_")
+                    .map(|n| n.to_ascii_lowercase())
+            })
             .collect();
         Self::resolve(specs, &|var| std::env::var(var).ok(), &mca_names)
     }
@@ -488,7 +504,10 @@ impl Param<Selection> {
     pub fn get(&'static self, params: &Params) -> Selection {
         match params.value_of(&self.spec) {
             Value::Components(s) => s,
-            other => unreachable!("{} is declared components but holds {other:?}", self.spec.name),
+            other => unreachable!(
+                "{} is declared components but holds {other:?}",
+                self.spec.name
+            ),
         }
     }
 }
@@ -507,7 +526,10 @@ pub fn check_specs(specs: &[&'static ParamSpec]) -> Result<(), String> {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         {
-            return Err(format!("parameter name '{}' must be lower-case snake", s.name));
+            return Err(format!(
+                "parameter name '{}' must be lower-case snake",
+                s.name
+            ));
         }
         if let Err(e) = s.parse(s.default) {
             return Err(format!("default of {} does not parse: {e}", s.name));
@@ -567,7 +589,10 @@ mod tests {
             .collect();
         let mca: Vec<String> = map
             .keys()
-            .filter_map(|k| k.strip_prefix("KESTREL_MCA_").map(|n| n.to_ascii_lowercase()))
+            .filter_map(|k| {
+                k.strip_prefix("KESTREL_MCA_")
+                    .map(|n| n.to_ascii_lowercase())
+            })
             .collect();
         Params::resolve(&specs(), &|k| map.get(k).cloned(), &mca)
     }
@@ -585,16 +610,29 @@ mod tests {
     #[test]
     fn precedence_is_default_launcher_environment_command_line() {
         let p = resolve(&[("KESTREL_AUTO_TEST_DEPTH", "5")]).unwrap();
-        assert_eq!((DEPTH.get(&p), p.get("test_depth").unwrap().source), (5, Source::Launcher));
-        let p = resolve(&[("KESTREL_AUTO_TEST_DEPTH", "5"), ("KESTREL_TEST_DEPTH", "6")]).unwrap();
-        assert_eq!((DEPTH.get(&p), p.get("test_depth").unwrap().source), (6, Source::Environment));
+        assert_eq!(
+            (DEPTH.get(&p), p.get("test_depth").unwrap().source),
+            (5, Source::Launcher)
+        );
+        let p = resolve(&[
+            ("KESTREL_AUTO_TEST_DEPTH", "5"),
+            ("KESTREL_TEST_DEPTH", "6"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (DEPTH.get(&p), p.get("test_depth").unwrap().source),
+            (6, Source::Environment)
+        );
         let p = resolve(&[
             ("KESTREL_AUTO_TEST_DEPTH", "5"),
             ("KESTREL_TEST_DEPTH", "6"),
             ("KESTREL_MCA_TEST_DEPTH", "7"),
         ])
         .unwrap();
-        assert_eq!((DEPTH.get(&p), p.get("test_depth").unwrap().source), (7, Source::CommandLine));
+        assert_eq!(
+            (DEPTH.get(&p), p.get("test_depth").unwrap().source),
+            (7, Source::CommandLine)
+        );
     }
 
     #[test]
@@ -602,7 +640,10 @@ mod tests {
         let e = resolve(&[("KESTREL_TEST_DEPTH", "17")]).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("test_depth") && msg.contains("'17'"), "{msg}");
-        assert!(msg.contains("from 1 to 16") && msg.contains("KESTREL_TEST_DEPTH"), "{msg}");
+        assert!(
+            msg.contains("from 1 to 16") && msg.contains("KESTREL_TEST_DEPTH"),
+            "{msg}"
+        );
         let e = resolve(&[("KESTREL_MCA_TEST_FLAG", "maybe")]).unwrap_err();
         assert!(e.to_string().contains("--mca test_flag"), "{e}");
         let e = resolve(&[("KESTREL_TEST_MODE", "sideways")]).unwrap_err();

@@ -161,7 +161,9 @@ impl Agent {
             });
             let bind: Vec<usize> = if self.launch.bind_cores && !cpus.is_empty() {
                 let per = self.launch.cpus_per_rank.max(1) as usize;
-                (0..per).map(|k| cpus[(local * per + k) % cpus.len()]).collect()
+                (0..per)
+                    .map(|k| cpus[(local * per + k) % cpus.len()])
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -325,12 +327,19 @@ impl Agent {
         tracing::trace!(target: "pmi", rank, "<- {cmd}");
         let thrid = cmd.get("thrid").map(String::from);
         let thrid = thrid.as_deref();
-        let v2 = self.slot(rank).map(|s| s.framing == Framing::V2).unwrap_or(false);
+        let v2 = self
+            .slot(rank)
+            .map(|s| s.framing == Framing::V2)
+            .unwrap_or(false);
         let job = self.launch.job_id.clone();
         let ok = |name: &str| Command::new(name).with("rc", "0");
         match cmd.name.as_str() {
             "init" => {
-                let version = if cmd.get("pmi_version") == Some("2") { "2" } else { "1" };
+                let version = if cmd.get("pmi_version") == Some("2") {
+                    "2"
+                } else {
+                    "1"
+                };
                 let sub = if version == "2" { "0" } else { "1" };
                 let reply = Command::new("response_to_init")
                     .with("pmi_version", version)
@@ -349,7 +358,11 @@ impl Agent {
                 self.reply(rank, reply, None);
                 let size = self.launch.size.to_string();
                 self.reply(rank, Command::new("set").with("size", size), None);
-                self.reply(rank, Command::new("set").with("rank", rank.to_string()), None);
+                self.reply(
+                    rank,
+                    Command::new("set").with("rank", rank.to_string()),
+                    None,
+                );
                 self.reply(rank, Command::new("set").with("debug", "0"), None);
             }
             "get_maxes" => {
@@ -365,7 +378,11 @@ impl Agent {
                 self.reply(rank, ok("universe_size").with("size", size), None)
             }
             "get_my_kvsname" => self.reply(rank, ok("my_kvsname").with("kvsname", job), None),
-            "get_rank" => self.reply(rank, ok("getrank_result").with("rank", rank.to_string()), None),
+            "get_rank" => self.reply(
+                rank,
+                ok("getrank_result").with("rank", rank.to_string()),
+                None,
+            ),
             "get_size" => {
                 let size = self.launch.size.to_string();
                 self.reply(rank, ok("getsize_result").with("size", size), None)
@@ -400,7 +417,11 @@ impl Agent {
             "get" => {
                 let key = cmd.get("key").unwrap_or("");
                 match self.lookup(key) {
-                    Some(v) => self.reply(rank, ok("get_result").with("msg", "success").with("value", v), None),
+                    Some(v) => self.reply(
+                        rank,
+                        ok("get_result").with("msg", "success").with("value", v),
+                        None,
+                    ),
                     None => {
                         let reply = Command::new("get_result")
                             .with("rc", "-1")
@@ -412,7 +433,9 @@ impl Agent {
             "kvs-get" => {
                 let key = cmd.get("key").unwrap_or("");
                 let reply = match self.lookup(key) {
-                    Some(v) => ok("kvs-get-response").with("found", "TRUE").with("value", v),
+                    Some(v) => ok("kvs-get-response")
+                        .with("found", "TRUE")
+                        .with("value", v),
                     None => ok("kvs-get-response").with("found", "FALSE"),
                 };
                 self.reply(rank, reply, thrid);
@@ -420,7 +443,9 @@ impl Agent {
             "info-getjobattr" => {
                 let key = cmd.get("key").unwrap_or("");
                 let reply = match self.job_attr(key) {
-                    Some(v) => ok("info-getjobattr-response").with("found", "TRUE").with("value", v),
+                    Some(v) => ok("info-getjobattr-response")
+                        .with("found", "TRUE")
+                        .with("value", v),
                     None => ok("info-getjobattr-response").with("found", "FALSE"),
                 };
                 self.reply(rank, reply, thrid);
@@ -436,30 +461,51 @@ impl Agent {
                 let key = cmd.get("key").unwrap_or("").to_string();
                 match self.node_attrs.get(&key).cloned() {
                     Some(v) => {
-                        let reply = ok("info-getnodeattr-response").with("found", "TRUE").with("value", v);
+                        let reply = ok("info-getnodeattr-response")
+                            .with("found", "TRUE")
+                            .with("value", v);
                         self.reply(rank, reply, thrid)
                     }
                     None if cmd.get("wait") == Some("TRUE") => {
                         self.attr_waiters.push((rank, key, thrid.map(String::from)))
                     }
-                    None => self.reply(rank, ok("info-getnodeattr-response").with("found", "FALSE"), thrid),
+                    None => self.reply(
+                        rank,
+                        ok("info-getnodeattr-response").with("found", "FALSE"),
+                        thrid,
+                    ),
                 }
             }
             "abort" => {
-                let code = cmd.get("exitcode").and_then(|c| c.parse().ok()).unwrap_or(1);
+                let code = cmd
+                    .get("exitcode")
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1);
                 let message = cmd.get("message").unwrap_or("").to_string();
-                let _ = self.to_head.send(ToHead::Abort { rank, code, message });
+                let _ = self.to_head.send(ToHead::Abort {
+                    rank,
+                    code,
+                    message,
+                });
             }
             "finalize" => {
                 if let Some(slot) = self.slot(rank) {
                     slot.pmi = PmiState::Finalized;
                 }
-                let name = if v2 { "finalize-response" } else { "finalize_ack" };
+                let name = if v2 {
+                    "finalize-response"
+                } else {
+                    "finalize_ack"
+                };
                 self.reply(rank, ok(name), thrid);
             }
             other => {
                 tracing::warn!(target: "pmi", rank, "unsupported PMI command {other}");
-                let name = if v2 { format!("{other}-response") } else { format!("{other}_result") };
+                let name = if v2 {
+                    format!("{other}-response")
+                } else {
+                    format!("{other}_result")
+                };
                 let reply = Command::new(name)
                     .with("rc", "-1")
                     .with("msg", format!("kestrel-run does not support {other}"));
@@ -483,7 +529,9 @@ impl Agent {
     }
 
     fn wake_attr_waiters(&mut self, key: &str) {
-        let Some(value) = self.node_attrs.get(key).cloned() else { return };
+        let Some(value) = self.node_attrs.get(key).cloned() else {
+            return;
+        };
         let waiters = std::mem::take(&mut self.attr_waiters);
         for (rank, k, thrid) in waiters {
             if k == key {
@@ -573,7 +621,11 @@ impl Agent {
     }
 }
 
-async fn read_pmi(mut read: tokio::net::unix::OwnedReadHalf, rank: u32, events: UnboundedSender<Event>) {
+async fn read_pmi(
+    mut read: tokio::net::unix::OwnedReadHalf,
+    rank: u32,
+    events: UnboundedSender<Event>,
+) {
     let mut framing = Framing::V1;
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = vec![0u8; 8192];
@@ -590,7 +642,10 @@ async fn read_pmi(mut read: tokio::net::unix::OwnedReadHalf, rank: u32, events: 
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    let _ = events.send(Event::PmiBroken(rank, format!("{e}; closing its PMI connection")));
+                    let _ = events.send(Event::PmiBroken(
+                        rank,
+                        format!("{e}; closing its PMI connection"),
+                    ));
                     return;
                 }
             }
@@ -621,8 +676,13 @@ async fn tag_lines<R: tokio::io::AsyncRead + Unpin>(pipe: R, rank: u32, is_err: 
 /// CPUs this process may run on.
 pub fn available_cpus() -> Vec<usize> {
     match nix::sched::sched_getaffinity(Pid::from_raw(0)) {
-        Ok(set) => (0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect(),
-        Err(_) => (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect(),
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect(),
+        Err(_) => (0..std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1))
+            .collect(),
     }
 }
 

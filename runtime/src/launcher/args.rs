@@ -127,7 +127,10 @@ fn usage(msg: impl Into<String>) -> ArgError {
 
 /// Parses `args` (without the program name). `lookup` reads the launcher's environment for
 /// `-x VAR`.
-pub fn parse(args: &[String], lookup: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ArgError> {
+pub fn parse(
+    args: &[String],
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Invocation, ArgError> {
     let mut np = None;
     let mut hosts = HostSource::Default;
     let mut oversubscribe = false;
@@ -172,14 +175,14 @@ pub fn parse(args: &[String], lookup: &dyn Fn(&str) -> Option<String>) -> Result
         match flag {
             "-n" | "-np" | "--np" | "-c" => {
                 let v = value("a number of ranks")?;
-                let n: u32 = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| usage(format!("{flag} '{v}' is not a positive number of ranks")))?;
+                let n: u32 = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    usage(format!("{flag} '{v}' is not a positive number of ranks"))
+                })?;
                 np = Some(n);
             }
-            "-H" | "--host" | "-host" => hosts = HostSource::List(value("a host list like h1:2,h2:2")?),
+            "-H" | "--host" | "-host" => {
+                hosts = HostSource::List(value("a host list like h1:2,h2:2")?)
+            }
             "--hostfile" | "-hostfile" | "--machinefile" | "-machinefile" => {
                 hosts = HostSource::File(value("a file name")?)
             }
@@ -238,7 +241,11 @@ pub fn parse(args: &[String], lookup: &dyn Fn(&str) -> Option<String>) -> Result
                     .parse()
                     .ok()
                     .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| usage(format!("--timeout '{v}' is not a positive number of seconds")))?;
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--timeout '{v}' is not a positive number of seconds"
+                        ))
+                    })?;
                 timeout = Some(Duration::from_secs_f64(secs));
             }
             "--launch-agent" | "-launch-agent" => {
@@ -251,7 +258,11 @@ pub fn parse(args: &[String], lookup: &dyn Fn(&str) -> Option<String>) -> Result
             "--daemon" => daemon = true,
             "--parent" => parents = value("addresses")?.split(',').map(String::from).collect(),
             "--host-index" => {
-                host_index = Some(value("an index")?.parse().map_err(|_| usage("--host-index needs a number"))?)
+                host_index = Some(
+                    value("an index")?
+                        .parse()
+                        .map_err(|_| usage("--host-index needs a number"))?,
+                )
             }
             "--key" => key = Some(value("a key")?),
             "--verbose" => verbose = value("a filter")?,
@@ -274,7 +285,9 @@ pub fn parse(args: &[String], lookup: &dyn Fn(&str) -> Option<String>) -> Result
         };
     }
     let Some(at) = program_at.filter(|&at| at < args.len()) else {
-        return Err(usage("no program to run; usage: kestrel-run -n N program [args...]"));
+        return Err(usage(
+            "no program to run; usage: kestrel-run -n N program [args...]",
+        ));
     };
     Ok(Invocation::Launch(LaunchOptions {
         np,
@@ -316,20 +329,29 @@ mod tests {
         assert_eq!(l.hosts, HostSource::List("h1:2,h2:2".into()));
         assert!(l.oversubscribe && l.tag_output);
         assert_eq!(l.mca, vec![("btl".into(), "shm".into())]);
-        assert_eq!(l.env, vec![("HOME".into(), "/root".into()), ("A".into(), "b".into())]);
+        assert_eq!(
+            l.env,
+            vec![("HOME".into(), "/root".into()), ("A".into(), "b".into())]
+        );
         assert_eq!(l.bind, Bind::Core);
         assert_eq!(l.timeout, Some(Duration::from_millis(2500)));
         assert_eq!(l.launch_agent.as_deref(), Some("ip"));
         assert_eq!((l.program.as_str(), l.args.clone()), ("prog", argv("-n 3")));
         let l = launch("-np 2 ./a.out x");
-        assert_eq!((l.np, l.program.as_str(), l.args.len()), (Some(2), "./a.out", 1));
+        assert_eq!(
+            (l.np, l.program.as_str(), l.args.len()),
+            (Some(2), "./a.out", 1)
+        );
     }
 
     #[test]
     fn conflicting_mca_names_both_values() {
         let e = parse(&argv("-n 2 --mca btl shm --mca btl usnic true"), &|_| None).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("'shm'") && msg.contains("'usnic'") && msg.contains("btl"), "{msg}");
+        assert!(
+            msg.contains("'shm'") && msg.contains("'usnic'") && msg.contains("btl"),
+            "{msg}"
+        );
         // The same value twice is harmless.
         assert_eq!(launch("--mca btl shm --mca btl shm true").mca.len(), 1);
     }

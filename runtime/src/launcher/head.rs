@@ -55,7 +55,10 @@ fn is_local_name(name: &str) -> bool {
 }
 
 /// Builds the plan from the options and the environment (Slurm variables).
-pub fn plan(opts: &LaunchOptions, lookup: &dyn Fn(&str) -> Option<String>) -> Result<JobPlan, String> {
+pub fn plan(
+    opts: &LaunchOptions,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<JobPlan, String> {
     let mut agent = opts.launch_agent.clone();
     let mut cpus_per_rank = 1;
     let host_slots: Vec<HostSlots> = match &opts.hosts {
@@ -65,26 +68,28 @@ pub fn plan(opts: &LaunchOptions, lookup: &dyn Fn(&str) -> Option<String>) -> Re
                 .map_err(|e| format!("cannot read hostfile {path}: {e}"))?;
             hosts::parse_hostfile(&text, path).map_err(|e| e.to_string())?
         }
-        HostSource::Default => match slurm::allocation_from_env(lookup).map_err(|e| e.to_string())? {
-            Some(alloc) => {
-                cpus_per_rank = alloc.cpus_per_task;
-                if agent.is_none() {
-                    agent = Some("srun".into());
+        HostSource::Default => {
+            match slurm::allocation_from_env(lookup).map_err(|e| e.to_string())? {
+                Some(alloc) => {
+                    cpus_per_rank = alloc.cpus_per_task;
+                    if agent.is_none() {
+                        agent = Some("srun".into());
+                    }
+                    alloc
+                        .hosts
+                        .into_iter()
+                        .map(|(name, slots)| HostSlots {
+                            name,
+                            slots: Some(slots),
+                        })
+                        .collect()
                 }
-                alloc
-                    .hosts
-                    .into_iter()
-                    .map(|(name, slots)| HostSlots {
-                        name,
-                        slots: Some(slots),
-                    })
-                    .collect()
+                None => vec![HostSlots {
+                    name: crate::modex::hostname(),
+                    slots: None,
+                }],
             }
-            None => vec![HostSlots {
-                name: crate::modex::hostname(),
-                slots: None,
-            }],
-        },
+        }
     };
     let np = match opts.np {
         Some(n) => n,
@@ -125,7 +130,11 @@ pub fn process_mapping(hosts: &[HostPlan]) -> String {
     let mut next = 0u32;
     let mut blocks: Vec<(usize, usize, usize)> = Vec::new();
     for (i, h) in hosts.iter().enumerate() {
-        let contiguous = h.ranks.iter().enumerate().all(|(k, &r)| r == next + k as u32);
+        let contiguous = h
+            .ranks
+            .iter()
+            .enumerate()
+            .all(|(k, &r)| r == next + k as u32);
         if !contiguous {
             return String::new();
         }
@@ -269,7 +278,9 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
     let mut sighup = signal(SignalKind::hangup()).ok();
 
     // Hosts: in-process agents for this host, daemons for the others.
-    let remote: Vec<usize> = (0..head.plan.hosts.len()).filter(|&h| !head.plan.hosts[h].local).collect();
+    let remote: Vec<usize> = (0..head.plan.hosts.len())
+        .filter(|&h| !head.plan.hosts[h].local)
+        .collect();
     let key = session::new_job_id();
     let mut machines: BTreeMap<usize, (String, u32)> = BTreeMap::new();
     for h in 0..head.plan.hosts.len() {
@@ -297,8 +308,16 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
             }
         };
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-        let parents: Vec<String> = local_ipv4_addresses().iter().map(|a| format!("{a}:{port}")).collect();
-        tokio::spawn(accept_daemons(listener, key.clone(), head.plan.hosts.len(), events_tx.clone()));
+        let parents: Vec<String> = local_ipv4_addresses()
+            .iter()
+            .map(|a| format!("{a}:{port}"))
+            .collect();
+        tokio::spawn(accept_daemons(
+            listener,
+            key.clone(),
+            head.plan.hosts.len(),
+            events_tx.clone(),
+        ));
         let exe = {
             let configured = crate::params::DAEMON_PATH.get(&params);
             if configured.is_empty() {
@@ -311,15 +330,27 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
         for &h in &remote {
             let host = head.plan.hosts[h].name.clone();
             let mut words = agent_command(&head.plan.agent, &host);
-            words.extend([exe.clone(), "--daemon".into(), "--parent".into(), parents.join(",")]);
-            words.extend(["--host-index".into(), h.to_string(), "--key".into(), key.clone()]);
+            words.extend([
+                exe.clone(),
+                "--daemon".into(),
+                "--parent".into(),
+                parents.join(","),
+            ]);
+            words.extend([
+                "--host-index".into(),
+                h.to_string(),
+                "--key".into(),
+                key.clone(),
+            ]);
             if !verbose.is_empty() {
                 words.extend(["--verbose".into(), verbose.clone()]);
             }
             tracing::debug!(target: "launcher", "starting daemon: {}", words.join(" "));
             let shown = words.join(" ");
             let mut cmd = tokio::process::Command::new(&words[0]);
-            cmd.args(&words[1..]).stdin(Stdio::null()).kill_on_drop(true);
+            cmd.args(&words[1..])
+                .stdin(Stdio::null())
+                .kill_on_drop(true);
             let tx = events_tx.clone();
             match cmd.spawn() {
                 Ok(mut child) => {
@@ -329,7 +360,8 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                             Ok(s) => describe_exit_status(s),
                             Err(e) => e.to_string(),
                         };
-                        let _ = tx.send(HeadEvent::AgentProcessExited(h, format!("'{shown}' {how}")));
+                        let _ =
+                            tx.send(HeadEvent::AgentProcessExited(h, format!("'{shown}' {how}")));
                     });
                 }
                 Err(e) => {
@@ -404,7 +436,9 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
             base_env.push((params::mca_env_var_for(name), value.clone()));
         }
         for h in 0..head.plan.hosts.len() {
-            let Some((machine, _)) = machines.get(&h) else { continue };
+            let Some((machine, _)) = machines.get(&h) else {
+                continue;
+            };
             let (ranks_here, cpus) = per_machine[machine];
             let mut env = base_env.clone();
             if ranks_here > cpus && !user_set {
@@ -445,14 +479,18 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
     let mut bye_deadline = Instant::now() + Duration::from_secs(5);
     loop {
         if head.stopping && stop_deadline.is_none() {
-            stop_deadline = Some(Instant::now() + Duration::from_millis(grace_ms as u64) + Duration::from_secs(3));
+            stop_deadline = Some(
+                Instant::now() + Duration::from_millis(grace_ms as u64) + Duration::from_secs(3),
+            );
         }
         if head.all_done() && !shutdown_sent {
             shutdown_sent = true;
             bye_deadline = Instant::now() + Duration::from_secs(5);
             head.broadcast(ToAgent::Shutdown);
         }
-        if shutdown_sent && (0..head.plan.hosts.len()).all(|h| head.bye.contains(&h) || head.agents[h].is_none()) {
+        if shutdown_sent
+            && (0..head.plan.hosts.len()).all(|h| head.bye.contains(&h) || head.agents[h].is_none())
+        {
             break;
         }
         tokio::select! {
@@ -534,22 +572,35 @@ fn handle_agent(head: &mut Head, h: usize, msg: ToHead, grace_ms: i64) {
             }
             if !head.stopping {
                 eprintln!("kestrel-run: rank {rank}: {error}");
-                let code = if error.contains("not found") { 127 } else { 126 };
+                let code = if error.contains("not found") {
+                    127
+                } else {
+                    126
+                };
                 head.fail(code, grace_ms);
             }
         }
         ToHead::Fence { puts } => {
             head.fenced.insert(h);
             head.fence_puts.extend(puts);
-            let live_hosts: Vec<usize> = (0..head.plan.hosts.len()).filter(|&x| head.agents[x].is_some()).collect();
+            let live_hosts: Vec<usize> = (0..head.plan.hosts.len())
+                .filter(|&x| head.agents[x].is_some())
+                .collect();
             if live_hosts.iter().all(|x| head.fenced.contains(x)) {
                 let puts = std::mem::take(&mut head.fence_puts);
                 head.fenced.clear();
                 head.broadcast(ToAgent::FenceDone { puts });
             }
         }
-        ToHead::Exited { rank, pid, status, pmi } => {
-            let Some(state) = head.ranks.get_mut(rank as usize) else { return };
+        ToHead::Exited {
+            rank,
+            pid,
+            status,
+            pmi,
+        } => {
+            let Some(state) = head.ranks.get_mut(rank as usize) else {
+                return;
+            };
             *state = RankState::Done;
             if head.stopping {
                 return;
@@ -567,16 +618,26 @@ fn handle_agent(head: &mut Head, h: usize, msg: ToHead, grace_ms: i64) {
                 }
                 RankStatus::Code(0) => {}
                 RankStatus::Code(c) => {
-                    eprintln!("kestrel-run: rank {rank} (pid {pid} on {host}) {}", describe_status(status));
+                    eprintln!(
+                        "kestrel-run: rank {rank} (pid {pid} on {host}) {}",
+                        describe_status(status)
+                    );
                     head.fail(c, grace_ms);
                 }
                 RankStatus::Signal(s) => {
-                    eprintln!("kestrel-run: rank {rank} (pid {pid} on {host}) {}", describe_status(status));
+                    eprintln!(
+                        "kestrel-run: rank {rank} (pid {pid} on {host}) {}",
+                        describe_status(status)
+                    );
                     head.fail(128 + s, grace_ms);
                 }
             }
         }
-        ToHead::Abort { rank, code, message } => {
+        ToHead::Abort {
+            rank,
+            code,
+            message,
+        } => {
             if !head.stopping {
                 let pid = match head.ranks.get(rank as usize) {
                     Some(RankState::Running(p)) => p.to_string(),
@@ -612,14 +673,25 @@ fn describe_exit_status(s: std::process::ExitStatus) -> String {
 pub fn agent_command(agent: &[String], host: &str) -> Vec<String> {
     let is_srun = agent
         .first()
-        .map(|w| std::path::Path::new(w).file_name().map(|n| n == "srun").unwrap_or(false))
+        .map(|w| {
+            std::path::Path::new(w)
+                .file_name()
+                .map(|n| n == "srun")
+                .unwrap_or(false)
+        })
         .unwrap_or(false);
     let mut words: Vec<String> = agent.to_vec();
     if is_srun {
         words.extend(
-            ["--nodes=1", "--ntasks=1", "--overlap", "--mpi=none", "--kill-on-bad-exit=0"]
-                .iter()
-                .map(|s| s.to_string()),
+            [
+                "--nodes=1",
+                "--ntasks=1",
+                "--overlap",
+                "--mpi=none",
+                "--kill-on-bad-exit=0",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
         );
         words.push(format!("--nodelist={host}"));
     } else {
@@ -664,9 +736,16 @@ pub fn local_ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
     addrs
 }
 
-async fn accept_daemons(listener: TcpListener, key: String, hosts: usize, events: UnboundedSender<HeadEvent>) {
+async fn accept_daemons(
+    listener: TcpListener,
+    key: String,
+    hosts: usize,
+    events: UnboundedSender<HeadEvent>,
+) {
     loop {
-        let Ok((stream, peer)) = listener.accept().await else { return };
+        let Ok((stream, peer)) = listener.accept().await else {
+            return;
+        };
         let key = key.clone();
         let events = events.clone();
         tokio::spawn(async move {
@@ -677,7 +756,10 @@ async fn accept_daemons(listener: TcpListener, key: String, hosts: usize, events
     }
 }
 
-async fn read_frame(stream: &mut tokio::net::tcp::OwnedReadHalf, buf: &mut Vec<u8>) -> Result<Option<ToHead>, String> {
+async fn read_frame(
+    stream: &mut tokio::net::tcp::OwnedReadHalf,
+    buf: &mut Vec<u8>,
+) -> Result<Option<ToHead>, String> {
     loop {
         if let Some((body, used)) = split_frame(buf).map_err(|e| e.to_string())? {
             let msg = ToHead::decode(body).map_err(|e| e.to_string())?;
@@ -707,9 +789,12 @@ async fn serve_daemon(
         .await
         .map_err(|_| "no hello within 10 s".to_string())??;
     let (h, machine, cpus) = match hello {
-        Some(ToHead::Hello { host_index, key: k, machine, cpus }) if k == key && (host_index as usize) < hosts => {
-            (host_index as usize, machine, cpus)
-        }
+        Some(ToHead::Hello {
+            host_index,
+            key: k,
+            machine,
+            cpus,
+        }) if k == key && (host_index as usize) < hosts => (host_index as usize, machine, cpus),
         _ => return Err(format!("{peer} did not present this job's key")),
     };
     let (tx, mut rx) = unbounded_channel::<ToAgent>();
@@ -752,7 +837,10 @@ mod tests {
     #[test]
     fn process_mapping_compresses_blocks() {
         assert_eq!(process_mapping(&[hp(&[0, 1, 2, 3])]), "(vector,(0,1,4))");
-        assert_eq!(process_mapping(&[hp(&[0, 1]), hp(&[2, 3]), hp(&[4])]), "(vector,(0,2,2),(2,1,1))");
+        assert_eq!(
+            process_mapping(&[hp(&[0, 1]), hp(&[2, 3]), hp(&[4])]),
+            "(vector,(0,2,2),(2,1,1))"
+        );
         assert_eq!(process_mapping(&[hp(&[0, 2]), hp(&[1, 3])]), "");
     }
 
@@ -761,10 +849,16 @@ mod tests {
         let ssh = vec!["ssh".to_string()];
         assert_eq!(agent_command(&ssh, "n1"), vec!["ssh", "n1"]);
         let netns: Vec<String> = vec!["ip".into(), "netns".into(), "exec".into()];
-        assert_eq!(agent_command(&netns, "h1"), vec!["ip", "netns", "exec", "h1"]);
+        assert_eq!(
+            agent_command(&netns, "h1"),
+            vec!["ip", "netns", "exec", "h1"]
+        );
         let srun = vec!["/usr/bin/srun".to_string()];
         let words = agent_command(&srun, "n2");
-        assert!(words.contains(&"--nodelist=n2".to_string()) && words.contains(&"--ntasks=1".to_string()));
+        assert!(
+            words.contains(&"--nodelist=n2".to_string())
+                && words.contains(&"--ntasks=1".to_string())
+        );
     }
 
     #[test]
@@ -783,10 +877,15 @@ mod tests {
             args: vec![],
         };
         let p = plan(&opts, &|_| None).unwrap();
-        assert_eq!(p.hosts.iter().map(|h| h.ranks.clone()).collect::<Vec<_>>(), vec![vec![0, 1], vec![2]]);
+        assert_eq!(
+            p.hosts.iter().map(|h| h.ranks.clone()).collect::<Vec<_>>(),
+            vec![vec![0, 1], vec![2]]
+        );
         assert_eq!(p.agent, vec!["ssh"]);
         opts.np = Some(5);
-        assert!(plan(&opts, &|_| None).unwrap_err().contains("--oversubscribe"));
+        assert!(plan(&opts, &|_| None)
+            .unwrap_err()
+            .contains("--oversubscribe"));
         opts.hosts = HostSource::Default;
         opts.np = None;
         let slurm = |v: &str| match v {
@@ -797,8 +896,19 @@ mod tests {
             _ => None,
         };
         let p = plan(&opts, &slurm).unwrap();
-        assert_eq!((p.size, p.cpus_per_rank, p.agent.clone()), (4, 2, vec!["srun".to_string()]));
-        let bad = |v: &str| if v == "SLURM_CPUS_PER_TASK" { Some("0".to_string()) } else { slurm(v) };
-        assert!(plan(&opts, &bad).unwrap_err().contains("SLURM_CPUS_PER_TASK"));
+        assert_eq!(
+            (p.size, p.cpus_per_rank, p.agent.clone()),
+            (4, 2, vec!["srun".to_string()])
+        );
+        let bad = |v: &str| {
+            if v == "SLURM_CPUS_PER_TASK" {
+                Some("0".to_string())
+            } else {
+                slurm(v)
+            }
+        };
+        assert!(plan(&opts, &bad)
+            .unwrap_err()
+            .contains("SLURM_CPUS_PER_TASK"));
     }
 }

@@ -32,7 +32,10 @@ pub fn main(argv: Vec<String>) -> i32 {
             return 2;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("kestrel-run: cannot start the event loop: {e}");
@@ -49,7 +52,10 @@ pub fn main(argv: Vec<String>) -> i32 {
             0
         }
         args::Invocation::Daemon(opts) => {
-            let _ = kestrel_transport::logging::init(&opts.verbose, &format!("kestrel-run daemon {}", opts.host_index));
+            let _ = kestrel_transport::logging::init(
+                &opts.verbose,
+                &format!("kestrel-run daemon {}", opts.host_index),
+            );
             runtime.block_on(daemon::run(opts))
         }
         args::Invocation::Launch(opts) => {

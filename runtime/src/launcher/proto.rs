@@ -149,7 +149,11 @@ pub struct DecodeError {
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "malformed launcher message ({}: {})", self.what, self.reason)
+        write!(
+            f,
+            "malformed launcher message ({}: {})",
+            self.what, self.reason
+        )
     }
 }
 
