@@ -1,1 +1,207 @@
 //! Helpers for Kestrel's multi-process integration tests.
+//!
+//! Tests run the release binaries (`cargo build --release --workspace --examples --bins` first;
+//! `ci/test.sh` does). Every process a test starts runs in its own process group under a
+//! deadline and is killed with its whole group on expiry or when the guard drops, so a failing
+//! test leaves nothing behind.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub mod netns;
+
+/// `target/<profile>` of the running test binary.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/release/deps/<test> → target/release
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Path of a workspace binary, with a clear failure when it was not built.
+pub fn bin(name: &str) -> PathBuf {
+    let p = target_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: build with `cargo build --release --workspace --examples --bins` (ci/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+/// Path of an example of the `kestrel` crate.
+pub fn example(name: &str) -> PathBuf {
+    bin(&format!("examples/{name}"))
+}
+
+/// Path of a system tool, failing with the package that provides it.
+pub fn tool(name: &str, package: &str) -> PathBuf {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{name} is not installed: apt-get install {package} (ci/setup.sh installs it)");
+}
+
+/// What a finished command did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Exit code, if it exited.
+    pub code: Option<i32>,
+    /// Signal, if it was killed.
+    pub signal: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Whether the deadline expired and the test killed it.
+    pub timed_out: bool,
+}
+
+impl Outcome {
+    /// Whether it exited 0.
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// A description for assertion messages.
+    pub fn show(&self) -> String {
+        format!(
+            "code {:?} signal {:?} timed_out {} after {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.signal, self.timed_out, self.elapsed, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `cmd` in a new process group with a deadline; on expiry the whole group is killed.
+pub fn run(mut cmd: Command, deadline: Duration) -> Outcome {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let pgid = child.id() as i32;
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > deadline {
+            timed_out = true;
+            kill_group(pgid);
+            break child.wait().expect("wait after kill");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = start.elapsed();
+    // Anything the command left in its group goes too, so pipes close and nothing lingers.
+    kill_group(pgid);
+    Outcome {
+        code: status.code(),
+        signal: status.signal(),
+        stdout: out_t.join().unwrap_or_default(),
+        stderr: err_t.join().unwrap_or_default(),
+        elapsed,
+        timed_out,
+    }
+}
+
+fn kill_group(pgid: i32) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// A `Command` for `kestrel-run` with `args`.
+pub fn kestrel_run(args: &[&str]) -> Command {
+    let mut c = Command::new(bin("kestrel-run"));
+    c.args(args);
+    c
+}
+
+/// Names of job files (`kestrel.*`) in /dev/shm and the session parent.
+pub fn job_files() -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let parent = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/tmp".into());
+    for dir in [PathBuf::from("/dev/shm"), parent] {
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("kestrel.") {
+                    out.insert(format!("{}/{name}", dir.display()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Pids of processes whose command line contains `needle` (other than this test process).
+pub fn processes_matching(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            if let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) {
+                let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                if text.contains(needle) {
+                    out.push(pid);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Lines of `text` that start with `prefix`, sorted.
+pub fn lines_starting(text: &str, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(String::from)
+        .collect();
+    v.sort();
+    v
+}
+
+/// A unique marker for command lines, so a test can find its own processes.
+pub fn marker(tag: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("kt-{tag}-{}-{n}", std::process::id())
+}

@@ -1,0 +1,57 @@
+//! Test hosts as network namespaces, made by `ci/netns-cluster` and removed when the guard
+//! drops. Clusters share the management subnet, so one cluster exists at a time: the guard
+//! holds an exclusive lock on `/tmp/kestrel-netns.lock` for its lifetime.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A cluster of namespace hosts; dropping it removes them.
+pub struct Cluster {
+    prefix: String,
+    hosts: Vec<String>,
+    _lock: File,
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster")
+}
+
+impl Cluster {
+    /// Creates `n` hosts. Panics with the script's message when that is impossible (not root,
+    /// iproute2 missing).
+    pub fn up(n: usize) -> Cluster {
+        crate::tool("ip", "iproute2");
+        let lock = File::create("/tmp/kestrel-netns.lock").expect("create the netns lock file");
+        lock.lock().expect("lock the netns lock file");
+        let prefix = format!("k{}", std::process::id() % 10_000_000);
+        // A cluster of ours from a killed earlier run would hold the subnet: remove it.
+        let _ = Command::new(script()).args(["down", &prefix]).status();
+        let out = Command::new(script())
+            .args(["up", &prefix, &n.to_string()])
+            .output()
+            .expect("run ci/netns-cluster");
+        assert!(
+            out.status.success(),
+            "ci/netns-cluster up failed (tests need root and iproute2): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let hosts = (0..n).map(|i| format!("{prefix}h{i}")).collect();
+        Cluster {
+            prefix,
+            hosts,
+            _lock: lock,
+        }
+    }
+
+    /// Host names (= namespace names = node ids).
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(script()).args(["down", &self.prefix]).status();
+    }
+}
