@@ -515,10 +515,14 @@ impl WireClient {
 
     fn init_v2(&mut self, pmi_id: Option<String>, hint_rank: Option<u32>) -> Result<(), PmiError> {
         let mut full = Command::new("fullinit");
-        match (pmi_id, hint_rank) {
-            (Some(id), _) => full = full.with("pmiid", id),
-            (None, Some(r)) => full = full.with("pmirank", r.to_string()),
-            (None, None) => {}
+        // Hydra identifies PMI_PORT clients by `pmirank` even when it handed out PMI_ID, so
+        // send the rank we know (PMI_RANK, else the id) and the id when there is one.
+        let rank_hint = hint_rank.map(|r| r.to_string()).or_else(|| pmi_id.clone());
+        if let Some(r) = rank_hint {
+            full = full.with("pmirank", r);
+        }
+        if let Some(id) = pmi_id {
+            full = full.with("pmiid", id);
         }
         full = full.with("threaded", "FALSE");
         let reply = self.call("fullinit", full, "fullinit-response")?;

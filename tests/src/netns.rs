@@ -44,6 +44,18 @@ impl Cluster {
         }
     }
 
+    /// Pids of the processes running in host `name`'s namespace.
+    pub fn pids(&self, name: &str) -> Vec<u32> {
+        let out = Command::new("ip").args(["netns", "pids", name]).output();
+        out.map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
     /// Host names (= namespace names = node ids).
     pub fn hosts(&self) -> &[String] {
         &self.hosts

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Kestrel's build, tests and demo need. Idempotent: installs only
+# what is missing, so a prepared machine pays nothing.
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config      # C shims and pkg-config lookups of -sys crates
+  libfabric-dev libhwloc-dev      # inter-node transport, NUMA placement
+  clang libclang-dev              # bindgen for the libfabric bindings
+  iproute2 nftables               # network-namespace test hosts, packet loss
+  mpich libmpich-dev              # interoperability tests: hydra launcher, MPICH-built programs
+  procps                          # ps/pgrep in scripts
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "ci/setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "ci/setup.sh: cargo is not on PATH; install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds, checks formatting and lints, runs every
+# unit and integration test (multi-process, MPICH interoperability, network-namespace hosts).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash ci/setup.sh
+cargo build --release --workspace --examples --bins
+cargo fmt --all -- --check
+cargo clippy --release --workspace --all-targets -- -D warnings
+cargo test --release --workspace

@@ -1,0 +1,61 @@
+//! Interoperability with MPICH: Kestrel ranks under MPICH's hydra launcher (its PMI-1 and
+//! PMI-2 servers, over an inherited socket and over a TCP port), and an MPICH-built program
+//! under `kestrel-run` (our PMI server answering MPICH's own client).
+
+use std::process::Command;
+use std::time::Duration;
+
+use kestrel_tests::*;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn mpiexec(pmi: &str, port: bool, n: u32, program: &std::path::Path) -> Command {
+    let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+    if port {
+        c.arg("-pmi-port");
+    }
+    c.args(["-n", &n.to_string()]).arg(program).env("KESTREL_PMI", pmi);
+    c
+}
+
+#[test]
+fn hello_under_hydra_with_pmi1_pmi2_and_auto() {
+    let hello = example("hello");
+    for pmi in ["pmi1", "pmi2", "auto"] {
+        let out = run(mpiexec(pmi, false, 3, &hello), DEADLINE);
+        assert!(out.success(), "{pmi}: {}", out.show());
+        let lines = lines_starting(&out.stdout, "Hello from rank ");
+        assert_eq!(lines.len(), 3, "{pmi}: {}", out.show());
+        for (r, line) in lines.iter().enumerate() {
+            assert!(line.starts_with(&format!("Hello from rank {r} of 3 on ")), "{line}");
+        }
+    }
+}
+
+#[test]
+fn modex_under_hydra_over_inherited_socket_and_tcp_port() {
+    let check = example("modex_check");
+    for port in [false, true] {
+        for pmi in ["pmi1", "pmi2"] {
+            let out = run(mpiexec(pmi, port, 3, &check), DEADLINE);
+            assert!(out.success(), "{pmi} port={port}: {}", out.show());
+            assert!(out.stdout.contains("modex check passed on 3 ranks"), "{}", out.show());
+            assert_eq!(out.stdout.matches(&format!("pmi {pmi}")).count(), 3, "{}", out.show());
+        }
+    }
+}
+
+#[test]
+fn mpich_built_program_runs_under_kestrel_run() {
+    let mpicc = tool("mpicc.mpich", "libmpich-dev");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/c/hello.c");
+    let exe = std::env::temp_dir().join(marker("mpich-hello"));
+    let status = Command::new(mpicc).arg("-o").arg(&exe).arg(&src).status().unwrap();
+    assert!(status.success(), "mpicc.mpich failed on {}", src.display());
+    let out = run(kestrel_run(&["-n", "3", exe.to_str().unwrap()]), DEADLINE);
+    let _ = std::fs::remove_file(&exe);
+    assert!(out.success(), "{}", out.show());
+    let lines = lines_starting(&out.stdout, "Hello from rank ");
+    assert_eq!(lines.len(), 3, "{}", out.show());
+    assert!(lines[2].starts_with("Hello from rank 2 of 3"), "{}", out.show());
+}
