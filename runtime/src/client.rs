@@ -291,24 +291,37 @@ pub fn connect(
             }
             return Ok(Box::new(Singleton::new()));
         };
-    let mut client = WireClient {
-        stream,
-        server,
-        framing: Framing::V1,
-        inbuf: Vec::with_capacity(4096),
-        rank: 0,
-        size: 1,
-        job_id: String::new(),
-        max_key: 64,
-        max_value: 1024,
-    };
     let env_rank = lookup("PMI_RANK").and_then(|r| r.trim().parse::<u32>().ok());
     let env_size = lookup("PMI_SIZE").and_then(|r| r.trim().parse::<u32>().ok());
-    client.handshake(choice, pmi_id, env_rank, env_size)?;
+    let client = WireClient::over_stream(stream, server, choice, pmi_id, env_rank, env_size)?;
     Ok(Box::new(client))
 }
 
 impl WireClient {
+    /// Runs the handshake over an already connected stream.
+    fn over_stream(
+        stream: Box<dyn Stream>,
+        server: String,
+        choice: PmiChoice,
+        pmi_id: Option<String>,
+        env_rank: Option<u32>,
+        env_size: Option<u32>,
+    ) -> Result<WireClient, PmiError> {
+        let mut client = WireClient {
+            stream,
+            server,
+            framing: Framing::V1,
+            inbuf: Vec::with_capacity(4096),
+            rank: 0,
+            size: 1,
+            job_id: String::new(),
+            max_key: 64,
+            max_value: 1024,
+        };
+        client.handshake(choice, pmi_id, env_rank, env_size)?;
+        Ok(client)
+    }
+
     fn send(&mut self, during: &str, cmd: &Command) -> Result<(), PmiError> {
         let bytes = self.framing.encode(cmd).map_err(PmiError::Encode)?;
         self.stream
@@ -666,5 +679,280 @@ impl PmiClient for WireClient {
             Framing::V2 => self.call("finalize", Command::new("finalize"), "finalize-response")?,
         };
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+
+    /// A scripted PMI server: for each expected request prefix, the raw reply bytes.
+    fn serve(
+        script: Vec<(&'static str, Vec<u8>)>,
+    ) -> (UnixStream, std::thread::JoinHandle<Vec<String>>) {
+        let (client, server) = UnixStream::pair().unwrap();
+        let handle = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut reader = BufReader::new(server.try_clone().unwrap());
+            let mut writer = server;
+            for (expect, reply) in script {
+                let mut line = String::new();
+                if expect.starts_with("v2:") {
+                    let mut len = [0u8; 6];
+                    reader.read_exact(&mut len).unwrap();
+                    let n: usize = String::from_utf8_lossy(&len).trim().parse().unwrap();
+                    let mut body = vec![0u8; n];
+                    reader.read_exact(&mut body).unwrap();
+                    line = String::from_utf8(body).unwrap();
+                    assert!(
+                        line.starts_with(&expect[3..]),
+                        "expected {expect}, got {line}"
+                    );
+                } else {
+                    reader.read_line(&mut line).unwrap();
+                    assert!(line.starts_with(expect), "expected {expect}, got {line}");
+                }
+                seen.push(line);
+                writer.write_all(&reply).unwrap();
+            }
+            seen
+        });
+        (client, handle)
+    }
+
+    fn v2(body: &str) -> Vec<u8> {
+        format!("{:6}{body}", body.len()).into_bytes()
+    }
+
+    #[test]
+    fn pmi1_session_against_a_scripted_server() {
+        let (stream, server) = serve(vec![
+            (
+                "cmd=init pmi_version=1",
+                b"cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n".to_vec(),
+            ),
+            (
+                "cmd=get_maxes",
+                b"cmd=maxes rc=0 kvsname_max=256 keylen_max=64 vallen_max=1024\n".to_vec(),
+            ),
+            (
+                "cmd=get_my_kvsname",
+                b"cmd=my_kvsname rc=0 kvsname=kvs_7\n".to_vec(),
+            ),
+            (
+                "cmd=put kvsname=kvs_7 key=k value=v",
+                b"cmd=put_result rc=0 msg=success\n".to_vec(),
+            ),
+            ("cmd=barrier_in", b"cmd=barrier_out\n".to_vec()),
+            (
+                "cmd=get kvsname=kvs_7 key=k",
+                b"cmd=get_result rc=0 msg=success value=v\n".to_vec(),
+            ),
+            (
+                "cmd=get kvsname=kvs_7 key=missing",
+                b"cmd=get_result rc=-1 msg=key not found\n".to_vec(),
+            ),
+        ]);
+        let mut c = WireClient::over_stream(
+            Box::new(stream),
+            "test".into(),
+            PmiChoice::Pmi1,
+            None,
+            Some(2),
+            Some(4),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.kind(), c.rank(), c.size(), c.job_id()),
+            ("pmi1", 2, 4, "kvs_7")
+        );
+        c.put("k", "v").unwrap();
+        c.fence().unwrap();
+        assert_eq!(c.get(0, "k").unwrap().as_deref(), Some("v"));
+        assert_eq!(c.get(0, "missing").unwrap(), None);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn auto_negotiates_pmi2_and_uses_v2_framing() {
+        let (stream, server) = serve(vec![
+            (
+                "cmd=init pmi_version=2",
+                b"cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n".to_vec(),
+            ),
+            (
+                "v2:cmd=fullinit;pmirank=1;",
+                v2("cmd=fullinit-response;rc=0;rank=1;size=3;appnum=0;"),
+            ),
+            (
+                "v2:cmd=job-getid;",
+                v2("cmd=job-getid-response;rc=0;jobid=j9;"),
+            ),
+            (
+                "v2:cmd=kvs-get;jobid=j9;srcid=0;key=a;",
+                v2("cmd=kvs-get-response;rc=0;found=FALSE;"),
+            ),
+            (
+                "v2:cmd=info-getjobattr;key=PMI_process_mapping;",
+                v2("cmd=info-getjobattr-response;rc=0;found=TRUE;value=(vector,(0,1,3));"),
+            ),
+        ]);
+        let mut c = WireClient::over_stream(
+            Box::new(stream),
+            "test".into(),
+            PmiChoice::Auto,
+            None,
+            Some(1),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.kind(), c.rank(), c.size(), c.job_id()),
+            ("pmi2", 1, 3, "j9")
+        );
+        assert_eq!(c.get(0, "a").unwrap(), None);
+        assert_eq!(
+            c.job_attr("PMI_process_mapping").unwrap().as_deref(),
+            Some("(vector,(0,1,3))")
+        );
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn auto_falls_back_to_pmi1_when_the_server_refuses_version_2() {
+        let (stream, server) = serve(vec![
+            (
+                "cmd=init pmi_version=2",
+                b"cmd=response_to_init rc=-1 pmi_version=1 pmi_subversion=1\n".to_vec(),
+            ),
+            (
+                "cmd=init pmi_version=1",
+                b"cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1\n".to_vec(),
+            ),
+            (
+                "cmd=get_maxes",
+                b"cmd=maxes rc=0 kvsname_max=256 keylen_max=32 vallen_max=512\n".to_vec(),
+            ),
+            (
+                "cmd=get_my_kvsname",
+                b"cmd=my_kvsname rc=0 kvsname=k\n".to_vec(),
+            ),
+        ]);
+        let c = WireClient::over_stream(
+            Box::new(stream),
+            "test".into(),
+            PmiChoice::Auto,
+            None,
+            Some(0),
+            Some(1),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.kind(), c.max_key_len(), c.max_value_len()),
+            ("pmi1", 32, 512)
+        );
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn malformed_server_lines_are_errors_naming_the_line() {
+        let (stream, server) = serve(vec![("cmd=init", b"hello there\n".to_vec())]);
+        let e = WireClient::over_stream(
+            Box::new(stream),
+            "PMI_FD=9".into(),
+            PmiChoice::Pmi1,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("'hello there'") && msg.contains("during init"),
+            "{msg}"
+        );
+        server.join().unwrap();
+
+        let (stream, server) = serve(vec![
+            (
+                "cmd=init",
+                b"cmd=response_to_init pmi_version=1 rc=0\n".to_vec(),
+            ),
+            (
+                "cmd=get_maxes",
+                b"cmd=maxes rc=0 keylen_max=sixty vallen_max=1024\n".to_vec(),
+            ),
+        ]);
+        let e = WireClient::over_stream(
+            Box::new(stream),
+            "PMI_FD=9".into(),
+            PmiChoice::Pmi1,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("keylen_max=sixty"), "{e}");
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_vanishing_server_is_an_io_error_naming_the_step_and_server() {
+        let (stream, server) = serve(vec![]);
+        server.join().unwrap();
+        let e = WireClient::over_stream(
+            Box::new(stream),
+            "PMI_FD=9".into(),
+            PmiChoice::Pmi1,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("init failed") && msg.contains("PMI_FD=9"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn forcing_pmi2_on_a_pmi1_server_says_what_to_do() {
+        let (stream, server) = serve(vec![(
+            "cmd=init pmi_version=2",
+            b"cmd=response_to_init rc=-1 pmi_version=1\n".to_vec(),
+        )]);
+        let e = WireClient::over_stream(
+            Box::new(stream),
+            "x".into(),
+            PmiChoice::Pmi2,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("KESTREL_PMI=pmi1"), "{e}");
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn no_launcher_means_singleton_unless_a_client_is_forced() {
+        let c = connect(PmiChoice::Auto, &|_| None).unwrap();
+        assert_eq!((c.kind(), c.rank(), c.size()), ("singleton", 0, 1));
+        let e = connect(PmiChoice::Pmi2, &|_| None).err().unwrap();
+        assert!(e.to_string().contains("neither PMI_FD nor PMI_PORT"), "{e}");
+        let e = connect(PmiChoice::Auto, &|v| {
+            (v == "PMI_FD").then(|| "abc".to_string())
+        })
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("PMI_FD='abc'"), "{e}");
+        let e = connect(PmiChoice::Auto, &|v| {
+            (v == "PMI_FD").then(|| "987".to_string())
+        })
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("not open"), "{e}");
     }
 }

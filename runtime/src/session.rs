@@ -55,10 +55,11 @@ pub fn create_session_dir(path: &Path) -> io::Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o700))
 }
 
-/// Removes the session directory and every shared-memory file of the job; returns how many
+/// Removes the session directory and every shared-memory file of the job (in `/dev/shm`,
+/// `KESTREL_SHM_DIR` and `extra_dirs`); returns how many
 /// entries were removed. Missing files are not errors: another host of the same machine may
 /// have removed them first.
-pub fn remove_job_files(job_id: &str, session: Option<&Path>) -> usize {
+pub fn remove_job_files(job_id: &str, session: Option<&Path>, extra_dirs: &[PathBuf]) -> usize {
     let mut removed = 0;
     if let Some(dir) = session {
         if fs::remove_dir_all(dir).is_ok() {
@@ -66,7 +67,10 @@ pub fn remove_job_files(job_id: &str, session: Option<&Path>) -> usize {
         }
     }
     let prefix = shm_prefix(job_id);
-    for dir in [shm_dir(), PathBuf::from("/dev/shm")] {
+    let mut dirs = vec![shm_dir(), PathBuf::from("/dev/shm")];
+    dirs.extend(extra_dirs.iter().cloned());
+    dirs.dedup();
+    for dir in dirs {
         let Ok(entries) = fs::read_dir(&dir) else {
             continue;
         };
@@ -110,7 +114,7 @@ mod tests {
         let theirs = Path::new("/dev/shm").join(format!("{}seg0", shm_prefix(&other)));
         fs::write(&mine, b"x").unwrap();
         fs::write(&theirs, b"x").unwrap();
-        assert_eq!(remove_job_files(&job, Some(&dir)), 2);
+        assert_eq!(remove_job_files(&job, Some(&dir), &[]), 2);
         assert!(!dir.exists() && !mine.exists() && theirs.exists());
         fs::remove_file(theirs).unwrap();
     }

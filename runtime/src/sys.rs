@@ -36,6 +36,7 @@ pub fn apply_child_setup(cmd: &mut tokio::process::Command, setup: ChildSetup) {
         }
     }
     let keep_fd = setup.keep_fd;
+    let parent = nix::unistd::getpid().as_raw();
     let hook = move || -> std::io::Result<()> {
         if let Some(fd) = keep_fd {
             // Clearing FD_CLOEXEC on our own copy keeps the socket open in the exec'd program
@@ -50,10 +51,24 @@ pub fn apply_child_setup(cmd: &mut tokio::process::Command, setup: ChildSetup) {
             // Binding failure is not fatal for the rank: it only loses placement.
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpu_set);
         }
+        // A rank must not outlive its agent: if kestrel-run is killed outright, nothing else
+        // would ever stop the rank. (The agent forks from its only runtime thread, so "parent
+        // thread exits" means "agent exits".)
+        // SAFETY: prctl(PR_SET_PDEATHSIG) and getppid are async-signal-safe and take plain
+        // integer arguments.
+        unsafe {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == 0
+                && libc::getppid() != parent
+            {
+                // The agent died between fork and prctl: the signal will never come.
+                libc::_exit(137);
+            }
+        }
         Ok(())
     };
-    // SAFETY: the hook only performs async-signal-safe system calls (fcntl, sched_setaffinity)
-    // on values computed before fork; it allocates nothing and takes no locks.
+    // SAFETY: the hook only performs async-signal-safe system calls (fcntl, sched_setaffinity,
+    // prctl, getppid, _exit) on values computed before fork; it allocates nothing and takes no
+    // locks.
     unsafe {
         cmd.pre_exec(hook);
     }

@@ -14,7 +14,9 @@ fn mpiexec(pmi: &str, port: bool, n: u32, program: &std::path::Path) -> Command 
     if port {
         c.arg("-pmi-port");
     }
-    c.args(["-n", &n.to_string()]).arg(program).env("KESTREL_PMI", pmi);
+    c.args(["-n", &n.to_string()])
+        .arg(program)
+        .env("KESTREL_PMI", pmi);
     c
 }
 
@@ -27,7 +29,10 @@ fn hello_under_hydra_with_pmi1_pmi2_and_auto() {
         let lines = lines_starting(&out.stdout, "Hello from rank ");
         assert_eq!(lines.len(), 3, "{pmi}: {}", out.show());
         for (r, line) in lines.iter().enumerate() {
-            assert!(line.starts_with(&format!("Hello from rank {r} of 3 on ")), "{line}");
+            assert!(
+                line.starts_with(&format!("Hello from rank {r} of 3 on ")),
+                "{line}"
+            );
         }
     }
 }
@@ -39,8 +44,17 @@ fn modex_under_hydra_over_inherited_socket_and_tcp_port() {
         for pmi in ["pmi1", "pmi2"] {
             let out = run(mpiexec(pmi, port, 3, &check), DEADLINE);
             assert!(out.success(), "{pmi} port={port}: {}", out.show());
-            assert!(out.stdout.contains("modex check passed on 3 ranks"), "{}", out.show());
-            assert_eq!(out.stdout.matches(&format!("pmi {pmi}")).count(), 3, "{}", out.show());
+            assert!(
+                out.stdout.contains("modex check passed on 3 ranks"),
+                "{}",
+                out.show()
+            );
+            assert_eq!(
+                out.stdout.matches(&format!("pmi {pmi}")).count(),
+                3,
+                "{}",
+                out.show()
+            );
         }
     }
 }
@@ -50,12 +64,21 @@ fn mpich_built_program_runs_under_kestrel_run() {
     let mpicc = tool("mpicc.mpich", "libmpich-dev");
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/c/hello.c");
     let exe = std::env::temp_dir().join(marker("mpich-hello"));
-    let status = Command::new(mpicc).arg("-o").arg(&exe).arg(&src).status().unwrap();
+    let status = Command::new(mpicc)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
     assert!(status.success(), "mpicc.mpich failed on {}", src.display());
     let out = run(kestrel_run(&["-n", "3", exe.to_str().unwrap()]), DEADLINE);
     let _ = std::fs::remove_file(&exe);
     assert!(out.success(), "{}", out.show());
     let lines = lines_starting(&out.stdout, "Hello from rank ");
     assert_eq!(lines.len(), 3, "{}", out.show());
-    assert!(lines[2].starts_with("Hello from rank 2 of 3"), "{}", out.show());
+    assert!(
+        lines[2].starts_with("Hello from rank 2 of 3"),
+        "{}",
+        out.show()
+    );
 }

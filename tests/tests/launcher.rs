@@ -530,3 +530,40 @@ fn a_launch_agent_that_fails_is_explained() {
     );
     assert!(out.elapsed < Duration::from_secs(10));
 }
+
+#[test]
+fn ranks_do_not_outlive_a_killed_launcher() {
+    // `exec` makes the rank itself the sleeper; its unusual duration identifies it.
+    let secs = format!(
+        "{}.{}",
+        500 + std::process::id() % 400,
+        std::process::id() % 97
+    );
+    let mut cmd = kestrel_run(&["-n", "2", "sh", "-c", &format!("exec sleep {secs}")]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let needle = format!("sleep {secs}");
+    let launcher = child.id();
+    let ranks = || -> Vec<u32> {
+        processes_matching(&needle)
+            .into_iter()
+            .filter(|&p| p != launcher)
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    while ranks().len() < 2 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ranks().len(), 2, "ranks did not start");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = std::time::Instant::now();
+    while !processes_matching(&needle).is_empty() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        processes_matching(&needle).is_empty(),
+        "ranks survived SIGKILL of kestrel-run"
+    );
+}

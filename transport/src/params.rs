@@ -165,7 +165,7 @@ pub fn parse_size(text: &str) -> Option<u64> {
 /// Formats a byte count with the largest exact binary suffix.
 pub fn format_size(bytes: u64) -> String {
     for (shift, suffix) in [(30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= (1 << shift) && bytes % (1 << shift) == 0 {
+        if bytes >= (1 << shift) && bytes.is_multiple_of(1 << shift) {
             return format!("{}{suffix}", bytes >> shift);
         }
     }

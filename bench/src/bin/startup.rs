@@ -427,8 +427,11 @@ fn failure(name: &str, label: &str, job: &Job, what: &str, stdout: &str, stderr:
     for a in &job.args {
         let _ = write!(msg, " {a}");
     }
-    let _ = write!(msg, "\n--- stderr ---\n{}", stderr.trim_end());
-    let _ = write!(msg, "\n--- stdout ---\n{}", stdout.trim_end());
+    for (name, text) in [("stderr", stderr), ("stdout", stdout)] {
+        let text = text.trim_end();
+        let text = if text.is_empty() { "(empty)" } else { text };
+        let _ = write!(msg, "\n--- {name} ---\n{text}");
+    }
     msg
 }
 
@@ -614,9 +617,12 @@ fn format_report(opts: &Options, jobs: &[Job], samples: &[Vec<f64>], notes: &[St
     let mut r = String::new();
     let _ = writeln!(
         r,
-        "startup cost: {} ranks of hello, {} timed runs per launcher after {} warm-up rounds, \
-         interleaved",
-        opts.ranks, opts.runs, opts.warmup
+        "startup cost: {} ranks of hello, {} timed runs per launcher after {} warm-up \
+         round{}, interleaved",
+        opts.ranks,
+        opts.runs,
+        opts.warmup,
+        if opts.warmup == 1 { "" } else { "s" }
     );
     let _ = writeln!(
         r,

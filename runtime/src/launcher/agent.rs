@@ -616,7 +616,16 @@ impl Agent {
     fn finish(&mut self) {
         // Whatever ranks left running in their groups (background children) goes with the job.
         self.signal_groups(Signal::SIGKILL);
-        let removed = session::remove_job_files(&self.launch.job_id, self.session_dir.as_deref());
+        // Ranks may have been given their own shared-memory directory.
+        let shm_dirs: Vec<PathBuf> = self
+            .launch
+            .env
+            .iter()
+            .filter(|(k, _)| k == "KESTREL_SHM_DIR" || k == "KESTREL_MCA_SHM_DIR")
+            .map(|(_, v)| PathBuf::from(v))
+            .collect();
+        let removed =
+            session::remove_job_files(&self.launch.job_id, self.session_dir.as_deref(), &shm_dirs);
         tracing::debug!(target: "launcher", removed, "removed the job's files on {}", self.launch.host_name);
     }
 }

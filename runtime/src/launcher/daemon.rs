@@ -29,6 +29,7 @@ pub async fn run(opts: DaemonOptions) -> i32 {
     let (mut read, mut write) = stream.into_split();
     let (to_head, mut head_rx) = unbounded_channel::<ToHead>();
     let (to_agent, from_head) = unbounded_channel::<ToAgent>();
+    let to_agent_for_signals = to_agent.clone();
     let hello = ToHead::Hello {
         host_index: opts.host_index,
         key: opts.key.clone(),
@@ -76,6 +77,26 @@ pub async fn run(opts: DaemonOptions) -> i32 {
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         }
+    });
+    // Killed daemons would orphan their ranks: on SIGTERM/SIGHUP/SIGINT (an ssh connection
+    // dropping sends SIGHUP) stop the ranks and clean up like a lost head.
+    let signal_agent = to_agent_for_signals;
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut hup), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+            _ = int.recv() => {}
+        }
+        let _ = signal_agent.send(ToAgent::Kill);
+        let _ = signal_agent.send(ToAgent::Shutdown);
     });
     run_agent(AgentLink { to_head, from_head }).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;

@@ -348,8 +348,11 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
             tracing::debug!(target: "launcher", "starting daemon: {}", words.join(" "));
             let shown = words.join(" ");
             let mut cmd = tokio::process::Command::new(&words[0]);
+            // Its own process group: a Ctrl-C at the terminal reaches the launcher only, which
+            // then stops the job in order, instead of killing daemons under their ranks.
             cmd.args(&words[1..])
                 .stdin(Stdio::null())
+                .process_group(0)
                 .kill_on_drop(true);
             let tx = events_tx.clone();
             match cmd.spawn() {
@@ -539,7 +542,7 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
     }
     // The head-local agents cleaned up on Shutdown; remote daemons did on theirs. A lost daemon
     // on a shared machine leaves its files: remove what we can see from here.
-    session::remove_job_files(&head.plan.job_id, None);
+    session::remove_job_files(&head.plan.job_id, None, &[]);
     head.exit_code.unwrap_or(0)
 }
 
