@@ -9,3 +9,7 @@ cargo build --release --workspace --examples --bins
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace
+
+# The shared-memory queue and fast box under loom (every interleaving within the bound).
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
+  cargo test -p kestrel-shm --release --test loom

@@ -3,17 +3,20 @@
 //! This crate owns what all transports and layers above them share: the registered parameter
 //! system ([`params`]), the include/exclude component lists ([`components`]), per-component
 //! logging ([`logging`]) and the parameters that belong to no single transport
-//! ([`core_params`]). The BTL contract joins it when the first transports land.
+//! ([`core_params`]) and the transport contract every BTL implements ([`btl`]), with its
+//! conformance suite and the `self` loopback transport.
 //!
 //! It must never depend on another Kestrel crate, and it holds no process-global state: resolved
 //! parameters are passed explicitly to whoever needs them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod btl;
 pub mod components;
 pub mod core_params;
 pub mod logging;
 pub mod params;
 
+pub use btl::{Btl, Incoming, Limits, RemoteRegion, SelfBtl, SendError};
 pub use components::{Selection, SelectionError};
 pub use params::{Param, ParamError, ParamKind, ParamSpec, Params, Source};

@@ -1,0 +1,654 @@
+//! The shared-memory BTL: messages between ranks of one node.
+//!
+//! Small messages go through a per-pair fast box once a pair has exchanged
+//! `shm_fbox_threshold` messages (until then, and when a fast box is full, through fragments
+//! and the receiver's queue). Large messages are the messaging layer's business: it uses
+//! [`Btl::get`] (single copy with `process_vm_readv`) where [`Btl::can_get`] says it works, or
+//! streams fragments otherwise.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+use kestrel_transport::btl::{Btl, Incoming, Limits, RemoteRegion, SendError};
+use kestrel_transport::params::Params;
+
+use crate::mem::{Mapping, SharedMem};
+use crate::segment::{self, kind, FragRef, Geometry, Layout, PeerHeader};
+use crate::{cma, fbox, fifo, params};
+
+/// What a rank publishes so local peers can find its segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShmCard {
+    /// The owner's local rank.
+    pub local_rank: u32,
+    /// Path of the segment file.
+    pub path: String,
+}
+
+impl ShmCard {
+    /// `1|<local rank>|<path>`.
+    pub fn encode(&self) -> Vec<u8> {
+        format!("1|{}|{}", self.local_rank, self.path).into_bytes()
+    }
+
+    /// Checked decoding of a peer's card.
+    pub fn decode(bytes: &[u8]) -> Result<ShmCard, String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "shm card is not UTF-8".to_string())?;
+        let mut parts = text.splitn(3, '|');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("1"), Some(local), Some(path))
+                if path.starts_with('/') && !path.contains('\0') =>
+            {
+                Ok(ShmCard {
+                    local_rank: local
+                        .parse()
+                        .map_err(|_| format!("shm card local rank '{local}' is not a number"))?,
+                    path: path.to_string(),
+                })
+            }
+            (Some(v), _, _) if v != "1" => Err(format!(
+                "shm card version '{v}' is not 1 (mixed Kestrel versions?)"
+            )),
+            _ => Err(format!("shm card '{text}' is malformed")),
+        }
+    }
+}
+
+/// Single-copy policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SingleCopy {
+    Auto,
+    Cma,
+    Off,
+}
+
+struct Peer {
+    map: Mapping,
+    header: PeerHeader,
+    global: u32,
+    cma: bool,
+}
+
+#[derive(Default)]
+struct OutBox {
+    producer: Option<fbox::Producer>,
+    sends: u64,
+    denied: bool,
+}
+
+/// The shared-memory transport of one process.
+pub struct ShmBtl {
+    rank: u32,
+    me_local: usize,
+    globals: Vec<u32>,
+    local_of: HashMap<u32, usize>,
+    me: Mapping,
+    layout: Layout,
+    path: PathBuf,
+    cards: Vec<Option<String>>,
+    peers: Vec<Option<Peer>>,
+    queue: fifo::Consumer,
+    free: Vec<u32>,
+    pending_returns: Vec<(usize, u64)>,
+    out: Vec<OutBox>,
+    inboxes: Vec<(usize, fbox::Consumer)>,
+    single_copy: SingleCopy,
+    fbox_threshold: u64,
+    limits: Limits,
+    fallback_announced: bool,
+    corrupt: u64,
+}
+
+impl std::fmt::Debug for ShmBtl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmBtl")
+            .field("rank", &self.rank)
+            .field("local", &self.me_local)
+            .field("segment", &self.path)
+            .finish()
+    }
+}
+
+impl ShmBtl {
+    /// Creates this rank's segment. `node_ranks` are the job ranks on this node in increasing
+    /// order (this rank among them); `job_id` names the files.
+    pub fn new(
+        params: &Params,
+        rank: u32,
+        node_ranks: &[u32],
+        job_id: &str,
+    ) -> Result<(ShmBtl, ShmCard), String> {
+        let me_local = node_ranks.iter().position(|&r| r == rank).ok_or_else(|| {
+            format!("shm: rank {rank} is not among its node's ranks {node_ranks:?}")
+        })?;
+        let local_size = node_ranks.len();
+        let frag_size = params::FRAG_SIZE.get(params) as usize;
+        let frag_count = params::FRAG_COUNT.get(params) as usize;
+        let fbox_size = (params::FBOX_SIZE.get(params) as usize).next_power_of_two();
+        // Every fragment of every local rank (plus its returns) fits in any queue at once, so
+        // a queue is full only transiently.
+        let fifo_capacity = (2 * frag_count * local_size).next_power_of_two().max(64);
+        let geometry = Geometry {
+            local_size,
+            fifo_capacity,
+            fbox_size,
+            frag_count,
+            frag_size,
+        };
+        let layout = geometry.layout();
+        let dir = PathBuf::from(params::DIR.get(params));
+        let safe_job: String = job_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let name = format!("kestrel.{safe_job}.shm.{rank}");
+        let (path, me) = segment::create(&dir, &name, &layout).map_err(|e| e.0)?;
+        let fbox_max = params::FBOX_MAX.get(params) as usize;
+        segment::write_header(
+            &me,
+            &layout,
+            me_local,
+            std::process::id(),
+            cma::probe_addr(),
+            fbox_max,
+        );
+        let single_copy = match params::SINGLE_COPY.get(params).as_str() {
+            "cma" => SingleCopy::Cma,
+            "none" => SingleCopy::Off,
+            _ => SingleCopy::Auto,
+        };
+        let eager = (params::EAGER_LIMIT.get(params) as usize).min(frag_size);
+        let card = ShmCard {
+            local_rank: me_local as u32,
+            path: path.display().to_string(),
+        };
+        let btl = ShmBtl {
+            rank,
+            me_local,
+            globals: node_ranks.to_vec(),
+            local_of: node_ranks
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| (r, i))
+                .collect(),
+            queue: fifo::Consumer::new(layout.fifo_off, fifo_capacity),
+            free: (0..frag_count as u32).rev().collect(),
+            pending_returns: Vec::new(),
+            out: (0..local_size).map(|_| OutBox::default()).collect(),
+            inboxes: Vec::new(),
+            cards: vec![None; local_size],
+            peers: (0..local_size).map(|_| None).collect(),
+            me,
+            layout,
+            path,
+            single_copy,
+            fbox_threshold: params::FBOX_THRESHOLD.get(params) as u64,
+            limits: Limits {
+                eager_limit: eager,
+                max_send: frag_size,
+                latency_ns: 300,
+                bandwidth_mbps: 40_000,
+                exclusivity: 1000,
+                get: single_copy != SingleCopy::Off,
+            },
+            fallback_announced: false,
+            corrupt: 0,
+        };
+        tracing::debug!(target: "shm", segment = %btl.path.display(), bytes = layout.total, local_size, "segment created");
+        Ok((btl, card))
+    }
+
+    /// Records a local peer's card (from the modex).
+    pub fn add_peer(&mut self, rank: u32, card: &ShmCard) -> Result<(), String> {
+        let local = *self
+            .local_of
+            .get(&rank)
+            .ok_or_else(|| format!("shm: rank {rank} published a card but is not on this node"))?;
+        if card.local_rank as usize != local {
+            return Err(format!(
+                "shm: rank {rank} says it is local rank {} but the node order makes it {local}",
+                card.local_rank
+            ));
+        }
+        self.cards[local] = Some(card.path.clone());
+        Ok(())
+    }
+
+    /// Messages from peers that were malformed and dropped (a sign of memory corruption).
+    pub fn corrupt_messages(&self) -> u64 {
+        self.corrupt
+    }
+
+    fn attach(&mut self, local: usize) -> Result<(), String> {
+        if self.peers[local].is_some() {
+            return Ok(());
+        }
+        let global = self.globals[local];
+        let path = self.cards[local].clone().ok_or_else(|| {
+            format!("shm: no segment card from local rank {local} (rank {global})")
+        })?;
+        let map = segment::attach(std::path::Path::new(&path)).map_err(|e| {
+            format!("shm: cannot map the segment {path} of rank {global}: {e}; was it removed while the job ran (a cleaner of /dev/shm)?")
+        })?;
+        let header = segment::read_header(&map, self.globals.len())
+            .map_err(|e| format!("shm: segment {path} of rank {global} is unusable: {e}"))?;
+        if header.owner != local {
+            return Err(format!(
+                "shm: segment {path} belongs to local rank {}, expected {local}",
+                header.owner
+            ));
+        }
+        // The last peer to attach removes the name: from then on nothing is left in the
+        // directory even if every process of the job is killed.
+        let attached = map.fetch_add(segment::ATTACH_COUNT, 1, Relaxed) + 1;
+        if attached as usize == self.globals.len() - 1 {
+            let _ = std::fs::remove_file(&path);
+        }
+        let cma = match self.single_copy {
+            SingleCopy::Off => false,
+            SingleCopy::Auto | SingleCopy::Cma => match cma::probe(header.pid, header.probe_addr) {
+                Ok(()) => true,
+                Err(e) if self.single_copy == SingleCopy::Cma => {
+                    return Err(format!(
+                        "shm: single copy to rank {global} (pid {}) is not permitted ({e}), and \
+                         KESTREL_SHM_SINGLE_COPY=cma requires it; allow ptrace between the ranks \
+                         (kernel.yama.ptrace_scope=0, or CAP_SYS_PTRACE in containers) or set \
+                         KESTREL_SHM_SINGLE_COPY=auto",
+                        header.pid
+                    ));
+                }
+                Err(e) => {
+                    if !self.fallback_announced {
+                        self.fallback_announced = true;
+                        tracing::info!(target: "shm", "single copy (process_vm_readv) to rank {global} refused ({e}); large messages use the pipelined copy through shared memory");
+                    }
+                    false
+                }
+            },
+        };
+        self.peers[local] = Some(Peer {
+            map,
+            header,
+            global,
+            cma,
+        });
+        Ok(())
+    }
+
+    fn maybe_setup_fbox(&mut self, local: usize) {
+        let fbox_size = self.layout.geometry.fbox_size;
+        let ob = &mut self.out[local];
+        if ob.producer.is_some() || ob.denied || ob.sends < self.fbox_threshold {
+            return;
+        }
+        let Some(peer) = self.peers[local].as_ref() else {
+            return;
+        };
+        let Some(&idx) = self.free.last() else { return };
+        // Take one unit of the receiver's fast-box budget, which bounds its polling work.
+        let mut avail = peer.map.load(segment::FBOX_AVAILABLE, Acquire);
+        loop {
+            if avail == 0 {
+                ob.denied = true;
+                return;
+            }
+            match peer.map.compare_exchange(
+                segment::FBOX_AVAILABLE,
+                avail,
+                avail - 1,
+                Relaxed,
+                Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => avail = now,
+            }
+        }
+        let off = self.layout.frag(idx as usize);
+        self.me
+            .store(off, segment::frag_word(0, 0, kind::FBOX_SETUP), Relaxed);
+        let item = FragRef {
+            returning: false,
+            owner: self.me_local,
+            index: idx as usize,
+        }
+        .encode();
+        let pl = &peer.header.layout;
+        if fifo::push(&peer.map, pl.fifo_off, pl.geometry.fifo_capacity, item).is_err() {
+            peer.map.fetch_add(segment::FBOX_AVAILABLE, 1, Relaxed);
+            return;
+        }
+        self.free.pop();
+        ob.producer = Some(fbox::Producer::new(self.layout.fbox(local), fbox_size));
+        tracing::debug!(target: "shm", to = self.globals[local], "fast box set up");
+    }
+
+    fn report_corrupt(&mut self, from: usize, what: String) {
+        self.corrupt += 1;
+        tracing::error!(target: "shm", "dropped a malformed message from rank {}: {what}; this points to memory corruption in that process", self.globals[from]);
+    }
+}
+
+impl Drop for ShmBtl {
+    fn drop(&mut self) {
+        // Normally the last attaching peer removed the name already.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Btl for ShmBtl {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn reaches(&self, peer: u32) -> bool {
+        peer != self.rank && self.local_of.contains_key(&peer)
+    }
+
+    fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError> {
+        let local = match self.local_of.get(&peer) {
+            Some(&l) if l != self.me_local => l,
+            _ => return Err(SendError::Unreachable { peer }),
+        };
+        let len = header.len() + payload.len();
+        if len > self.limits.max_send {
+            return Err(SendError::TooLarge {
+                len,
+                max: self.limits.max_send,
+            });
+        }
+        self.attach(local).map_err(SendError::Failed)?;
+        let fbox_size = self.layout.geometry.fbox_size;
+        if let Some(p) = self.out[local].producer.as_mut() {
+            if len <= fbox::max_payload(fbox_size)
+                && p.push(&self.me, 0x100 | u16::from(am), &[header, payload])
+                    .is_ok()
+            {
+                return Ok(());
+            }
+        }
+        let Some(idx) = self.free.pop() else {
+            return Err(SendError::WouldBlock);
+        };
+        let off = self.layout.frag(idx as usize);
+        self.me.write_bytes(off + segment::FRAG_HEADER, header);
+        self.me
+            .write_bytes(off + segment::FRAG_HEADER + header.len(), payload);
+        self.me
+            .store(off, segment::frag_word(len, am, kind::DATA), Relaxed);
+        let item = FragRef {
+            returning: false,
+            owner: self.me_local,
+            index: idx as usize,
+        }
+        .encode();
+        let Some(peer_seg) = self.peers[local].as_ref() else {
+            self.free.push(idx);
+            return Err(SendError::Failed(format!(
+                "shm: rank {peer} is not attached"
+            )));
+        };
+        let pl = &peer_seg.header.layout;
+        if fifo::push(&peer_seg.map, pl.fifo_off, pl.geometry.fifo_capacity, item).is_err() {
+            self.free.push(idx);
+            return Err(SendError::WouldBlock);
+        }
+        self.out[local].sends += 1;
+        self.maybe_setup_fbox(local);
+        Ok(())
+    }
+
+    fn progress(&mut self, deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
+        let mut n = 0;
+        let mut corrupt = Vec::new();
+        for (local, cons) in self.inboxes.iter_mut() {
+            let Some(peer) = self.peers[*local].as_ref() else {
+                continue;
+            };
+            for _ in 0..64 {
+                match cons.peek(&peer.map) {
+                    Ok(Some(e)) => {
+                        deliver(Incoming {
+                            peer: peer.global,
+                            am: (e.tag & 0xff) as u8,
+                            data: peer.map.bytes(e.offset, e.len),
+                        });
+                        cons.consume(e);
+                        n += 1;
+                    }
+                    Ok(None) => break,
+                    Err(c) => {
+                        corrupt.push((*local, format!("fast-box header {:#x}", c.header)));
+                        break;
+                    }
+                }
+            }
+            cons.publish(&peer.map);
+        }
+        for _ in 0..64 {
+            let Some(item) = self.queue.pop(&self.me) else {
+                break;
+            };
+            let Some(r) = FragRef::decode(item, self.globals.len()) else {
+                corrupt.push((self.me_local, format!("queue item {item:#x}")));
+                continue;
+            };
+            if r.returning {
+                if r.owner == self.me_local && r.index < self.layout.geometry.frag_count {
+                    self.free.push(r.index as u32);
+                } else {
+                    corrupt.push((r.owner, format!("returned fragment {item:#x} is not ours")));
+                }
+                continue;
+            }
+            if let Err(e) = self.attach(r.owner) {
+                tracing::error!(target: "shm", "{e}");
+                continue;
+            }
+            let Some(peer) = self.peers[r.owner].as_ref() else {
+                continue;
+            };
+            let pl = peer.header.layout;
+            if r.index >= pl.geometry.frag_count {
+                corrupt.push((
+                    r.owner,
+                    format!("fragment index {} of {}", r.index, pl.geometry.frag_count),
+                ));
+                continue;
+            }
+            let off = pl.frag(r.index);
+            match segment::decode_frag_word(peer.map.load(off, Relaxed), pl.geometry.frag_size) {
+                Some((len, am, kind::DATA)) => {
+                    deliver(Incoming {
+                        peer: peer.global,
+                        am,
+                        data: peer.map.bytes(off + segment::FRAG_HEADER, len),
+                    });
+                    n += 1;
+                }
+                Some(_) => {
+                    let cons = fbox::Consumer::new(pl.fbox(self.me_local), pl.geometry.fbox_size);
+                    self.inboxes.push((r.owner, cons));
+                }
+                None => corrupt.push((
+                    r.owner,
+                    format!("fragment header {:#x}", peer.map.load(off, Relaxed)),
+                )),
+            }
+            let back = FragRef {
+                returning: true,
+                ..r
+            }
+            .encode();
+            if fifo::push(&peer.map, pl.fifo_off, pl.geometry.fifo_capacity, back).is_err() {
+                self.pending_returns.push((r.owner, back));
+            }
+        }
+        if !self.pending_returns.is_empty() {
+            let pending = std::mem::take(&mut self.pending_returns);
+            for (owner, back) in pending {
+                let Some(peer) = self.peers[owner].as_ref() else {
+                    continue;
+                };
+                let pl = &peer.header.layout;
+                if fifo::push(&peer.map, pl.fifo_off, pl.geometry.fifo_capacity, back).is_err() {
+                    self.pending_returns.push((owner, back));
+                }
+            }
+        }
+        for (from, what) in corrupt {
+            self.report_corrupt(from, what);
+        }
+        n
+    }
+
+    fn can_get(&mut self, peer: u32) -> bool {
+        match self.local_of.get(&peer) {
+            Some(&l) if l != self.me_local => {
+                self.attach(l).is_ok() && self.peers[l].as_ref().is_some_and(|p| p.cma)
+            }
+            _ => false,
+        }
+    }
+
+    fn get(
+        &mut self,
+        peer: u32,
+        remote: RemoteRegion,
+        offset: u64,
+        local: &mut [u8],
+    ) -> Result<(), SendError> {
+        let l = match self.local_of.get(&peer) {
+            Some(&l) if l != self.me_local => l,
+            _ => return Err(SendError::Unreachable { peer }),
+        };
+        if offset + local.len() as u64 > remote.len {
+            return Err(SendError::Failed(format!(
+                "shm: get of {} bytes at offset {offset} exceeds the {}-byte region rank {peer} exposed",
+                local.len(),
+                remote.len
+            )));
+        }
+        self.attach(l).map_err(SendError::Failed)?;
+        let p = self.peers[l]
+            .as_ref()
+            .ok_or(SendError::Unreachable { peer })?;
+        cma::read(p.header.pid, remote.addr + offset, local).map_err(|e| {
+            SendError::Failed(format!(
+                "shm: process_vm_readv from rank {peer} (pid {}) failed: {e}; if it is EPERM, ptrace is \
+                 restricted: set KESTREL_SHM_SINGLE_COPY=none",
+                p.header.pid
+            ))
+        })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use kestrel_transport::btl::conformance;
+
+    fn params(extra: &[(&str, &str)]) -> Params {
+        let map: HashMap<String, String> = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Params::resolve(&crate::params::specs(), &|k| map.get(k).cloned(), &[]).unwrap()
+    }
+
+    /// `n` endpoints of one node inside this process (single copy reads our own memory).
+    fn node(n: u32, extra: &[(&str, &str)]) -> Vec<Box<dyn Btl>> {
+        let p = params(extra);
+        let ranks: Vec<u32> = (0..n).collect();
+        let job = format!("test{}x{}", std::process::id(), NEXT.fetch_add(1, Relaxed));
+        let mut btls = Vec::new();
+        let mut cards = Vec::new();
+        for r in 0..n {
+            let (b, c) = ShmBtl::new(&p, r, &ranks, &job).unwrap();
+            btls.push(b);
+            cards.push(c);
+        }
+        for b in &mut btls {
+            for (r, c) in cards.iter().enumerate() {
+                if r as u32 != b.rank {
+                    b.add_peer(r as u32, c).unwrap();
+                }
+            }
+        }
+        btls.into_iter()
+            .map(|b| Box::new(b) as Box<dyn Btl>)
+            .collect()
+    }
+
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+    #[test]
+    fn conforms_with_fast_boxes() {
+        conformance::run("shm", &|| node(3, &[]));
+    }
+
+    #[test]
+    fn conforms_without_fast_boxes_or_single_copy() {
+        conformance::run("shm (queue only)", &|| {
+            node(
+                2,
+                &[
+                    ("KESTREL_SHM_FBOX_MAX", "0"),
+                    ("KESTREL_SHM_SINGLE_COPY", "none"),
+                ],
+            )
+        });
+    }
+
+    #[test]
+    fn cards_decode_strictly() {
+        let c = ShmCard {
+            local_rank: 2,
+            path: "/dev/shm/kestrel.x.shm.5".into(),
+        };
+        assert_eq!(ShmCard::decode(&c.encode()).unwrap(), c);
+        assert!(ShmCard::decode(b"2|1|/x").unwrap_err().contains("version"));
+        assert!(ShmCard::decode(b"1|x|/x").is_err());
+        assert!(ShmCard::decode(b"1|1|relative").is_err());
+    }
+
+    #[test]
+    fn segments_are_unlinked_once_every_peer_attached() {
+        let mut eps = node(3, &[]);
+        let names = || -> usize {
+            std::fs::read_dir("/dev/shm")
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .contains(&format!("test{}x", std::process::id()))
+                })
+                .count()
+        };
+        let before = names();
+        assert!(before >= 3);
+        for a in 0..3u32 {
+            for b in 0..3u32 {
+                if a != b {
+                    eps[a as usize].send(b, 1, b"x", b"").unwrap();
+                }
+            }
+        }
+        assert_eq!(
+            names(),
+            before - 3,
+            "every segment should be unlinked after all peers attached"
+        );
+    }
+}

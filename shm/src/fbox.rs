@@ -1,0 +1,282 @@
+//! Fast boxes: one single-producer/single-consumer ring per (sender, receiver) pair, in the
+//! sender's segment, for small messages.
+//!
+//! Layout at `base`:
+//!
+//! | offset | field | written by | read by | ordering |
+//! |---|---|---|---|---|
+//! | 0 | `consumed`: bytes the receiver has finished with (free-running) | receiver (Release, once per poll batch) | sender, only when the ring looks full (Acquire) | Release/Acquire |
+//! | 64.. | ring of `size` bytes (a power of two) | sender | receiver | see entries |
+//!
+//! Each entry starts 16-byte aligned with an 8-byte header word
+//! `len (bits 0-31) | tag (bits 32-47) | seq (bits 48-63)`, followed by `len` payload bytes.
+//! The sender writes the payload, zeroes the header of the *next* entry position, then
+//! publishes the header with one Release store. The receiver loads the header with Acquire and
+//! accepts it only if `tag != 0` and `seq` is the 16-bit sequence it expects next, so neither
+//! a zeroed slot nor stale bytes of an earlier lap can pass for a new entry. Tag [`SKIP`] marks
+//! the unused tail of the ring: the next entry starts at offset 0 of the next lap.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use crate::mem::SharedMem;
+
+/// Offset of the ring from the fast box base.
+pub const RING: usize = 64;
+/// Entry alignment.
+pub const ALIGN: usize = 16;
+/// Tag of the wrap marker.
+pub const SKIP: u16 = 0xffff;
+
+/// Bytes a fast box with a ring of `size` occupies.
+pub const fn footprint(size: usize) -> usize {
+    RING + size
+}
+
+/// Largest payload one entry may carry in a ring of `size` bytes: a quarter of the ring, so a
+/// wrap never wastes more than that.
+pub const fn max_payload(size: usize) -> usize {
+    size / 4 - 8
+}
+
+const fn entry_len(len: usize) -> usize {
+    (8 + len + ALIGN - 1) & !(ALIGN - 1)
+}
+
+fn header(len: usize, tag: u16, seq: u16) -> u64 {
+    len as u64 | (u64::from(tag) << 32) | (u64::from(seq) << 48)
+}
+
+/// The ring has no room for the entry now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRoom;
+
+/// The sender's end.
+#[derive(Debug)]
+pub struct Producer {
+    base: usize,
+    size: usize,
+    written: u64,
+    consumed_cache: u64,
+    seq: u16,
+}
+
+impl Producer {
+    /// The producer of a (zeroed) fast box at `base` with a ring of `size` bytes.
+    pub fn new(base: usize, size: usize) -> Self {
+        debug_assert!(size.is_power_of_two() && size >= 256);
+        Producer {
+            base,
+            size,
+            written: 0,
+            consumed_cache: 0,
+            seq: 0,
+        }
+    }
+
+    fn room(&mut self, mem: &impl SharedMem, upto: u64) -> bool {
+        // `upto` includes the 8 bytes of the next header we zero.
+        if upto - self.consumed_cache <= self.size as u64 {
+            return true;
+        }
+        self.consumed_cache = mem.load(self.base, Acquire);
+        upto - self.consumed_cache <= self.size as u64
+    }
+
+    /// Appends an entry whose payload is the concatenation of `parts`, with tag `tag` (1..=0xfffe).
+    pub fn push(&mut self, mem: &impl SharedMem, tag: u16, parts: &[&[u8]]) -> Result<(), NoRoom> {
+        debug_assert!(tag != 0 && tag != SKIP);
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > max_payload(self.size) {
+            return Err(NoRoom);
+        }
+        let need = entry_len(len) as u64;
+        let off = (self.written % self.size as u64) as usize;
+        let tail_left = (self.size - off) as u64;
+        let wrap = need > tail_left;
+        let total = if wrap { tail_left + need } else { need };
+        if !self.room(mem, self.written + total + 8) {
+            return Err(NoRoom);
+        }
+        let ring = self.base + RING;
+        if wrap {
+            // Zero the header at the start of the next lap before publishing the marker.
+            mem.store(ring, 0, Relaxed);
+            mem.store(ring + off, header(0, SKIP, self.seq), Release);
+            self.seq = self.seq.wrapping_add(1);
+            self.written += tail_left;
+        }
+        let off = (self.written % self.size as u64) as usize;
+        let mut at = ring + off + 8;
+        for p in parts {
+            mem.write_bytes(at, p);
+            at += p.len();
+        }
+        let next = (off + need as usize) % self.size;
+        mem.store(ring + next, 0, Relaxed);
+        mem.store(ring + off, header(len, tag, self.seq), Release);
+        self.seq = self.seq.wrapping_add(1);
+        self.written += need;
+        Ok(())
+    }
+}
+
+/// One entry found by the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// The sender's tag.
+    pub tag: u16,
+    /// Offset of the payload in the memory.
+    pub offset: usize,
+    /// Payload length.
+    pub len: usize,
+}
+
+/// A header the receiver cannot accept: the peer wrote garbage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Corrupt {
+    /// The raw header word.
+    pub header: u64,
+}
+
+/// The receiver's end.
+#[derive(Debug)]
+pub struct Consumer {
+    base: usize,
+    size: usize,
+    read: u64,
+    published: u64,
+    seq: u16,
+}
+
+impl Consumer {
+    /// The consumer of the fast box at `base`.
+    pub fn new(base: usize, size: usize) -> Self {
+        Consumer {
+            base,
+            size,
+            read: 0,
+            published: 0,
+            seq: 0,
+        }
+    }
+
+    /// The next entry, if published. Call [`Consumer::consume`] when done with its bytes.
+    pub fn peek(&mut self, mem: &impl SharedMem) -> Result<Option<Entry>, Corrupt> {
+        loop {
+            let off = (self.read % self.size as u64) as usize;
+            let h = mem.load(self.base + RING + off, Acquire);
+            let (len, tag, seq) = (
+                (h & 0xffff_ffff) as usize,
+                (h >> 32) as u16,
+                (h >> 48) as u16,
+            );
+            if tag == 0 || seq != self.seq {
+                return Ok(None);
+            }
+            if tag == SKIP {
+                self.seq = self.seq.wrapping_add(1);
+                self.read += (self.size - off) as u64;
+                continue;
+            }
+            if len > max_payload(self.size) || off + entry_len(len) > self.size {
+                return Err(Corrupt { header: h });
+            }
+            return Ok(Some(Entry {
+                tag,
+                offset: self.base + RING + off + 8,
+                len,
+            }));
+        }
+    }
+
+    /// Marks the entry returned by the last `peek` as consumed (locally).
+    pub fn consume(&mut self, entry: Entry) {
+        self.seq = self.seq.wrapping_add(1);
+        self.read += entry_len(entry.len) as u64;
+    }
+
+    /// Publishes how far the receiver has read, freeing space for the sender. Called once per
+    /// poll batch rather than per entry, to keep the shared cache line quiet.
+    pub fn publish(&mut self, mem: &impl SharedMem) {
+        if self.published != self.read {
+            mem.store(self.base, self.read, Release);
+            self.published = self.read;
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::mem::Mapping;
+
+    fn mapping(size: usize) -> Mapping {
+        let path =
+            std::env::temp_dir().join(format!("kestrel-fbox-test-{}-{size}", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        f.set_len(size as u64).unwrap();
+        Mapping::map(&f, size).unwrap()
+    }
+
+    #[test]
+    fn entries_of_every_size_survive_many_wraps() {
+        let size = 1024;
+        let m = mapping(footprint(size));
+        let mut p = Producer::new(0, size);
+        let mut c = Consumer::new(0, size);
+        let mut expect = std::collections::VecDeque::new();
+        let mut n = 0u32;
+        for round in 0..5000usize {
+            let len = (round * 37) % (max_payload(size) + 1);
+            let payload: Vec<u8> = (0..len).map(|i| (i + round) as u8).collect();
+            loop {
+                match p.push(&m, 7, &[&payload[..len / 2], &payload[len / 2..]]) {
+                    Ok(()) => break,
+                    Err(NoRoom) => {
+                        let e = c.peek(&m).unwrap().expect("full ring must have an entry");
+                        let want: Vec<u8> = expect.pop_front().unwrap();
+                        assert_eq!(m.bytes(e.offset, e.len), &want[..]);
+                        c.consume(e);
+                        c.publish(&m);
+                        n += 1;
+                    }
+                }
+            }
+            expect.push_back(payload);
+        }
+        while let Some(e) = c.peek(&m).unwrap() {
+            assert_eq!(m.bytes(e.offset, e.len), &expect.pop_front().unwrap()[..]);
+            c.consume(e);
+            n += 1;
+        }
+        assert!(expect.is_empty() && n == 5000);
+    }
+
+    #[test]
+    fn stale_and_garbage_headers_are_not_taken_as_new() {
+        let size = 256;
+        let m = mapping(footprint(size));
+        let mut c = Consumer::new(0, size);
+        // A plausible header with the wrong sequence number: ignored.
+        m.store(RING, 8 | (1 << 32) | (5 << 48), Release);
+        assert_eq!(c.peek(&m), Ok(None));
+        // The right sequence but an impossible length: reported, not trusted.
+        m.store(RING, 10_000 | (1 << 32), Release);
+        assert!(c.peek(&m).is_err());
+    }
+
+    #[test]
+    fn oversized_payloads_are_refused() {
+        let m = mapping(footprint(256));
+        let mut p = Producer::new(0, 256);
+        assert_eq!(p.push(&m, 1, &[&[0u8; 57]]), Err(NoRoom));
+        assert_eq!(p.push(&m, 1, &[&[0u8; 56]]), Ok(()));
+    }
+}

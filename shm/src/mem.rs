@@ -1,0 +1,255 @@
+//! Shared memory as the ring and queue algorithms see it.
+//!
+//! The algorithms in [`crate::fifo`] and [`crate::fbox`] are written against [`SharedMem`]: word
+//! atomics at 8-aligned offsets plus plain byte copies. Two implementations exist:
+//! * [`Mapping`], a real `mmap` of a segment file: the only place in Kestrel that dereferences
+//!   shared-memory pointers. Every access is bounds- and alignment-checked, so the safe methods
+//!   cannot touch memory outside the mapping whatever offsets a confused peer publishes.
+//! * under `cfg(loom)`, a model whose words are loom atomics, so that loom explores every
+//!   interleaving of the same algorithm code with threads.
+//!
+//! Memory-ordering contract for the algorithms: payload bytes are written with
+//! [`SharedMem::write_bytes`] (plain stores) *before* a `Release` store of the word that
+//! publishes them, and read with [`SharedMem::read_bytes`] / [`SharedMem::bytes`] only *after*
+//! an `Acquire` load of that word observed the publication.
+
+use std::sync::atomic::Ordering;
+
+/// Word atomics and byte copies at offsets into a shared region.
+pub trait SharedMem {
+    /// Size of the region in bytes.
+    fn size(&self) -> usize;
+    /// Atomic load of the u64 at `off` (8-aligned).
+    fn load(&self, off: usize, order: Ordering) -> u64;
+    /// Atomic store of the u64 at `off`.
+    fn store(&self, off: usize, value: u64, order: Ordering);
+    /// Atomic compare-exchange of the u64 at `off`.
+    fn compare_exchange(
+        &self,
+        off: usize,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64>;
+    /// Atomic add, returning the previous value.
+    fn fetch_add(&self, off: usize, value: u64, order: Ordering) -> u64;
+    /// Copies `src` to `off` with plain stores.
+    fn write_bytes(&self, off: usize, src: &[u8]);
+    /// Copies `dst.len()` bytes from `off` with plain loads.
+    fn read_bytes(&self, off: usize, dst: &mut [u8]);
+}
+
+/// A shared memory mapping (real `mmap`).
+pub struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory shared with other processes; every access goes through
+// atomics or through copies whose races are excluded by the publication protocol documented
+// above, exactly as between threads. Moving or sharing the handle across threads is therefore
+// as safe as sharing it across processes.
+unsafe impl Send for Mapping {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Mapping {}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mapping({:p}, {} bytes)", self.base, self.len)
+    }
+}
+
+impl Mapping {
+    /// Maps `len` bytes of `file` read-write and shared.
+    pub fn map(file: &std::fs::File, len: usize) -> std::io::Result<Mapping> {
+        use std::os::fd::AsRawFd;
+        if len == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "empty mapping",
+            ));
+        }
+        // SAFETY: a fresh shared mapping of an open file; the kernel picks the address, so it
+        // aliases no Rust object. The file's length was checked by the caller to be >= len.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            base: ptr.cast(),
+            len,
+        })
+    }
+
+    /// Address of the first byte (for diagnostics and single-copy descriptors).
+    pub fn base_addr(&self) -> usize {
+        self.base as usize
+    }
+
+    #[inline]
+    fn word(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
+        assert!(
+            off % 8 == 0 && off + 8 <= self.len,
+            "shm word access at {off} outside a {}-byte mapping",
+            self.len
+        );
+        // SAFETY: in bounds and 8-aligned (mmap returns page-aligned memory), and AtomicU64
+        // has the size and alignment of u64; all concurrent access to this word is atomic.
+        unsafe { &*(self.base.add(off) as *const std::sync::atomic::AtomicU64) }
+    }
+
+    /// A view of `len` bytes at `off`, valid while the publication protocol keeps writers away
+    /// from them (the receiver has not yet released the entry or fragment).
+    #[inline]
+    pub fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "shm view {off}+{len} outside a {}-byte mapping",
+            self.len
+        );
+        // SAFETY: in bounds; by the protocol no process writes these bytes until the reader
+        // publishes that it is done with them, which happens after this borrow ends.
+        unsafe { std::slice::from_raw_parts(self.base.add(off), len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly what mmap returned; no borrow of the mapping outlives
+        // `self` because all views borrow `self`.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+impl SharedMem for Mapping {
+    fn size(&self) -> usize {
+        self.len
+    }
+    #[inline]
+    fn load(&self, off: usize, order: Ordering) -> u64 {
+        self.word(off).load(order)
+    }
+    #[inline]
+    fn store(&self, off: usize, value: u64, order: Ordering) {
+        self.word(off).store(value, order)
+    }
+    #[inline]
+    fn compare_exchange(
+        &self,
+        off: usize,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64> {
+        self.word(off)
+            .compare_exchange(current, new, success, failure)
+    }
+    #[inline]
+    fn fetch_add(&self, off: usize, value: u64, order: Ordering) -> u64 {
+        self.word(off).fetch_add(value, order)
+    }
+    #[inline]
+    fn write_bytes(&self, off: usize, src: &[u8]) {
+        assert!(
+            off.checked_add(src.len())
+                .is_some_and(|end| end <= self.len),
+            "shm write {off}+{} outside a {}-byte mapping",
+            src.len(),
+            self.len
+        );
+        // SAFETY: in bounds; `src` is a Rust slice so it cannot overlap the destination unless
+        // it is itself a view of this mapping, which callers never pass.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(off), src.len()) }
+    }
+    #[inline]
+    fn read_bytes(&self, off: usize, dst: &mut [u8]) {
+        dst.copy_from_slice(self.bytes(off, dst.len()));
+    }
+}
+
+/// A loom model of shared memory: every byte lives in an atomic word so that loom tracks it.
+#[cfg(loom)]
+pub mod model {
+    use super::SharedMem;
+    use loom::sync::atomic::{AtomicU64, Ordering};
+
+    /// `size` bytes of modelled shared memory.
+    pub struct ModelMem {
+        words: Vec<AtomicU64>,
+    }
+
+    impl ModelMem {
+        /// Zeroed memory of `size` bytes (a multiple of 8).
+        pub fn new(size: usize) -> Self {
+            ModelMem {
+                words: (0..size / 8).map(|_| AtomicU64::new(0)).collect(),
+            }
+        }
+    }
+
+    impl SharedMem for ModelMem {
+        fn size(&self) -> usize {
+            self.words.len() * 8
+        }
+        fn load(&self, off: usize, order: Ordering) -> u64 {
+            self.words[off / 8].load(order)
+        }
+        fn store(&self, off: usize, value: u64, order: Ordering) {
+            self.words[off / 8].store(value, order)
+        }
+        fn compare_exchange(
+            &self,
+            off: usize,
+            c: u64,
+            n: u64,
+            s: Ordering,
+            f: Ordering,
+        ) -> Result<u64, u64> {
+            self.words[off / 8].compare_exchange(c, n, s, f)
+        }
+        fn fetch_add(&self, off: usize, v: u64, o: Ordering) -> u64 {
+            self.words[off / 8].fetch_add(v, o)
+        }
+        // Plain byte copies are modelled as relaxed word accesses: loom then reports any read
+        // that is not ordered after the write by the protocol's release/acquire pair.
+        fn write_bytes(&self, off: usize, src: &[u8]) {
+            // One load and one store per touched word keeps loom's state space small.
+            let mut i = 0;
+            while i < src.len() {
+                let word = (off + i) / 8;
+                let w = &self.words[word];
+                let mut value = w.load(Ordering::Relaxed);
+                while i < src.len() && (off + i) / 8 == word {
+                    let shift = ((off + i) % 8) * 8;
+                    value = (value & !(0xff << shift)) | (u64::from(src[i]) << shift);
+                    i += 1;
+                }
+                w.store(value, Ordering::Relaxed);
+            }
+        }
+        fn read_bytes(&self, off: usize, dst: &mut [u8]) {
+            let mut i = 0;
+            while i < dst.len() {
+                let word = (off + i) / 8;
+                let value = self.words[word].load(Ordering::Relaxed);
+                while i < dst.len() && (off + i) / 8 == word {
+                    dst[i] = (value >> (((off + i) % 8) * 8)) as u8;
+                    i += 1;
+                }
+            }
+        }
+    }
+}
