@@ -9,13 +9,13 @@
 use std::time::Instant;
 
 fn main() {
-    let mut u = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let u = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
     let (rank, size) = (u.rank(), u.size());
     let iters: u32 = std::env::var("KESTREL_DEMO_ITERS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let rt = u.runtime();
+    let mut rt = u.runtime();
     let die = |e: kestrel::RuntimeError| -> ! {
         eprintln!("demo: rank {rank}: {e}");
         std::process::exit(1)

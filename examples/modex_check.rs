@@ -8,14 +8,14 @@ fn pattern(rank: u32, len: usize) -> Vec<u8> {
 }
 
 fn main() {
-    let mut u = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let u = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
     let (rank, size) = (u.rank(), u.size());
     let fail = |what: String| -> ! {
         eprintln!("modex_check: rank {rank}: {what}");
         std::process::exit(1)
     };
     let sizes = [0usize, 1, 100, 1000, 3000 + rank as usize];
-    let rt = u.runtime();
+    let mut rt = u.runtime();
     for (i, &len) in sizes.iter().enumerate() {
         rt.put(&format!("b{i}"), &pattern(rank, len))
             .unwrap_or_else(|e| fail(e.to_string()));
@@ -71,7 +71,7 @@ fn main() {
         "rank {rank} ok: size {size}, node {}, local ranks {local:?}, pmi {pmi}",
         u.node_id()
     );
-    u.barrier().unwrap_or_else(|e| fail(e.to_string()));
+    rt.barrier().unwrap_or_else(|e| fail(e.to_string()));
     if rank == 0 {
         println!("modex check passed on {size} ranks");
     }

@@ -1,33 +1,66 @@
 //! Kestrel: an MPI-style messaging stack.
 //!
-//! This facade is the public Rust API. A program calls [`init`] once; the returned
-//! [`Universe`] knows the process's rank, the job's size and which ranks share its node, and
-//! finalizes the job's runtime when dropped.
+//! This facade is the public Rust API, shaped like rsmpi. A program calls [`initialize`]
+//! once; the returned [`Universe`] gives the [`Universe::world`] communicator and finalizes
+//! the job when dropped.
 //!
 //! ```no_run
-//! let universe = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
-//! println!("Hello from rank {} of {} on {}", universe.rank(), universe.size(), universe.node_id());
+//! use kestrel::Communicator;
+//!
+//! let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+//! let world = universe.world();
+//! if world.rank() == 0 {
+//!     world.process_at_rank(1).send(&[1.0f64, 2.0, 3.0][..]);
+//! } else if world.rank() == 1 {
+//!     let (values, status) = world.process_at_rank(0).receive_vec::<f64>();
+//!     assert_eq!((values.len(), status.source_rank()), (3, 0));
+//! }
 //! ```
 //!
 //! Start programs with `kestrel-run -n N program`, MPICH's `mpiexec`, or `srun --mpi=pmi2`; run
-//! alone they are a job of one rank.
-#![forbid(unsafe_code)]
+//! alone they are a job of one rank. Errors in communication are fatal, as with MPI's default
+//! error handler: the job is aborted with a message naming the operation and the cause.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+use std::cell::{RefCell, RefMut};
 use std::fmt;
+use std::rc::Rc;
 
+#[allow(unsafe_code)]
+pub mod datatype;
+#[allow(unsafe_code)]
+pub mod request;
+
+pub use datatype::{Buffer, BufferMut, Equivalence};
+pub use kestrel_pml::group::{Group, GroupRelation};
+pub use kestrel_pml::Engine;
 pub use kestrel_runtime::{Runtime, RuntimeError};
 pub use kestrel_transport::params::{ParamError, ParamSpec, Params};
 pub use kestrel_transport::Selection;
+
+use kestrel_pml::engine::{CTX_SELF, CTX_WORLD};
+
+/// A rank in a communicator.
+pub type Rank = i32;
+/// A message tag (user tags are >= 0).
+pub type Tag = i32;
+
+/// `MPI_PROC_NULL`: operations with this rank complete at once and move no data.
+pub const PROC_NULL: Rank = -1;
+/// `MPI_ANY_TAG` as it appears in a status (a received message never has it).
+pub const ANY_TAG: Tag = -1;
 
 /// Every registered parameter of every layer, in layer order.
 pub fn all_param_specs() -> Vec<&'static ParamSpec> {
     let mut specs = kestrel_transport::core_params::specs();
     specs.extend(kestrel_runtime::params::specs());
+    specs.extend(kestrel_shm::params::specs());
+    specs.extend(kestrel_pml::params::specs());
     specs
 }
 
-/// Why [`init`] failed.
+/// Why [`initialize`] failed.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -37,6 +70,8 @@ pub enum Error {
     Logging(kestrel_transport::logging::FilterError),
     /// The runtime (PMI, modex) failed.
     Runtime(RuntimeError),
+    /// The messaging layer or a transport could not start.
+    Messaging(kestrel_pml::PmlError),
 }
 
 impl fmt::Display for Error {
@@ -45,6 +80,7 @@ impl fmt::Display for Error {
             Error::Param(e) => write!(f, "{e}"),
             Error::Logging(e) => write!(f, "{e}"),
             Error::Runtime(e) => write!(f, "{e}"),
+            Error::Messaging(e) => write!(f, "{e}"),
         }
     }
 }
@@ -64,23 +100,48 @@ impl From<RuntimeError> for Error {
 }
 
 /// Prints `kestrel: <error>` to stderr and exits with status 1: the usual reaction of a
-/// program whose [`init`] failed.
+/// program whose [`initialize`] failed.
 pub fn exit_with(e: &Error) -> ! {
     eprintln!("kestrel: {e}");
     std::process::exit(1)
 }
 
-/// The job as one process sees it. Dropping it finalizes the runtime.
-#[derive(Debug)]
-pub struct Universe {
+pub(crate) struct Inner {
+    pub(crate) engine: RefCell<Engine>,
+    runtime: RefCell<Runtime>,
     params: Params,
-    runtime: Runtime,
+    node_id: String,
+}
+
+impl Inner {
+    /// MPI's default error handler: report and abort the whole job.
+    pub(crate) fn fatal(&self, msg: &str) -> ! {
+        match self.engine.try_borrow() {
+            Ok(e) => eprintln!("kestrel: rank {}: {msg}", e.rank()),
+            Err(_) => eprintln!("kestrel: {msg}"),
+        }
+        match self.runtime.try_borrow_mut() {
+            Ok(mut rt) => rt.abort(1, msg),
+            Err(_) => std::process::exit(1),
+        }
+    }
+}
+
+/// The job as one process sees it. Dropping it finalizes the runtime.
+pub struct Universe {
+    inner: Rc<Inner>,
     finalized: bool,
 }
 
+impl fmt::Debug for Universe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Universe(rank {} of {})", self.rank(), self.size())
+    }
+}
+
 /// Initializes Kestrel: resolves every parameter (environment and `kestrel-run --mca`),
-/// starts logging, connects to the launcher, and selects the transports.
-pub fn init() -> Result<Universe, Error> {
+/// starts logging, connects to the launcher, and starts the transports.
+pub fn initialize() -> Result<Universe, Error> {
     let params = Params::from_env(&all_param_specs())?;
     let label = match std::env::var("PMI_RANK") {
         Ok(r) => format!("kestrel r{r}"),
@@ -91,56 +152,90 @@ pub fn init() -> Result<Universe, Error> {
         &label,
     )
     .map_err(Error::Logging)?;
-    let btls = kestrel_transport::core_params::BTL.get(&params);
-    tracing::debug!(target: "btl", selected = ?btls.ordered(kestrel_transport::core_params::KNOWN_BTLS), "transport selection");
-    let runtime = Runtime::init(&params)?;
+    let mut runtime = Runtime::init(&params)?;
+    let engine = Engine::new(&params, &mut runtime).map_err(Error::Messaging)?;
+    let node_id = runtime.node_id().to_string();
     Ok(Universe {
-        params,
-        runtime,
+        inner: Rc::new(Inner {
+            engine: RefCell::new(engine),
+            runtime: RefCell::new(runtime),
+            params,
+            node_id,
+        }),
         finalized: false,
     })
 }
 
+/// The same as [`initialize`] (the name the first Kestrel examples used).
+pub fn init() -> Result<Universe, Error> {
+    initialize()
+}
+
 impl Universe {
-    /// This process's rank.
+    /// The communicator of every rank of the job.
+    pub fn world(&self) -> SimpleCommunicator {
+        SimpleCommunicator::from_context(&self.inner, CTX_WORLD)
+    }
+
+    /// A communicator of this rank alone.
+    pub fn self_comm(&self) -> SimpleCommunicator {
+        SimpleCommunicator::from_context(&self.inner, CTX_SELF)
+    }
+
+    /// This process's rank in the world.
     pub fn rank(&self) -> u32 {
-        self.runtime.rank()
+        self.inner.engine.borrow().rank()
     }
 
     /// Ranks in the job.
     pub fn size(&self) -> u32 {
-        self.runtime.size()
+        self.inner.engine.borrow().size()
     }
 
     /// This process's node id (ranks with the same id share memory).
     pub fn node_id(&self) -> &str {
-        self.runtime.node_id()
+        &self.inner.node_id
+    }
+
+    /// The transports in use (`self,shm`).
+    pub fn transports(&self) -> String {
+        self.inner.engine.borrow().transports().to_string()
     }
 
     /// The resolved parameters.
     pub fn params(&self) -> &Params {
-        &self.params
+        &self.inner.params
     }
 
-    /// The runtime: modex, barrier, allgather, abort.
-    pub fn runtime(&mut self) -> &mut Runtime {
-        &mut self.runtime
+    /// The runtime: modex, PMI barrier, allgather, abort.
+    pub fn runtime(&self) -> RefMut<'_, Runtime> {
+        self.inner.runtime.borrow_mut()
     }
 
-    /// Waits for every rank.
+    /// Waits for every rank (through the runtime).
     pub fn barrier(&mut self) -> Result<(), Error> {
-        Ok(self.runtime.barrier()?)
+        Ok(self.inner.runtime.borrow_mut().barrier()?)
     }
 
     /// Stops the whole job with `code`, printing `message` from the launcher.
-    pub fn abort(&mut self, code: i32, message: &str) -> ! {
-        self.runtime.abort(code, message)
+    pub fn abort(&self, code: i32, message: &str) -> ! {
+        self.inner.runtime.borrow_mut().abort(code, message)
     }
 
     /// Finalizes explicitly (dropping the universe does it too, ignoring errors).
     pub fn finalize(mut self) -> Result<(), Error> {
         self.finalized = true;
-        Ok(self.runtime.finalize()?)
+        self.do_finalize()
+    }
+
+    fn do_finalize(&mut self) -> Result<(), Error> {
+        let mut rt = self.inner.runtime.borrow_mut();
+        self.inner
+            .engine
+            .borrow_mut()
+            .finalize(&mut rt)
+            .map_err(Error::Messaging)?;
+        Ok(rt.finalize()?)
     }
 }
 
@@ -148,9 +243,671 @@ impl Drop for Universe {
     fn drop(&mut self) {
         if !self.finalized {
             self.finalized = true;
-            if let Err(e) = self.runtime.finalize() {
-                tracing::warn!(target: "pmi", "finalize failed: {e}");
+            if let Err(e) = self.do_finalize() {
+                tracing::warn!(target: "pml", "finalize failed: {e}");
             }
+        }
+    }
+}
+
+/// What a completed receive (or a probe) reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    source: Rank,
+    tag: Tag,
+    bytes: usize,
+    truncated_from: Option<usize>,
+    cancelled: bool,
+}
+
+impl Status {
+    fn from_pml(s: kestrel_pml::Status) -> Status {
+        Status {
+            source: s.source,
+            tag: s.tag,
+            bytes: s.count,
+            truncated_from: s.truncated_from,
+            cancelled: s.cancelled,
+        }
+    }
+
+    fn null() -> Status {
+        Status {
+            source: PROC_NULL,
+            tag: ANY_TAG,
+            bytes: 0,
+            truncated_from: None,
+            cancelled: false,
+        }
+    }
+
+    /// The sender's rank in the communicator.
+    pub fn source_rank(&self) -> Rank {
+        self.source
+    }
+
+    /// The message's tag.
+    pub fn tag(&self) -> Tag {
+        self.tag
+    }
+
+    /// Bytes received (for a probe: bytes of the message).
+    pub fn count_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Elements of `T` received.
+    pub fn count<T: Equivalence>(&self) -> usize {
+        self.bytes / std::mem::size_of::<T>().max(1)
+    }
+
+    /// The message was longer than the buffer (`MPI_ERR_TRUNCATE`): its full length in bytes.
+    /// The buffer holds the first part; the rest was consumed and dropped.
+    pub fn truncated_from(&self) -> Option<usize> {
+        self.truncated_from
+    }
+
+    /// The receive was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+}
+
+/// A communicator color for [`Communicator::split_by_color`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Color(Option<i32>);
+
+impl Color {
+    /// Ranks with the same non-negative value end up together.
+    pub fn with_value(v: i32) -> Color {
+        Color(Some(v))
+    }
+    /// `MPI_UNDEFINED`: this rank joins no new communicator.
+    pub fn undefined() -> Color {
+        Color(None)
+    }
+}
+
+/// Operations every communicator offers.
+pub trait Communicator {
+    #[doc(hidden)]
+    fn handle(&self) -> &SimpleCommunicator;
+
+    /// This process's rank in the communicator.
+    fn rank(&self) -> Rank {
+        self.handle().rank
+    }
+
+    /// Ranks in the communicator.
+    fn size(&self) -> Rank {
+        self.handle().size
+    }
+
+    /// The process at rank `r` (or [`PROC_NULL`]), for point-to-point operations.
+    fn process_at_rank(&self, r: Rank) -> Process<'_> {
+        let c = self.handle();
+        if r != PROC_NULL && !(0..c.size).contains(&r) {
+            c.inner.fatal(&format!(
+                "process_at_rank({r}): rank out of range for a communicator of {}",
+                c.size
+            ));
+        }
+        Process { comm: c, rank: r }
+    }
+
+    /// Any process: receives and probes from whichever rank sends (`MPI_ANY_SOURCE`).
+    fn any_process(&self) -> AnyProcess<'_> {
+        AnyProcess {
+            comm: self.handle(),
+        }
+    }
+
+    /// `MPI_Comm_dup`: the same ranks in a new communication context (collective).
+    fn duplicate(&self) -> SimpleCommunicator {
+        let c = self.handle();
+        let ctx = c
+            .inner
+            .engine
+            .borrow_mut()
+            .dup(c.ctx)
+            .unwrap_or_else(|e| c.inner.fatal(&e.to_string()));
+        SimpleCommunicator::from_context(&c.inner, ctx)
+    }
+
+    /// `MPI_Comm_split` with key = current rank (collective).
+    fn split_by_color(&self, color: Color) -> Option<SimpleCommunicator> {
+        self.split_by_color_with_key(color, self.rank())
+    }
+
+    /// `MPI_Comm_split`: ranks of equal color, ordered by key then old rank (collective).
+    fn split_by_color_with_key(&self, color: Color, key: i32) -> Option<SimpleCommunicator> {
+        let c = self.handle();
+        let ctx = c
+            .inner
+            .engine
+            .borrow_mut()
+            .split(c.ctx, color.0, key)
+            .unwrap_or_else(|e| c.inner.fatal(&e.to_string()));
+        ctx.map(|ctx| SimpleCommunicator::from_context(&c.inner, ctx))
+    }
+
+    /// The group of the communicator's processes (as world ranks).
+    fn group(&self) -> Group {
+        let c = self.handle();
+        c.inner
+            .engine
+            .borrow()
+            .group_of(c.ctx)
+            .unwrap_or_else(|e| c.inner.fatal(&e.to_string()))
+    }
+
+    /// Waits for every rank of the communicator (collective).
+    fn barrier(&self) {
+        let c = self.handle();
+        c.inner
+            .engine
+            .borrow_mut()
+            .barrier(c.ctx)
+            .unwrap_or_else(|e| c.inner.fatal(&e.to_string()));
+    }
+
+    /// Stops the whole job.
+    fn abort(&self, code: i32) -> ! {
+        self.handle()
+            .inner
+            .runtime
+            .borrow_mut()
+            .abort(code, "abort called on a communicator")
+    }
+}
+
+/// A communicator: a group of ranks and a private communication context.
+pub struct SimpleCommunicator {
+    inner: Rc<Inner>,
+    ctx: u16,
+    rank: Rank,
+    size: Rank,
+    owned: bool,
+}
+
+impl fmt::Debug for SimpleCommunicator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Communicator(context {}, rank {} of {})",
+            self.ctx, self.rank, self.size
+        )
+    }
+}
+
+impl SimpleCommunicator {
+    fn from_context(inner: &Rc<Inner>, ctx: u16) -> SimpleCommunicator {
+        let e = inner.engine.borrow();
+        let group = e.context_group(ctx).unwrap_or(&[]);
+        let me = e.rank();
+        let rank = group
+            .iter()
+            .position(|&r| r == me)
+            .map(|r| r as Rank)
+            .unwrap_or(-1);
+        SimpleCommunicator {
+            inner: inner.clone(),
+            ctx,
+            rank,
+            size: group.len() as Rank,
+            owned: ctx > CTX_SELF,
+        }
+    }
+}
+
+impl Drop for SimpleCommunicator {
+    fn drop(&mut self) {
+        // Only derived communicators own their context; world and self are shared handles.
+        if self.owned {
+            if let Ok(mut e) = self.inner.engine.try_borrow_mut() {
+                e.free_context(self.ctx);
+            }
+        }
+    }
+}
+
+impl Communicator for SimpleCommunicator {
+    fn handle(&self) -> &SimpleCommunicator {
+        self
+    }
+}
+
+fn user_tag(c: &SimpleCommunicator, tag: Tag) -> Tag {
+    if tag < 0 {
+        c.inner.fatal(&format!("tag {tag} is negative; user tags must be >= 0 (negative tags are reserved for collectives)"));
+    }
+    tag
+}
+
+/// A process of a communicator (see [`Communicator::process_at_rank`]).
+pub struct Process<'a> {
+    comm: &'a SimpleCommunicator,
+    rank: Rank,
+}
+
+impl fmt::Debug for Process<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Process({})", self.rank)
+    }
+}
+
+impl<'a> Process<'a> {
+    /// Its rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn dest(&self) -> Option<u32> {
+        (self.rank != PROC_NULL).then_some(self.rank as u32)
+    }
+
+    /// Sends `buf` with tag 0 (`MPI_Send`).
+    pub fn send<B: Buffer + ?Sized>(&self, buf: &B) {
+        self.send_with_tag(buf, 0)
+    }
+
+    /// Sends `buf` with `tag`.
+    pub fn send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        if let Some(d) = self.dest() {
+            request::send_now(
+                &self.comm.inner,
+                self.comm.ctx,
+                d,
+                user_tag(self.comm, tag),
+                buf.as_bytes(),
+                false,
+            );
+        }
+    }
+
+    /// Sends and returns only once the receiver matched the message (`MPI_Ssend`).
+    pub fn synchronous_send<B: Buffer + ?Sized>(&self, buf: &B) {
+        self.synchronous_send_with_tag(buf, 0)
+    }
+
+    /// [`Process::synchronous_send`] with a tag.
+    pub fn synchronous_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        if let Some(d) = self.dest() {
+            request::send_now(
+                &self.comm.inner,
+                self.comm.ctx,
+                d,
+                user_tag(self.comm, tag),
+                buf.as_bytes(),
+                true,
+            );
+        }
+    }
+
+    /// Receives one value with any tag.
+    pub fn receive<T: Equivalence>(&self) -> (T, Status) {
+        let mut v: T = datatype::zeroed_vec::<T>(1)[0];
+        let s = self.receive_into(&mut v);
+        (v, s)
+    }
+
+    /// Receives a message of any length into a new vector.
+    pub fn receive_vec<T: Equivalence>(&self) -> (Vec<T>, Status) {
+        match self.dest() {
+            None => (Vec::new(), Status::null()),
+            Some(_) => {
+                let (msg, st) = self.matched_probe();
+                let mut v = datatype::zeroed_vec::<T>(st.count::<T>());
+                let s = msg.matched_receive_into(&mut v[..]);
+                (v, s)
+            }
+        }
+    }
+
+    /// Receives into `buf` with any tag (`MPI_Recv`).
+    pub fn receive_into<B: BufferMut + ?Sized>(&self, buf: &mut B) -> Status {
+        match self.dest() {
+            None => Status::null(),
+            Some(s) => request::recv_now(
+                &self.comm.inner,
+                self.comm.ctx,
+                Some(s),
+                None,
+                buf.as_bytes_mut(),
+            ),
+        }
+    }
+
+    /// Receives into `buf` a message with `tag`.
+    pub fn receive_into_with_tag<B: BufferMut + ?Sized>(&self, buf: &mut B, tag: Tag) -> Status {
+        match self.dest() {
+            None => Status::null(),
+            Some(s) => request::recv_now(
+                &self.comm.inner,
+                self.comm.ctx,
+                Some(s),
+                Some(user_tag(self.comm, tag)),
+                buf.as_bytes_mut(),
+            ),
+        }
+    }
+
+    /// Starts a send (`MPI_Isend`); the buffer stays borrowed until the request completes.
+    pub fn immediate_send<'s, B: Buffer + ?Sized>(
+        &self,
+        scope: &request::LocalScope<'s>,
+        buf: &'s B,
+    ) -> request::Request<'s> {
+        self.immediate_send_with_tag(scope, buf, 0)
+    }
+
+    /// [`Process::immediate_send`] with a tag.
+    pub fn immediate_send_with_tag<'s, B: Buffer + ?Sized>(
+        &self,
+        scope: &request::LocalScope<'s>,
+        buf: &'s B,
+        tag: Tag,
+    ) -> request::Request<'s> {
+        let dest = self.dest().unwrap_or_else(|| {
+            self.comm
+                .inner
+                .fatal("immediate send to PROC_NULL is not supported; skip the send")
+        });
+        request::start_send(
+            scope,
+            &self.comm.inner,
+            self.comm.ctx,
+            dest,
+            user_tag(self.comm, tag),
+            buf.as_bytes(),
+            false,
+        )
+    }
+
+    /// Starts a synchronous send (`MPI_Issend`).
+    pub fn immediate_synchronous_send_with_tag<'s, B: Buffer + ?Sized>(
+        &self,
+        scope: &request::LocalScope<'s>,
+        buf: &'s B,
+        tag: Tag,
+    ) -> request::Request<'s> {
+        let dest = self.dest().unwrap_or_else(|| {
+            self.comm
+                .inner
+                .fatal("immediate send to PROC_NULL is not supported; skip the send")
+        });
+        request::start_send(
+            scope,
+            &self.comm.inner,
+            self.comm.ctx,
+            dest,
+            user_tag(self.comm, tag),
+            buf.as_bytes(),
+            true,
+        )
+    }
+
+    /// Starts a receive (`MPI_Irecv`) with any tag.
+    pub fn immediate_receive_into<'s, B: BufferMut + ?Sized>(
+        &self,
+        scope: &request::LocalScope<'s>,
+        buf: &'s mut B,
+    ) -> request::Request<'s> {
+        let src = self.dest().unwrap_or_else(|| {
+            self.comm
+                .inner
+                .fatal("immediate receive from PROC_NULL is not supported")
+        });
+        request::start_recv(
+            scope,
+            &self.comm.inner,
+            self.comm.ctx,
+            Some(src),
+            None,
+            buf.as_bytes_mut(),
+        )
+    }
+
+    /// Starts a receive of a message with `tag`.
+    pub fn immediate_receive_into_with_tag<'s, B: BufferMut + ?Sized>(
+        &self,
+        scope: &request::LocalScope<'s>,
+        buf: &'s mut B,
+        tag: Tag,
+    ) -> request::Request<'s> {
+        let src = self.dest().unwrap_or_else(|| {
+            self.comm
+                .inner
+                .fatal("immediate receive from PROC_NULL is not supported")
+        });
+        request::start_recv(
+            scope,
+            &self.comm.inner,
+            self.comm.ctx,
+            Some(src),
+            Some(user_tag(self.comm, tag)),
+            buf.as_bytes_mut(),
+        )
+    }
+
+    /// Waits for a message from this process and reports it without receiving (`MPI_Probe`).
+    pub fn probe(&self) -> Status {
+        probe_loop(self.comm, self.dest(), None)
+    }
+
+    /// [`Process::probe`] for a tag.
+    pub fn probe_with_tag(&self, tag: Tag) -> Status {
+        probe_loop(self.comm, self.dest(), Some(user_tag(self.comm, tag)))
+    }
+
+    /// Reports a pending message from this process, if any (`MPI_Iprobe`).
+    pub fn immediate_probe(&self) -> Option<Status> {
+        let c = self.comm;
+        c.inner
+            .engine
+            .borrow_mut()
+            .iprobe(c.ctx, self.dest(), None)
+            .unwrap_or_else(|e| c.inner.fatal(&e.to_string()))
+            .map(Status::from_pml)
+    }
+
+    /// Waits for a message and takes it out of matching, to be received with
+    /// [`Message::matched_receive_into`] (`MPI_Mprobe`).
+    pub fn matched_probe(&self) -> (Message<'a>, Status) {
+        mprobe_loop(self.comm, self.dest(), None)
+    }
+
+    /// [`Process::matched_probe`] for a tag.
+    pub fn matched_probe_with_tag(&self, tag: Tag) -> (Message<'a>, Status) {
+        mprobe_loop(self.comm, self.dest(), Some(user_tag(self.comm, tag)))
+    }
+}
+
+/// Any process of a communicator (see [`Communicator::any_process`]).
+pub struct AnyProcess<'a> {
+    comm: &'a SimpleCommunicator,
+}
+
+impl fmt::Debug for AnyProcess<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AnyProcess")
+    }
+}
+
+impl<'a> AnyProcess<'a> {
+    /// Receives one value from any rank with any tag.
+    pub fn receive<T: Equivalence>(&self) -> (T, Status) {
+        let mut v: T = datatype::zeroed_vec::<T>(1)[0];
+        let s = self.receive_into(&mut v);
+        (v, s)
+    }
+
+    /// Receives a message of any length from any rank.
+    pub fn receive_vec<T: Equivalence>(&self) -> (Vec<T>, Status) {
+        let (msg, st) = self.matched_probe();
+        let mut v = datatype::zeroed_vec::<T>(st.count::<T>());
+        let s = msg.matched_receive_into(&mut v[..]);
+        (v, s)
+    }
+
+    /// Receives into `buf` from any rank with any tag.
+    pub fn receive_into<B: BufferMut + ?Sized>(&self, buf: &mut B) -> Status {
+        request::recv_now(
+            &self.comm.inner,
+            self.comm.ctx,
+            None,
+            None,
+            buf.as_bytes_mut(),
+        )
+    }
+
+    /// Receives into `buf` from any rank a message with `tag`.
+    pub fn receive_into_with_tag<B: BufferMut + ?Sized>(&self, buf: &mut B, tag: Tag) -> Status {
+        request::recv_now(
+            &self.comm.inner,
+            self.comm.ctx,
+            None,
+            Some(user_tag(self.comm, tag)),
+            buf.as_bytes_mut(),
+        )
+    }
+
+    /// Starts a receive from any rank.
+    pub fn immediate_receive_into<'s, B: BufferMut + ?Sized>(
+        &self,
+        scope: &request::LocalScope<'s>,
+        buf: &'s mut B,
+    ) -> request::Request<'s> {
+        request::start_recv(
+            scope,
+            &self.comm.inner,
+            self.comm.ctx,
+            None,
+            None,
+            buf.as_bytes_mut(),
+        )
+    }
+
+    /// Starts a receive from any rank of a message with `tag`.
+    pub fn immediate_receive_into_with_tag<'s, B: BufferMut + ?Sized>(
+        &self,
+        scope: &request::LocalScope<'s>,
+        buf: &'s mut B,
+        tag: Tag,
+    ) -> request::Request<'s> {
+        request::start_recv(
+            scope,
+            &self.comm.inner,
+            self.comm.ctx,
+            None,
+            Some(user_tag(self.comm, tag)),
+            buf.as_bytes_mut(),
+        )
+    }
+
+    /// Waits for a message from any rank and reports it without receiving.
+    pub fn probe(&self) -> Status {
+        probe_loop(self.comm, None, None)
+    }
+
+    /// [`AnyProcess::probe`] for a tag.
+    pub fn probe_with_tag(&self, tag: Tag) -> Status {
+        probe_loop(self.comm, None, Some(user_tag(self.comm, tag)))
+    }
+
+    /// Reports a pending message from any rank, if any.
+    pub fn immediate_probe(&self) -> Option<Status> {
+        let c = self.comm;
+        c.inner
+            .engine
+            .borrow_mut()
+            .iprobe(c.ctx, None, None)
+            .unwrap_or_else(|e| c.inner.fatal(&e.to_string()))
+            .map(Status::from_pml)
+    }
+
+    /// Waits for a message from any rank and takes it out of matching.
+    pub fn matched_probe(&self) -> (Message<'a>, Status) {
+        mprobe_loop(self.comm, None, None)
+    }
+
+    /// [`AnyProcess::matched_probe`] for a tag.
+    pub fn matched_probe_with_tag(&self, tag: Tag) -> (Message<'a>, Status) {
+        mprobe_loop(self.comm, None, Some(user_tag(self.comm, tag)))
+    }
+}
+
+/// A message taken out of matching by a matched probe.
+#[must_use = "a matched message must be received"]
+pub struct Message<'a> {
+    comm: &'a SimpleCommunicator,
+    handle: Option<kestrel_pml::engine::MessageHandle>,
+}
+
+impl fmt::Debug for Message<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Message")
+    }
+}
+
+impl Message<'_> {
+    /// Receives the message into `buf` (`MPI_Mrecv`).
+    pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Status {
+        match self.handle {
+            None => Status::null(),
+            Some(h) => request::mrecv_now(&self.comm.inner, h, buf.as_bytes_mut()),
+        }
+    }
+
+    /// Receives the message into a new vector.
+    pub fn matched_receive_vec<T: Equivalence>(self, count: usize) -> (Vec<T>, Status) {
+        let mut v = datatype::zeroed_vec::<T>(count);
+        let s = self.matched_receive_into(&mut v[..]);
+        (v, s)
+    }
+}
+
+fn probe_loop(c: &SimpleCommunicator, source: Option<u32>, tag: Option<i32>) -> Status {
+    let mut idle = 0;
+    loop {
+        let found = c.inner.engine.borrow_mut().iprobe(c.ctx, source, tag);
+        match found {
+            Ok(Some(s)) => return Status::from_pml(s),
+            Ok(None) => c.inner.engine.borrow_mut().idle_step(&mut idle),
+            Err(err) => c.inner.fatal(&err.to_string()),
+        }
+    }
+}
+
+fn mprobe_loop<'a>(
+    c: &'a SimpleCommunicator,
+    source: Option<u32>,
+    tag: Option<i32>,
+) -> (Message<'a>, Status) {
+    if source.is_none() && tag.is_none() && c.rank < 0 {
+        return (
+            Message {
+                comm: c,
+                handle: None,
+            },
+            Status::null(),
+        );
+    }
+    let mut idle = 0;
+    loop {
+        let found = c.inner.engine.borrow_mut().improbe(c.ctx, source, tag);
+        match found {
+            Ok(Some((h, s))) => {
+                return (
+                    Message {
+                        comm: c,
+                        handle: Some(h),
+                    },
+                    Status::from_pml(s),
+                )
+            }
+            Ok(None) => c.inner.engine.borrow_mut().idle_step(&mut idle),
+            Err(err) => c.inner.fatal(&err.to_string()),
         }
     }
 }

@@ -1,5 +1,19 @@
 //! Point-to-point messaging layer: communicators, matching, eager/rendezvous protocols,
-//! requests, datatypes, reduction ops and collective selection.
+//! requests, and the progress engine.
 //!
 //! It talks to transports only through the BTL contract of `kestrel-transport`, never to a
-//! transport's internals.
+//! transport's internals. Its only `unsafe` code is [`buf`], which holds user buffers for the
+//! duration of a request.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+#[allow(unsafe_code)]
+pub mod buf;
+pub mod engine;
+pub mod group;
+pub mod hdr;
+pub mod matching;
+pub mod params;
+
+pub use engine::{Engine, PmlError, ReqId, Status};
+pub use group::Group;

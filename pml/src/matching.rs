@@ -294,6 +294,38 @@ impl<M> MatchEngine<M> {
         Ok(())
     }
 
+    /// The fast path of [`MatchEngine::arrive`] for a message that is next in its source's
+    /// order with nothing parked behind it: when a posted receive matches, consumes that
+    /// receive and the sequence number and returns the receive's id, so the caller can copy
+    /// the payload straight from the transport into the user's buffer. Otherwise (out of
+    /// order, parked successors, no matching receive) changes nothing and returns `None`: call
+    /// `arrive` with an owned payload.
+    pub fn match_in_order(&mut self, env: Envelope) -> Result<Option<RecvId>, MatchError> {
+        if env.source >= self.comm_size {
+            return Err(MatchError::SourceOutOfRange {
+                source: env.source,
+                size: self.comm_size,
+            });
+        }
+        let wild = first_match(&self.wildcard, env.tag);
+        let state = self.state_mut(env.source);
+        if env.seq != state.released as u16 || !state.parked.is_empty() {
+            return Ok(None);
+        }
+        let specific = first_match(&state.posted, env.tag);
+        let posted = match (specific, wild) {
+            (Some((sp, ss)), Some((_, ws))) if ss < ws => state.posted.remove(sp),
+            (Some((sp, _)), None) => state.posted.remove(sp),
+            (_, Some((wp, _))) => self.wildcard.remove(wp),
+            (None, None) => return Ok(None),
+        };
+        let Some(p) = posted else { return Ok(None) };
+        self.state_mut(env.source).released += 1;
+        self.next_release += 1;
+        self.posted_count -= 1;
+        Ok(Some(p.id))
+    }
+
     /// The unexpected message a receive with `sel` would get now, without removing it
     /// (`MPI_Iprobe`).
     pub fn probe(&self, sel: Selector) -> Option<(Envelope, &M)> {
@@ -527,6 +559,31 @@ mod tests {
         let mut out = Vec::new();
         e.arrive(en, msg, &mut out).expect("arrival accepted");
         out
+    }
+
+    #[test]
+    fn fast_path_agrees_with_arrive() {
+        let mut e: MatchEngine<u64> = MatchEngine::new(2);
+        assert_eq!(e.post(RecvId(1), sel(Some(0), Some(5))), None);
+        assert_eq!(e.post(RecvId(2), sel(None, None)), None);
+        // In order, a specific receive posted first: taken without a payload.
+        assert_eq!(e.match_in_order(env(0, 5, 0)), Ok(Some(RecvId(1))));
+        // In order, only the wildcard matches.
+        assert_eq!(e.match_in_order(env(0, 7, 1)), Ok(Some(RecvId(2))));
+        // Out of order: nothing happens, `arrive` parks it.
+        assert_eq!(e.match_in_order(env(0, 7, 3)), Ok(None));
+        let mut m = Vec::new();
+        e.arrive(env(0, 7, 3), 30, &mut m).unwrap();
+        assert_eq!(e.parked_len(), 1);
+        // In order but something is parked behind it: the slow path must release both.
+        assert_eq!(e.match_in_order(env(0, 7, 2)), Ok(None));
+        e.arrive(env(0, 7, 2), 20, &mut m).unwrap();
+        assert_eq!((e.unexpected_len(), e.parked_len()), (2, 0));
+        // No matching receive: None, and the message still arrives normally afterwards.
+        assert_eq!(e.match_in_order(env(1, 9, 0)), Ok(None));
+        e.arrive(env(1, 9, 0), 90, &mut m).unwrap();
+        assert_eq!(e.take(sel(Some(1), Some(9))).map(|(_, v)| v), Some(90));
+        assert!(e.match_in_order(env(5, 0, 0)).is_err());
     }
 
     #[test]

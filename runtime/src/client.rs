@@ -655,7 +655,11 @@ impl PmiClient for WireClient {
         // PMI-2 values cannot hold ';' and PMI-1 lines cannot hold newlines.
         let clean: String = message
             .chars()
-            .map(|c| if c == ';' || c == '\n' { ' ' } else { c })
+            .map(|c| match c {
+                ';' => ',',
+                '\n' => ' ',
+                c => c,
+            })
             .collect();
         let cmd = match self.framing {
             Framing::V1 => Command::new("abort")

@@ -227,7 +227,7 @@ impl Head {
             let n = self.running().len();
             if n > 0 {
                 eprintln!(
-                    "kestrel-run: stopping the remaining {n} rank{} (SIGTERM, then SIGKILL after {grace_ms} ms)",
+                    "kestrel-run: stopping the {n} rank{} still running (SIGTERM, then SIGKILL after {grace_ms} ms)",
                     if n == 1 { "" } else { "s" }
                 );
             }

@@ -1,0 +1,89 @@
+//! User buffers held by the messaging layer while a request is in flight.
+//!
+//! A nonblocking operation must read or write the user's memory after the call that started
+//! it has returned. The Rust API guarantees, through request scopes, that the memory outlives
+//! the request; this module turns that guarantee into bounds-checked safe accessors. It is the
+//! only `unsafe` code of the crate.
+
+/// Memory the messaging layer may read (send) or write (receive) until the request completes.
+#[derive(Debug, Clone, Copy)]
+pub struct UserBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the engine runs on the thread that owns the request; the pointer is only
+// dereferenced through the accessors below, within the lifetime the creator guaranteed.
+unsafe impl Send for UserBuf {}
+
+impl UserBuf {
+    /// An empty buffer.
+    pub const fn empty() -> Self {
+        UserBuf {
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+        }
+    }
+
+    /// Wraps memory for reading only (a send buffer).
+    ///
+    /// # Safety
+    /// The caller must ensure that `len` bytes at `ptr` stay valid for reads, and are not
+    /// written by anyone else, until the request using this buffer has completed.
+    pub unsafe fn for_send(ptr: *const u8, len: usize) -> Self {
+        UserBuf {
+            ptr: ptr as *mut u8,
+            len,
+        }
+    }
+
+    /// Wraps memory for writing (a receive buffer).
+    ///
+    /// # Safety
+    /// The caller must ensure that `len` bytes at `ptr` stay valid for writes, and are not
+    /// accessed by anyone else, until the request using this buffer has completed.
+    pub unsafe fn for_recv(ptr: *mut u8, len: usize) -> Self {
+        UserBuf { ptr, len }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes (send buffers).
+    pub fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: valid for reads for the request's lifetime (constructor contract).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// Copies `src` to `offset`, clipped to the buffer; returns the bytes copied.
+    pub fn write_at(&self, offset: usize, src: &[u8]) -> usize {
+        if offset >= self.len {
+            return 0;
+        }
+        let n = src.len().min(self.len - offset);
+        // SAFETY: `offset + n <= len`, valid for writes (constructor contract), and `src` is
+        // never a view of the same user buffer (it comes from a transport or the engine).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), n) };
+        n
+    }
+
+    /// A mutable view of `[offset, offset+len)` clipped to the buffer (for single-copy gets).
+    pub fn slice_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        if offset >= self.len {
+            return &mut [];
+        }
+        let n = len.min(self.len - offset);
+        // SAFETY: in bounds, valid for writes, and exclusively ours (constructor contract).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), n) }
+    }
+}

@@ -1,0 +1,1305 @@
+//! The progress engine: transports, routes, protocols, requests and communicator contexts.
+//!
+//! Protocols (see [`crate::hdr`] for the headers):
+//! * **eager**: header + payload in one transport message when it fits the route's eager
+//!   limit. A standard send completes at once (the transport copied it, or the engine did when
+//!   the transport pushed back). A synchronous send carries its request id and completes when
+//!   the receiver's ACK says the message matched.
+//! * **rendezvous**: a RNDV header announces the length (and, where the transport offers
+//!   single copy, the sender's buffer address). On match the receiver either reads the data
+//!   with one `get` and answers FIN, or answers ACK and the sender streams FRAGs that the
+//!   receiver copies into place. The sender's request completes on FIN or when the last FRAG
+//!   left; the receiver's when the data is in its buffer.
+//!
+//! Messages arrive in transport order and are matched in MPI order by
+//! [`crate::matching::MatchEngine`]; in-order arrivals that find a posted receive are copied
+//! from the transport straight into the user's buffer. Work that would re-enter a transport
+//! from inside its progress callback (replies, gets, streamed fragments) is queued and done
+//! right after the callback returns.
+//!
+//! Identifiers that come back from peers (request ids in ACK/FRAG/FIN) carry a generation and
+//! are checked before use, so a stale or forged id is a logged protocol error, never memory
+//! corruption.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+use kestrel_runtime::Runtime;
+use kestrel_transport::btl::{Btl, RemoteRegion, SelfBtl, SendError};
+use kestrel_transport::core_params;
+use kestrel_transport::params::Params;
+
+use crate::buf::UserBuf;
+use crate::group::Group;
+use crate::hdr::{self, Header, AM_PML};
+use crate::matching::{Envelope, MatchEngine, RecvId, Selector};
+
+/// A request handle.
+pub type ReqId = u64;
+
+/// The handle of an operation that completed when it started.
+pub const DONE: ReqId = u64::MAX;
+
+/// Context id of the world communicator.
+pub const CTX_WORLD: u16 = 0;
+/// Context id of the self communicator.
+pub const CTX_SELF: u16 = 1;
+
+/// Tags the engine uses for its own collective exchanges (never matched by user receives,
+/// which only use tags >= 0).
+const TAG_GATHER: i32 = -100;
+const TAG_BCAST: i32 = -101;
+
+/// What a completed operation reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Status {
+    /// Sender's rank in the communicator.
+    pub source: i32,
+    /// Tag of the message.
+    pub tag: i32,
+    /// Bytes received (or of the probed message).
+    pub count: usize,
+    /// The message was longer than the buffer: its length.
+    pub truncated_from: Option<usize>,
+    /// The receive was cancelled.
+    pub cancelled: bool,
+}
+
+/// Errors of the messaging layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PmlError {
+    /// No transport reaches a rank.
+    Unreachable(String),
+    /// A transport failed.
+    Transport(String),
+    /// The runtime failed during setup.
+    Runtime(String),
+    /// A rank or argument is out of range.
+    Invalid(String),
+}
+
+impl fmt::Display for PmlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PmlError::Unreachable(m)
+            | PmlError::Transport(m)
+            | PmlError::Runtime(m)
+            | PmlError::Invalid(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for PmlError {}
+
+enum Arrived {
+    Eager {
+        data: Vec<u8>,
+        sync_req: Option<u64>,
+        peer: u32,
+    },
+    Rndv {
+        len: u64,
+        send_req: u64,
+        get_addr: Option<u64>,
+        peer: u32,
+    },
+}
+
+impl Arrived {
+    fn len(&self) -> usize {
+        match self {
+            Arrived::Eager { data, .. } => data.len(),
+            Arrived::Rndv { len, .. } => *len as usize,
+        }
+    }
+}
+
+impl fmt::Debug for Arrived {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Arrived({} bytes)", self.len())
+    }
+}
+
+struct Ctx {
+    matcher: MatchEngine<Arrived>,
+    group: Vec<u32>,
+    send_seq: Vec<u16>,
+}
+
+enum SendState {
+    WaitAck,
+    Rndv,
+    Streaming,
+    Done,
+}
+
+enum RecvState {
+    Posted,
+    Pipeline { total: usize, received: usize },
+    Done,
+}
+
+enum Req {
+    Send {
+        peer: u32,
+        buf: UserBuf,
+        state: SendState,
+    },
+    Recv {
+        buf: UserBuf,
+        state: RecvState,
+        status: Status,
+    },
+}
+
+struct Slot {
+    gen: u32,
+    req: Option<Req>,
+}
+
+enum Out {
+    Msg {
+        peer: u32,
+        hdr: Vec<u8>,
+        data: Vec<u8>,
+    },
+    Stream {
+        req: ReqId,
+        peer: u32,
+        recv_req: u64,
+        offset: usize,
+        len: usize,
+    },
+}
+
+struct PendingGet {
+    req: ReqId,
+    peer: u32,
+    addr: u64,
+    len: u64,
+    send_req: u64,
+}
+
+/// Everything the transports' delivery callbacks may touch.
+struct State {
+    ctxs: Vec<Option<Ctx>>,
+    orphans: HashMap<u16, Vec<(u32, Vec<u8>)>>,
+    reqs: Vec<Slot>,
+    free_reqs: Vec<u32>,
+    outbox: VecDeque<Out>,
+    gets: Vec<PendingGet>,
+    matched: Vec<(RecvId, Envelope, Arrived)>,
+    probed: Vec<Option<(Envelope, Arrived)>>,
+    scratch: Vec<u8>,
+    protocol_errors: u64,
+}
+
+/// A message removed by a matched probe, to be received with [`Engine::imrecv`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageHandle(usize);
+
+/// The messaging engine of one process.
+pub struct Engine {
+    rank: u32,
+    size: u32,
+    btls: Vec<Box<dyn Btl>>,
+    route: Vec<u8>,
+    nodes: Vec<String>,
+    st: State,
+    next_ctx: u16,
+    yield_when_idle: bool,
+    spin_before_yield: u32,
+    selected: String,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("btls", &self.selected)
+            .finish()
+    }
+}
+
+const NO_ROUTE: u8 = u8::MAX;
+
+impl Engine {
+    /// Sets up the transports the `btl` parameter allows, exchanges their cards through the
+    /// runtime (one fence, on every rank), and computes a route to every rank.
+    pub fn new(params: &Params, rt: &mut Runtime) -> Result<Engine, PmlError> {
+        let rank = rt.rank();
+        let size = rt.size();
+        let selection = core_params::BTL.get(params);
+        let nodes = rt
+            .node_ids()
+            .map_err(|e| PmlError::Runtime(e.to_string()))?
+            .to_vec();
+        let me_node = rt.node_id().to_string();
+        let node_ranks: Vec<u32> = (0..size)
+            .filter(|&r| nodes[r as usize] == me_node)
+            .collect();
+        let mut btls: Vec<Box<dyn Btl>> = Vec::new();
+        if selection.allows("self") {
+            btls.push(Box::new(SelfBtl::new(rank)));
+        }
+        let mut shm = None;
+        if selection.allows("shm") && node_ranks.len() > 1 {
+            let (b, card) = kestrel_shm::ShmBtl::new(params, rank, &node_ranks, rt.job_id())
+                .map_err(PmlError::Transport)?;
+            rt.put("shm", &card.encode())
+                .map_err(|e| PmlError::Runtime(e.to_string()))?;
+            shm = Some(b);
+        }
+        rt.fence().map_err(|e| PmlError::Runtime(e.to_string()))?;
+        if let Some(mut b) = shm {
+            for &peer in node_ranks.iter().filter(|&&r| r != rank) {
+                let bytes = rt
+                    .get(peer, "shm")
+                    .map_err(|e| PmlError::Runtime(e.to_string()))?
+                    .ok_or_else(|| PmlError::Transport(format!("shm: local rank {peer} published no segment card (is shm excluded there but not here? set KESTREL_BTL the same on every rank)")))?;
+                let card = kestrel_shm::ShmCard::decode(&bytes)
+                    .map_err(|e| PmlError::Transport(format!("shm: card of rank {peer}: {e}")))?;
+                b.add_peer(peer, &card).map_err(PmlError::Transport)?;
+            }
+            btls.push(Box::new(b));
+        }
+        let mut route = vec![NO_ROUTE; size as usize];
+        for (r, slot) in route.iter_mut().enumerate() {
+            let best = btls
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.reaches(r as u32))
+                .max_by_key(|(_, b)| b.limits().exclusivity);
+            if let Some((i, _)) = best {
+                *slot = i as u8;
+            }
+        }
+        let selected = btls.iter().map(|b| b.name()).collect::<Vec<_>>().join(",");
+        tracing::debug!(target: "pml", rank, btls = %selected, "transports ready");
+        let mut e = Engine {
+            rank,
+            size,
+            btls,
+            route,
+            nodes,
+            st: State {
+                ctxs: Vec::new(),
+                orphans: HashMap::new(),
+                reqs: Vec::new(),
+                free_reqs: Vec::new(),
+                outbox: VecDeque::new(),
+                gets: Vec::new(),
+                matched: Vec::new(),
+                probed: Vec::new(),
+                scratch: Vec::new(),
+                protocol_errors: 0,
+            },
+            next_ctx: 2,
+            yield_when_idle: core_params::YIELD_WHEN_IDLE.get(params),
+            spin_before_yield: crate::params::SPIN_BEFORE_YIELD.get(params) as u32,
+            selected,
+        };
+        e.add_context(CTX_WORLD, (0..size).collect());
+        e.add_context(CTX_SELF, vec![rank]);
+        Ok(e)
+    }
+
+    /// This process's job rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The transports in use (`self,shm`).
+    pub fn transports(&self) -> &str {
+        &self.selected
+    }
+
+    /// Malformed or unexpected messages from peers dropped so far.
+    pub fn protocol_errors(&self) -> u64 {
+        self.st.protocol_errors
+    }
+
+    /// Registers a communicator context (its members as job ranks, in rank order) and
+    /// delivers messages that arrived for it before it existed here.
+    pub fn add_context(&mut self, ctx: u16, group: Vec<u32>) {
+        let idx = ctx as usize;
+        if self.st.ctxs.len() <= idx {
+            self.st.ctxs.resize_with(idx + 1, || None);
+        }
+        let n = group.len();
+        self.st.ctxs[idx] = Some(Ctx {
+            matcher: MatchEngine::new(n as u32),
+            group,
+            send_seq: vec![0; n],
+        });
+        if ctx >= self.next_ctx {
+            self.next_ctx = ctx + 1;
+        }
+        if let Some(early) = self.st.orphans.remove(&ctx) {
+            for (peer, data) in early {
+                self.st.on_message(peer, &data);
+            }
+            self.after_delivery();
+        }
+    }
+
+    /// Forgets a context (`MPI_Comm_free`).
+    pub fn free_context(&mut self, ctx: u16) {
+        if ctx > CTX_SELF {
+            if let Some(slot) = self.st.ctxs.get_mut(ctx as usize) {
+                *slot = None;
+            }
+        }
+    }
+
+    /// The members (job ranks) of a context.
+    pub fn context_group(&self, ctx: u16) -> Option<&[u32]> {
+        self.st
+            .ctxs
+            .get(ctx as usize)?
+            .as_ref()
+            .map(|c| c.group.as_slice())
+    }
+
+    fn ctx(&self, ctx: u16) -> Result<&Ctx, PmlError> {
+        self.st
+            .ctxs
+            .get(ctx as usize)
+            .and_then(|c| c.as_ref())
+            .ok_or_else(|| {
+                PmlError::Invalid(format!(
+                    "pml: communicator context {ctx} does not exist (freed?)"
+                ))
+            })
+    }
+
+    fn no_route(&self, peer: u32) -> PmlError {
+        let here = self
+            .nodes
+            .get(self.rank as usize)
+            .cloned()
+            .unwrap_or_default();
+        let there = self.nodes.get(peer as usize).cloned().unwrap_or_default();
+        PmlError::Unreachable(format!(
+            "pml: no transport reaches rank {peer} (node {there}) from rank {} (node {here}); transports in use: {}; \
+             {}",
+            self.rank,
+            self.selected,
+            if here == there {
+                "include shm (and self) in KESTREL_BTL".to_string()
+            } else {
+                "ranks on different nodes need the usnic transport, which this build does not provide yet; run all ranks on one node".to_string()
+            }
+        ))
+    }
+
+    /// Starts a send of `buf` to communicator rank `dest` of `ctx`. `sync` makes it complete
+    /// only once the receiver matched it.
+    pub fn isend(
+        &mut self,
+        ctx: u16,
+        dest: u32,
+        tag: i32,
+        buf: UserBuf,
+        sync: bool,
+    ) -> Result<ReqId, PmlError> {
+        let c = self.ctx(ctx)?;
+        let Some(&peer) = c.group.get(dest as usize) else {
+            return Err(PmlError::Invalid(format!(
+                "pml: destination rank {dest} is outside a communicator of {}",
+                c.group.len()
+            )));
+        };
+        let me = c.group.iter().position(|&r| r == self.rank).unwrap_or(0) as u32;
+        let b = self.route[peer as usize];
+        if b == NO_ROUTE {
+            return Err(self.no_route(peer));
+        }
+        let limits = self.btls[b as usize].limits();
+        let seq = {
+            let c = self.st.ctxs[ctx as usize].as_mut().expect("checked above");
+            let s = c.send_seq[dest as usize];
+            c.send_seq[dest as usize] = s.wrapping_add(1);
+            s
+        };
+        let len = buf.len();
+        if !sync && len + hdr::MATCH_LEN <= limits.eager_limit {
+            let h = hdr::match_header(ctx, me, tag, seq);
+            if self.st.outbox.is_empty() {
+                match self.btls[b as usize].send(peer, AM_PML, &h, buf.as_slice()) {
+                    Ok(()) => return Ok(DONE),
+                    Err(SendError::WouldBlock) => {}
+                    Err(e) => return Err(PmlError::Transport(e.to_string())),
+                }
+            }
+            self.st.outbox.push_back(Out::Msg {
+                peer,
+                hdr: h.to_vec(),
+                data: buf.as_slice().to_vec(),
+            });
+            return Ok(DONE);
+        }
+        if sync && len + hdr::SYNC_LEN <= limits.eager_limit {
+            let id = self.st.alloc(Req::Send {
+                peer,
+                buf,
+                state: SendState::WaitAck,
+            });
+            let mut h = Vec::with_capacity(hdr::SYNC_LEN);
+            hdr::encode(
+                &Header::Match {
+                    ctx,
+                    src: me,
+                    tag,
+                    seq,
+                    sync_req: Some(id),
+                },
+                &mut h,
+            );
+            self.st.outbox.push_back(Out::Msg {
+                peer,
+                hdr: h,
+                data: buf.as_slice().to_vec(),
+            });
+            self.drain_outbox();
+            return Ok(id);
+        }
+        let id = self.st.alloc(Req::Send {
+            peer,
+            buf,
+            state: SendState::Rndv,
+        });
+        let get_addr = limits
+            .get
+            .then(|| self.btls[b as usize].expose(buf.as_slice()).addr);
+        let mut h = Vec::with_capacity(hdr::RNDV_LEN);
+        hdr::encode(
+            &Header::Rndv {
+                ctx,
+                src: me,
+                tag,
+                seq,
+                len: len as u64,
+                send_req: id,
+                get_addr,
+            },
+            &mut h,
+        );
+        self.st.outbox.push_back(Out::Msg {
+            peer,
+            hdr: h,
+            data: Vec::new(),
+        });
+        self.drain_outbox();
+        Ok(id)
+    }
+
+    /// Posts a receive into `buf` from communicator rank `source` (None = any) with `tag`
+    /// (None = any non-negative tag).
+    pub fn irecv(
+        &mut self,
+        ctx: u16,
+        source: Option<u32>,
+        tag: Option<i32>,
+        buf: UserBuf,
+    ) -> Result<ReqId, PmlError> {
+        self.ctx(ctx)?;
+        let id = self.st.alloc(Req::Recv {
+            buf,
+            state: RecvState::Posted,
+            status: Status::default(),
+        });
+        let c = self.st.ctxs[ctx as usize].as_mut().expect("checked above");
+        if let Some((env, arrived)) = c.matcher.post(RecvId(id), Selector { source, tag }) {
+            self.st.matched_recv(id, env, arrived);
+            self.after_delivery();
+        }
+        Ok(id)
+    }
+
+    /// `MPI_Iprobe`: the status of the message a receive would get now, if any.
+    pub fn iprobe(
+        &mut self,
+        ctx: u16,
+        source: Option<u32>,
+        tag: Option<i32>,
+    ) -> Result<Option<Status>, PmlError> {
+        self.ctx(ctx)?;
+        let found = self.peek_probe(ctx, source, tag);
+        if found.is_none() {
+            self.progress();
+            return Ok(self.peek_probe(ctx, source, tag));
+        }
+        Ok(found)
+    }
+
+    fn peek_probe(&self, ctx: u16, source: Option<u32>, tag: Option<i32>) -> Option<Status> {
+        let c = self.st.ctxs.get(ctx as usize)?.as_ref()?;
+        c.matcher
+            .probe(Selector { source, tag })
+            .map(|(env, a)| Status {
+                source: env.source as i32,
+                tag: env.tag,
+                count: a.len(),
+                ..Status::default()
+            })
+    }
+
+    /// `MPI_Improbe`: removes the matching message, to be received with [`Engine::imrecv`].
+    pub fn improbe(
+        &mut self,
+        ctx: u16,
+        source: Option<u32>,
+        tag: Option<i32>,
+    ) -> Result<Option<(MessageHandle, Status)>, PmlError> {
+        self.ctx(ctx)?;
+        for attempt in 0..2 {
+            let c = self.st.ctxs[ctx as usize].as_mut().expect("checked above");
+            if let Some((env, a)) = c.matcher.take(Selector { source, tag }) {
+                let status = Status {
+                    source: env.source as i32,
+                    tag: env.tag,
+                    count: a.len(),
+                    ..Status::default()
+                };
+                let slot = self
+                    .st
+                    .probed
+                    .iter()
+                    .position(|p| p.is_none())
+                    .unwrap_or_else(|| {
+                        self.st.probed.push(None);
+                        self.st.probed.len() - 1
+                    });
+                self.st.probed[slot] = Some((env, a));
+                return Ok(Some((MessageHandle(slot), status)));
+            }
+            if attempt == 0 {
+                self.progress();
+            }
+        }
+        Ok(None)
+    }
+
+    /// `MPI_Imrecv`: receives a message taken by [`Engine::improbe`].
+    pub fn imrecv(&mut self, msg: MessageHandle, buf: UserBuf) -> Result<ReqId, PmlError> {
+        let (env, arrived) = self
+            .st
+            .probed
+            .get_mut(msg.0)
+            .and_then(Option::take)
+            .ok_or_else(|| {
+                PmlError::Invalid("pml: message handle already received or never probed".into())
+            })?;
+        let id = self.st.alloc(Req::Recv {
+            buf,
+            state: RecvState::Posted,
+            status: Status::default(),
+        });
+        self.st.matched_recv(id, env, arrived);
+        self.after_delivery();
+        Ok(id)
+    }
+
+    /// Cancels a receive that has not matched yet; true if it was cancelled.
+    pub fn cancel(&mut self, id: ReqId, ctx: u16) -> bool {
+        let Some(c) = self.st.ctxs.get_mut(ctx as usize).and_then(|c| c.as_mut()) else {
+            return false;
+        };
+        if !c.matcher.cancel(RecvId(id)) {
+            return false;
+        }
+        if let Some(Req::Recv { state, status, .. }) = self.st.req_mut(id) {
+            *state = RecvState::Done;
+            status.cancelled = true;
+        }
+        true
+    }
+
+    /// Completes `id` if done, without progress: `Some(status)` frees the request.
+    pub fn try_complete(&mut self, id: ReqId) -> Option<Status> {
+        if id == DONE {
+            return Some(Status::default());
+        }
+        let done = match self.st.req_mut(id)? {
+            Req::Send { state, .. } => matches!(state, SendState::Done),
+            Req::Recv { state, .. } => matches!(state, RecvState::Done),
+        };
+        if !done {
+            return None;
+        }
+        let status = match self.st.free(id) {
+            Some(Req::Recv { status, .. }) => status,
+            _ => Status::default(),
+        };
+        Some(status)
+    }
+
+    /// Whether `id` is complete (without freeing it).
+    pub fn is_complete(&self, id: ReqId) -> bool {
+        if id == DONE {
+            return true;
+        }
+        match self.st.req(id) {
+            Some(Req::Send { state, .. }) => matches!(state, SendState::Done),
+            Some(Req::Recv { state, .. }) => matches!(state, RecvState::Done),
+            None => true,
+        }
+    }
+
+    /// `MPI_Test`: one round of progress, then completes `id` if done.
+    pub fn test(&mut self, id: ReqId) -> Option<Status> {
+        if let Some(s) = self.try_complete(id) {
+            return Some(s);
+        }
+        self.progress();
+        self.try_complete(id)
+    }
+
+    /// Progresses until `id` completes.
+    pub fn wait(&mut self, id: ReqId) -> Status {
+        let mut idle = 0u32;
+        loop {
+            if let Some(s) = self.try_complete(id) {
+                return s;
+            }
+            self.idle_step(&mut idle);
+        }
+    }
+
+    /// One step of an idle wait: progress, and back off when nothing happened.
+    pub fn idle_step(&mut self, idle: &mut u32) {
+        if self.progress() > 0 {
+            *idle = 0;
+            return;
+        }
+        *idle += 1;
+        if self.yield_when_idle && *idle > self.spin_before_yield {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Polls every transport, then runs the work deliveries queued. Returns events handled.
+    pub fn progress(&mut self) -> usize {
+        let mut n = 0;
+        let st = &mut self.st;
+        for b in self.btls.iter_mut() {
+            n += b.progress(&mut |m| {
+                if m.am == AM_PML {
+                    st.on_message(m.peer, m.data);
+                } else {
+                    st.protocol_errors += 1;
+                    tracing::error!(target: "pml", "dropped a message with unknown active-message tag {} from rank {}", m.am, m.peer);
+                }
+            });
+        }
+        n + self.after_delivery()
+    }
+
+    fn after_delivery(&mut self) -> usize {
+        let mut n = 0;
+        if !self.st.gets.is_empty() {
+            n += self.run_gets();
+        }
+        if !self.st.outbox.is_empty() {
+            n += self.drain_outbox();
+        }
+        n
+    }
+
+    fn run_gets(&mut self) -> usize {
+        let gets = std::mem::take(&mut self.st.gets);
+        let n = gets.len();
+        for g in gets {
+            let b = self.route[g.peer as usize];
+            let mut done = false;
+            if b != NO_ROUTE && self.btls[b as usize].can_get(g.peer) {
+                if let Some(Req::Recv { buf, .. }) = self.st.req_mut(g.req) {
+                    let mut target = *buf;
+                    let dst = target.slice_mut(0, g.len as usize);
+                    match self.btls[b as usize].get(
+                        g.peer,
+                        RemoteRegion {
+                            addr: g.addr,
+                            len: g.len,
+                        },
+                        0,
+                        dst,
+                    ) {
+                        Ok(()) => done = true,
+                        Err(e) => {
+                            tracing::warn!(target: "pml", "single-copy get from rank {} failed, using the copy pipeline: {e}", g.peer)
+                        }
+                    }
+                }
+            }
+            if done {
+                if let Some(Req::Recv { state, .. }) = self.st.req_mut(g.req) {
+                    *state = RecvState::Done;
+                }
+                self.st.control(
+                    g.peer,
+                    Header::Fin {
+                        send_req: g.send_req,
+                    },
+                );
+            } else {
+                if let Some(Req::Recv { state, .. }) = self.st.req_mut(g.req) {
+                    *state = RecvState::Pipeline {
+                        total: g.len as usize,
+                        received: 0,
+                    };
+                }
+                self.st.control(
+                    g.peer,
+                    Header::Ack {
+                        send_req: g.send_req,
+                        recv_req: g.req,
+                    },
+                );
+            }
+        }
+        n
+    }
+
+    fn drain_outbox(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(out) = self.st.outbox.pop_front() {
+            match out {
+                Out::Msg { peer, hdr, data } => {
+                    let b = self.route[peer as usize];
+                    if b == NO_ROUTE {
+                        self.st.protocol_errors += 1;
+                        continue;
+                    }
+                    match self.btls[b as usize].send(peer, AM_PML, &hdr, &data) {
+                        Ok(()) => n += 1,
+                        Err(SendError::WouldBlock) => {
+                            self.st.outbox.push_front(Out::Msg { peer, hdr, data });
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::error!(target: "pml", "send to rank {peer} failed: {e}");
+                            self.st.protocol_errors += 1;
+                        }
+                    }
+                }
+                Out::Stream {
+                    req,
+                    peer,
+                    recv_req,
+                    mut offset,
+                    len,
+                } => {
+                    let b = self.route[peer as usize] as usize;
+                    let chunk = self.btls[b].limits().max_send - hdr::FRAG_LEN;
+                    let Some(Req::Send { buf, .. }) = self.st.req(req) else {
+                        continue;
+                    };
+                    let buf = *buf;
+                    let mut blocked = false;
+                    while offset < len {
+                        let end = (offset + chunk).min(len);
+                        let mut h = std::mem::take(&mut self.st.scratch);
+                        hdr::encode(
+                            &Header::Frag {
+                                recv_req,
+                                offset: offset as u64,
+                            },
+                            &mut h,
+                        );
+                        let r = self.btls[b].send(peer, AM_PML, &h, &buf.as_slice()[offset..end]);
+                        self.st.scratch = h;
+                        match r {
+                            Ok(()) => {
+                                offset = end;
+                                n += 1;
+                            }
+                            Err(SendError::WouldBlock) => {
+                                blocked = true;
+                                break;
+                            }
+                            Err(e) => {
+                                tracing::error!(target: "pml", "streaming to rank {peer} failed: {e}");
+                                offset = len;
+                            }
+                        }
+                    }
+                    if blocked {
+                        self.st.outbox.push_front(Out::Stream {
+                            req,
+                            peer,
+                            recv_req,
+                            offset,
+                            len,
+                        });
+                        break;
+                    }
+                    if let Some(Req::Send { state, .. }) = self.st.req_mut(req) {
+                        *state = SendState::Done;
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Blocking helper: sends bytes to a communicator rank.
+    pub fn send_bytes(
+        &mut self,
+        ctx: u16,
+        dest: u32,
+        tag: i32,
+        data: &[u8],
+    ) -> Result<(), PmlError> {
+        // SAFETY: `data` outlives the request, which completes before this function returns.
+        #[allow(unsafe_code)]
+        let buf = unsafe { UserBuf::for_send(data.as_ptr(), data.len()) };
+        let id = self.isend(ctx, dest, tag, buf, false)?;
+        self.wait(id);
+        Ok(())
+    }
+
+    /// Blocking helper: receives a message of any length from a communicator rank.
+    pub fn recv_bytes(&mut self, ctx: u16, source: u32, tag: i32) -> Result<Vec<u8>, PmlError> {
+        let mut idle = 0;
+        let (handle, status) = loop {
+            if let Some(found) = self.improbe(ctx, Some(source), Some(tag))? {
+                break found;
+            }
+            self.idle_step(&mut idle);
+        };
+        let mut data = vec![0u8; status.count];
+        // SAFETY: `data` outlives the request, which completes before this function returns.
+        #[allow(unsafe_code)]
+        let buf = unsafe { UserBuf::for_recv(data.as_mut_ptr(), data.len()) };
+        let id = self.imrecv(handle, buf)?;
+        self.wait(id);
+        Ok(data)
+    }
+
+    /// Collective over `ctx`: every member's bytes, in rank order (linear gather + broadcast).
+    pub fn allgather_bytes(&mut self, ctx: u16, mine: &[u8]) -> Result<Vec<Vec<u8>>, PmlError> {
+        let (n, me) = {
+            let c = self.ctx(ctx)?;
+            (
+                c.group.len() as u32,
+                c.group.iter().position(|&r| r == self.rank).unwrap_or(0) as u32,
+            )
+        };
+        if me != 0 {
+            self.send_bytes(ctx, 0, TAG_GATHER, mine)?;
+            let packed = self.recv_bytes(ctx, 0, TAG_BCAST)?;
+            return unpack(&packed, n as usize).ok_or_else(|| {
+                PmlError::Transport("pml: malformed allgather reply from rank 0".into())
+            });
+        }
+        let mut all = vec![mine.to_vec()];
+        for r in 1..n {
+            all.push(self.recv_bytes(ctx, r, TAG_GATHER)?);
+        }
+        let packed = pack(&all);
+        for r in 1..n {
+            self.send_bytes(ctx, r, TAG_BCAST, &packed)?;
+        }
+        Ok(all)
+    }
+
+    /// Collective: waits for every member of `ctx`.
+    pub fn barrier(&mut self, ctx: u16) -> Result<(), PmlError> {
+        self.allgather_bytes(ctx, &[]).map(|_| ())
+    }
+
+    /// Collective over `ctx`: a new context id agreed by all members (`MPI_Comm_dup`'s
+    /// first step): the largest next-free id among them.
+    pub fn agree_context(&mut self, ctx: u16) -> Result<u16, PmlError> {
+        let all = self.allgather_bytes(ctx, &self.next_ctx.to_le_bytes())?;
+        let mut best = self.next_ctx;
+        for a in all {
+            if let [lo, hi] = a[..] {
+                best = best.max(u16::from_le_bytes([lo, hi]));
+            }
+        }
+        if best == u16::MAX {
+            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+        }
+        self.next_ctx = best + 1;
+        Ok(best)
+    }
+
+    /// `MPI_Comm_dup`: a new context with the same members.
+    pub fn dup(&mut self, ctx: u16) -> Result<u16, PmlError> {
+        let group = self.ctx(ctx)?.group.clone();
+        let new = self.agree_context(ctx)?;
+        self.add_context(new, group);
+        Ok(new)
+    }
+
+    /// `MPI_Comm_split`: members with the same `color` form a communicator ordered by (key,
+    /// old rank); `None` = `MPI_UNDEFINED` (no communicator). Returns the new context.
+    pub fn split(
+        &mut self,
+        ctx: u16,
+        color: Option<i32>,
+        key: i32,
+    ) -> Result<Option<u16>, PmlError> {
+        let mut mine = Vec::with_capacity(9);
+        mine.push(u8::from(color.is_some()));
+        mine.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
+        mine.extend_from_slice(&key.to_le_bytes());
+        let all = self.allgather_bytes(ctx, &mine)?;
+        let group = self.ctx(ctx)?.group.clone();
+        let new = self.agree_context(ctx)?;
+        let Some(color) = color else { return Ok(None) };
+        let mut members: Vec<(i32, usize, u32)> = Vec::new();
+        for (r, a) in all.iter().enumerate() {
+            if a.len() != 9 {
+                return Err(PmlError::Transport(format!(
+                    "pml: malformed split contribution from rank {r}"
+                )));
+            }
+            let c = i32::from_le_bytes([a[1], a[2], a[3], a[4]]);
+            let k = i32::from_le_bytes([a[5], a[6], a[7], a[8]]);
+            if a[0] == 1 && c == color {
+                members.push((k, r, group[r]));
+            }
+        }
+        members.sort();
+        self.add_context(new, members.into_iter().map(|(_, _, g)| g).collect());
+        Ok(Some(new))
+    }
+
+    /// A group of the members of `ctx`.
+    pub fn group_of(&self, ctx: u16) -> Result<Group, PmlError> {
+        Ok(Group::new(self.ctx(ctx)?.group.clone()))
+    }
+
+    /// Completes all queued sends, then waits for every rank (through the runtime, which does
+    /// not need the transports) so that no peer still reads our memory when it goes away.
+    pub fn finalize(&mut self, rt: &mut Runtime) -> Result<(), PmlError> {
+        let mut idle = 0;
+        while !self.st.outbox.is_empty()
+            || self.st.reqs.iter().any(|s| matches!(&s.req, Some(Req::Send { state, .. }) if !matches!(state, SendState::Done)))
+        {
+            self.idle_step(&mut idle);
+            if idle > 10_000_000 {
+                break;
+            }
+        }
+        rt.barrier().map_err(|e| PmlError::Runtime(e.to_string()))?;
+        self.btls.clear();
+        Ok(())
+    }
+}
+
+fn pack(parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in parts {
+        out.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+fn unpack(mut data: &[u8], n: usize) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = u64::from_le_bytes(data.get(..8)?.try_into().ok()?) as usize;
+        out.push(data.get(8..8 + len)?.to_vec());
+        data = &data[8 + len..];
+    }
+    data.is_empty().then_some(out)
+}
+
+impl State {
+    fn alloc(&mut self, req: Req) -> ReqId {
+        let idx = match self.free_reqs.pop() {
+            Some(i) => i,
+            None => {
+                self.reqs.push(Slot { gen: 0, req: None });
+                (self.reqs.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.reqs[idx as usize];
+        slot.gen = slot.gen.wrapping_add(1) & 0x7fff_ffff;
+        slot.req = Some(req);
+        (u64::from(slot.gen) << 32) | u64::from(idx)
+    }
+
+    fn req(&self, id: ReqId) -> Option<&Req> {
+        let slot = self.reqs.get((id & 0xffff_ffff) as usize)?;
+        (u64::from(slot.gen) == id >> 32).then_some(())?;
+        slot.req.as_ref()
+    }
+
+    fn req_mut(&mut self, id: ReqId) -> Option<&mut Req> {
+        let slot = self.reqs.get_mut((id & 0xffff_ffff) as usize)?;
+        (u64::from(slot.gen) == id >> 32).then_some(())?;
+        slot.req.as_mut()
+    }
+
+    fn free(&mut self, id: ReqId) -> Option<Req> {
+        let idx = (id & 0xffff_ffff) as usize;
+        let slot = self.reqs.get_mut(idx)?;
+        if u64::from(slot.gen) != id >> 32 {
+            return None;
+        }
+        let r = slot.req.take();
+        self.free_reqs.push(idx as u32);
+        r
+    }
+
+    fn control(&mut self, peer: u32, h: Header) {
+        let mut v = Vec::with_capacity(hdr::ACK_LEN);
+        hdr::encode(&h, &mut v);
+        self.outbox.push_back(Out::Msg {
+            peer,
+            hdr: v,
+            data: Vec::new(),
+        });
+    }
+
+    fn protocol_error(&mut self, peer: u32, what: impl fmt::Display) {
+        self.protocol_errors += 1;
+        tracing::error!(target: "pml", "dropped a message from rank {peer}: {what}");
+    }
+
+    /// A matched receive: copy eager data, or start the rendezvous.
+    fn matched_recv(&mut self, id: ReqId, env: Envelope, arrived: Arrived) {
+        let Some(Req::Recv { buf, state, status }) = self.req_mut(id) else {
+            return;
+        };
+        status.source = env.source as i32;
+        status.tag = env.tag;
+        let len = arrived.len();
+        if len > buf.len() {
+            status.truncated_from = Some(len);
+        }
+        match arrived {
+            Arrived::Eager {
+                data,
+                sync_req,
+                peer,
+            } => {
+                status.count = buf.write_at(0, &data);
+                *state = RecvState::Done;
+                if let Some(send_req) = sync_req {
+                    self.control(
+                        peer,
+                        Header::Ack {
+                            send_req,
+                            recv_req: 0,
+                        },
+                    );
+                }
+            }
+            Arrived::Rndv {
+                len,
+                send_req,
+                get_addr,
+                peer,
+            } => {
+                status.count = (len as usize).min(buf.len());
+                match get_addr {
+                    Some(addr) => self.gets.push(PendingGet {
+                        req: id,
+                        peer,
+                        addr,
+                        len,
+                        send_req,
+                    }),
+                    None => {
+                        *state = RecvState::Pipeline {
+                            total: len as usize,
+                            received: 0,
+                        };
+                        self.control(
+                            peer,
+                            Header::Ack {
+                                send_req,
+                                recv_req: id,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_message(&mut self, peer: u32, data: &[u8]) {
+        let (h, used) = match hdr::decode(data) {
+            Ok(x) => x,
+            Err(e) => return self.protocol_error(peer, e),
+        };
+        match h {
+            Header::Match {
+                ctx,
+                src,
+                tag,
+                seq,
+                sync_req,
+            } => {
+                let Some(c) = self.ctxs.get_mut(ctx as usize).and_then(|c| c.as_mut()) else {
+                    self.orphans
+                        .entry(ctx)
+                        .or_default()
+                        .push((peer, data.to_vec()));
+                    return;
+                };
+                let env = Envelope {
+                    source: src,
+                    tag,
+                    seq,
+                };
+                let payload = &data[used..];
+                match c.matcher.match_in_order(env) {
+                    Ok(Some(RecvId(id))) => {
+                        // The fast path: straight from the transport into the user's buffer.
+                        if let Some(Req::Recv { buf, state, status }) = self.req_mut(id) {
+                            status.source = src as i32;
+                            status.tag = tag;
+                            status.count = buf.write_at(0, payload);
+                            if payload.len() > buf.len() {
+                                status.truncated_from = Some(payload.len());
+                            }
+                            *state = RecvState::Done;
+                        }
+                        if let Some(send_req) = sync_req {
+                            self.control(
+                                peer,
+                                Header::Ack {
+                                    send_req,
+                                    recv_req: 0,
+                                },
+                            );
+                        }
+                    }
+                    Ok(None) => {
+                        let arrived = Arrived::Eager {
+                            data: payload.to_vec(),
+                            sync_req,
+                            peer,
+                        };
+                        self.arrive(peer, ctx, env, arrived);
+                    }
+                    Err(e) => self.protocol_error(peer, e),
+                }
+            }
+            Header::Rndv {
+                ctx,
+                src,
+                tag,
+                seq,
+                len,
+                send_req,
+                get_addr,
+            } => {
+                if self
+                    .ctxs
+                    .get(ctx as usize)
+                    .and_then(|c| c.as_ref())
+                    .is_none()
+                {
+                    self.orphans
+                        .entry(ctx)
+                        .or_default()
+                        .push((peer, data.to_vec()));
+                    return;
+                }
+                let env = Envelope {
+                    source: src,
+                    tag,
+                    seq,
+                };
+                self.arrive(
+                    peer,
+                    ctx,
+                    env,
+                    Arrived::Rndv {
+                        len,
+                        send_req,
+                        get_addr,
+                        peer,
+                    },
+                );
+            }
+            Header::Ack { send_req, recv_req } => match self.req_mut(send_req) {
+                Some(Req::Send {
+                    state: state @ SendState::WaitAck,
+                    ..
+                }) => *state = SendState::Done,
+                Some(Req::Send {
+                    state: state @ SendState::Rndv,
+                    buf,
+                    peer: p,
+                }) if *p == peer => {
+                    *state = SendState::Streaming;
+                    let len = buf.len();
+                    self.outbox.push_back(Out::Stream {
+                        req: send_req,
+                        peer,
+                        recv_req,
+                        offset: 0,
+                        len,
+                    });
+                }
+                _ => {
+                    self.protocol_error(peer, format!("ACK for unknown send request {send_req:#x}"))
+                }
+            },
+            Header::Fin { send_req } => match self.req_mut(send_req) {
+                Some(Req::Send {
+                    state: state @ SendState::Rndv,
+                    ..
+                }) => *state = SendState::Done,
+                _ => {
+                    self.protocol_error(peer, format!("FIN for unknown send request {send_req:#x}"))
+                }
+            },
+            Header::Frag { recv_req, offset } => {
+                let payload = &data[used..];
+                match self.req_mut(recv_req) {
+                    Some(Req::Recv {
+                        buf,
+                        state: state @ RecvState::Pipeline { .. },
+                        ..
+                    }) => {
+                        if let RecvState::Pipeline { total, received } = state {
+                            buf.write_at(offset as usize, payload);
+                            *received += payload.len();
+                            if *received >= *total {
+                                *state = RecvState::Done;
+                            }
+                        }
+                    }
+                    _ => self.protocol_error(
+                        peer,
+                        format!("FRAG for unknown receive request {recv_req:#x}"),
+                    ),
+                }
+            }
+        }
+    }
+
+    fn arrive(&mut self, peer: u32, ctx: u16, env: Envelope, arrived: Arrived) {
+        let mut matched = std::mem::take(&mut self.matched);
+        let Some(c) = self.ctxs.get_mut(ctx as usize).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if let Err(e) = c.matcher.arrive(env, arrived, &mut matched) {
+            self.protocol_error(peer, e);
+        }
+        for (RecvId(id), env, a) in matched.drain(..) {
+            self.matched_recv(id, env, a);
+        }
+        self.matched = matched;
+    }
+}

@@ -1,0 +1,313 @@
+//! The messaging layer's wire headers, little-endian, with checked decoding.
+//!
+//! | type | layout (after the type byte) | size |
+//! |---|---|---|
+//! | MATCH (1) | flags u8, ctx u16, src u32, tag i32, seq u16, pad u16; payload follows | 16 |
+//! | RNDV (2) | flags u8 (GET=1), ctx u16, src u32, tag i32, seq u16, pad u16, len u64, send_req u64, addr u64 | 40 |
+//! | ACK (3) | pad [7], send_req u64, recv_req u64 | 24 |
+//! | FRAG (4) | pad [7], recv_req u64, offset u64; data follows | 24 |
+//! | FIN (5) | pad [7], send_req u64 | 16 |
+//! | SYNC (6) | as MATCH, then send_req u64; payload follows | 24 |
+//!
+//! `src` is the sender's rank in the communicator, `ctx` the communicator's context id, `seq`
+//! the per-(communicator, destination) sequence number that restores MPI order.
+
+/// Active-message tag of the messaging layer on every transport.
+pub const AM_PML: u8 = 1;
+
+/// Header sizes.
+pub const MATCH_LEN: usize = 16;
+/// RNDV header size.
+pub const RNDV_LEN: usize = 40;
+/// ACK header size.
+pub const ACK_LEN: usize = 24;
+/// FRAG header size.
+pub const FRAG_LEN: usize = 24;
+/// FIN header size.
+pub const FIN_LEN: usize = 16;
+/// SYNC header size.
+pub const SYNC_LEN: usize = 24;
+
+/// RNDV flag: the sender's buffer may be read with a single-copy get.
+pub const FLAG_GET: u8 = 1;
+
+/// A decoded header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// Eager message; `sync_req` is set for synchronous sends, which want an ACK on match.
+    Match {
+        /// Context id.
+        ctx: u16,
+        /// Sender's communicator rank.
+        src: u32,
+        /// Tag.
+        tag: i32,
+        /// Sequence number.
+        seq: u16,
+        /// The sender's request to acknowledge (synchronous sends).
+        sync_req: Option<u64>,
+    },
+    /// Rendezvous announcement.
+    Rndv {
+        /// Context id.
+        ctx: u16,
+        /// Sender's communicator rank.
+        src: u32,
+        /// Tag.
+        tag: i32,
+        /// Sequence number.
+        seq: u16,
+        /// Message length.
+        len: u64,
+        /// Sender's request.
+        send_req: u64,
+        /// Sender's buffer address when `get` is offered.
+        get_addr: Option<u64>,
+    },
+    /// Receiver matched a rendezvous (send fragments to `recv_req`) or a synchronous send.
+    Ack {
+        /// Sender's request.
+        send_req: u64,
+        /// Receiver's request.
+        recv_req: u64,
+    },
+    /// Pipelined data.
+    Frag {
+        /// Receiver's request.
+        recv_req: u64,
+        /// Offset of the data in the message.
+        offset: u64,
+    },
+    /// Receiver finished reading the sender's buffer.
+    Fin {
+        /// Sender's request.
+        send_req: u64,
+    },
+}
+
+/// A header that could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadHeader {
+    /// What is wrong.
+    pub reason: &'static str,
+    /// Message length.
+    pub len: usize,
+}
+
+impl std::fmt::Display for BadHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "malformed messaging-layer header ({} bytes): {}",
+            self.len, self.reason
+        )
+    }
+}
+
+fn u16_at(b: &[u8], i: usize) -> u16 {
+    u16::from_le_bytes([b[i], b[i + 1]])
+}
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[i..i + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Decodes the header at the start of `data`; returns it and the offset of the payload.
+pub fn decode(data: &[u8]) -> Result<(Header, usize), BadHeader> {
+    let bad = |reason| BadHeader {
+        reason,
+        len: data.len(),
+    };
+    let need = match data.first() {
+        Some(1) => MATCH_LEN,
+        Some(2) => RNDV_LEN,
+        Some(3) => ACK_LEN,
+        Some(4) => FRAG_LEN,
+        Some(5) => FIN_LEN,
+        Some(6) => SYNC_LEN,
+        Some(_) => return Err(bad("unknown header type")),
+        None => return Err(bad("empty message")),
+    };
+    if data.len() < need {
+        return Err(bad("shorter than its header"));
+    }
+    let h = match data[0] {
+        1 | 6 => Header::Match {
+            ctx: u16_at(data, 2),
+            src: u32_at(data, 4),
+            tag: u32_at(data, 8) as i32,
+            seq: u16_at(data, 12),
+            sync_req: (data[0] == 6).then(|| u64_at(data, 16)),
+        },
+        2 => {
+            if data.len() != RNDV_LEN {
+                return Err(bad("rendezvous header with trailing bytes"));
+            }
+            Header::Rndv {
+                ctx: u16_at(data, 2),
+                src: u32_at(data, 4),
+                tag: u32_at(data, 8) as i32,
+                seq: u16_at(data, 12),
+                len: u64_at(data, 16),
+                send_req: u64_at(data, 24),
+                get_addr: (data[1] & FLAG_GET != 0).then(|| u64_at(data, 32)),
+            }
+        }
+        3 => Header::Ack {
+            send_req: u64_at(data, 8),
+            recv_req: u64_at(data, 16),
+        },
+        4 => Header::Frag {
+            recv_req: u64_at(data, 8),
+            offset: u64_at(data, 16),
+        },
+        _ => Header::Fin {
+            send_req: u64_at(data, 8),
+        },
+    };
+    Ok((h, need))
+}
+
+/// Encodes a header into `out` (cleared first).
+pub fn encode(h: &Header, out: &mut Vec<u8>) {
+    out.clear();
+    match *h {
+        Header::Match {
+            ctx,
+            src,
+            tag,
+            seq,
+            sync_req,
+        } => {
+            out.push(if sync_req.is_some() { 6 } else { 1 });
+            out.push(0);
+            out.extend_from_slice(&ctx.to_le_bytes());
+            out.extend_from_slice(&src.to_le_bytes());
+            out.extend_from_slice(&tag.to_le_bytes());
+            out.extend_from_slice(&seq.to_le_bytes());
+            out.extend_from_slice(&[0, 0]);
+            if let Some(r) = sync_req {
+                out.extend_from_slice(&r.to_le_bytes());
+            }
+        }
+        Header::Rndv {
+            ctx,
+            src,
+            tag,
+            seq,
+            len,
+            send_req,
+            get_addr,
+        } => {
+            out.push(2);
+            out.push(if get_addr.is_some() { FLAG_GET } else { 0 });
+            out.extend_from_slice(&ctx.to_le_bytes());
+            out.extend_from_slice(&src.to_le_bytes());
+            out.extend_from_slice(&tag.to_le_bytes());
+            out.extend_from_slice(&seq.to_le_bytes());
+            out.extend_from_slice(&[0, 0]);
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&send_req.to_le_bytes());
+            out.extend_from_slice(&get_addr.unwrap_or(0).to_le_bytes());
+        }
+        Header::Ack { send_req, recv_req } => {
+            out.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
+            out.extend_from_slice(&send_req.to_le_bytes());
+            out.extend_from_slice(&recv_req.to_le_bytes());
+        }
+        Header::Frag { recv_req, offset } => {
+            out.extend_from_slice(&[4, 0, 0, 0, 0, 0, 0, 0]);
+            out.extend_from_slice(&recv_req.to_le_bytes());
+            out.extend_from_slice(&offset.to_le_bytes());
+        }
+        Header::Fin { send_req } => {
+            out.extend_from_slice(&[5, 0, 0, 0, 0, 0, 0, 0]);
+            out.extend_from_slice(&send_req.to_le_bytes());
+        }
+    }
+}
+
+/// Writes an eager MATCH header into a fixed array (the hot path, no allocation).
+pub fn match_header(ctx: u16, src: u32, tag: i32, seq: u16) -> [u8; MATCH_LEN] {
+    let mut h = [0u8; MATCH_LEN];
+    h[0] = 1;
+    h[2..4].copy_from_slice(&ctx.to_le_bytes());
+    h[4..8].copy_from_slice(&src.to_le_bytes());
+    h[8..12].copy_from_slice(&tag.to_le_bytes());
+    h[12..14].copy_from_slice(&seq.to_le_bytes());
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_header_round_trips_and_truncations_fail() {
+        let all = [
+            Header::Match {
+                ctx: 7,
+                src: 3,
+                tag: -5,
+                seq: 65535,
+                sync_req: None,
+            },
+            Header::Match {
+                ctx: 7,
+                src: 3,
+                tag: 9,
+                seq: 1,
+                sync_req: Some(u64::MAX),
+            },
+            Header::Rndv {
+                ctx: 1,
+                src: 2,
+                tag: 3,
+                seq: 4,
+                len: 1 << 40,
+                send_req: 9,
+                get_addr: Some(0xdead),
+            },
+            Header::Rndv {
+                ctx: 1,
+                src: 2,
+                tag: 3,
+                seq: 4,
+                len: 5,
+                send_req: 9,
+                get_addr: None,
+            },
+            Header::Ack {
+                send_req: 1,
+                recv_req: 2,
+            },
+            Header::Frag {
+                recv_req: 1,
+                offset: 1 << 33,
+            },
+            Header::Fin { send_req: 77 },
+        ];
+        let mut buf = Vec::new();
+        for h in all {
+            encode(&h, &mut buf);
+            let (d, used) = decode(&buf).unwrap();
+            assert_eq!((d, used), (h, buf.len()));
+            for cut in 0..buf.len() {
+                assert!(decode(&buf[..cut]).is_err(), "{h:?} cut at {cut}");
+            }
+        }
+        assert_eq!(&match_header(7, 3, -5, 65535)[..], {
+            encode(&all[0], &mut buf);
+            &buf[..]
+        });
+        assert!(decode(&[9, 0, 0]).is_err());
+        let mut rndv = Vec::new();
+        encode(&all[2], &mut rndv);
+        rndv.push(0);
+        assert!(decode(&rndv).is_err());
+    }
+}

@@ -1,0 +1,294 @@
+//! Immediate (nonblocking) operations and the scopes that keep their buffers alive.
+//!
+//! A request borrows its buffer for the scope's lifetime `'a`, and the scope, when it ends,
+//! waits for every request started in it that was not completed, even one that was leaked
+//! with `mem::forget`. So the messaging layer never touches a buffer after its owner could
+//! have freed it.
+//!
+//! ```no_run
+//! # use kestrel::{Communicator, request};
+//! # let universe = kestrel::initialize().unwrap();
+//! # let world = universe.world();
+//! let data = [1u64, 2, 3];
+//! let mut back = [0u64; 3];
+//! request::scope(|scope| {
+//!     let send = world.process_at_rank(1).immediate_send(scope, &data[..]);
+//!     let recv = world.process_at_rank(1).immediate_receive_into(scope, &mut back[..]);
+//!     send.wait();
+//!     recv.wait();
+//! });
+//! ```
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+use kestrel_pml::buf::UserBuf;
+use kestrel_pml::ReqId;
+
+use crate::{Inner, Status};
+
+/// A scope for immediate operations; see [`scope`].
+pub struct LocalScope<'a> {
+    started: RefCell<Vec<(Rc<Inner>, ReqId)>>,
+    // Invariant in 'a, so buffers borrowed for 'a outlive the scope itself.
+    _invariant: PhantomData<std::cell::Cell<&'a ()>>,
+}
+
+impl std::fmt::Debug for LocalScope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LocalScope({} requests)", self.started.borrow().len())
+    }
+}
+
+/// Runs `f` with a scope for immediate operations; returns once every request started in it
+/// has completed.
+pub fn scope<'a, F, R>(f: F) -> R
+where
+    F: FnOnce(&LocalScope<'a>) -> R,
+{
+    let s = LocalScope {
+        started: RefCell::new(Vec::new()),
+        _invariant: PhantomData,
+    };
+    f(&s)
+}
+
+impl Drop for LocalScope<'_> {
+    fn drop(&mut self) {
+        for (inner, id) in self.started.borrow_mut().drain(..) {
+            let mut e = inner.engine.borrow_mut();
+            if !e.is_complete(id) {
+                e.wait(id);
+            } else {
+                let _ = e.try_complete(id);
+            }
+        }
+    }
+}
+
+/// An operation in flight. Complete it with [`Request::wait`] or [`Request::test`]; dropping
+/// it waits.
+#[must_use = "a request must be waited for (dropping it waits)"]
+pub struct Request<'a> {
+    inner: Rc<Inner>,
+    id: ReqId,
+    ctx: u16,
+    done: bool,
+    _buffer: PhantomData<&'a mut [u8]>,
+}
+
+impl std::fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Request({:#x})", self.id)
+    }
+}
+
+impl<'a> Request<'a> {
+    /// Blocks until the operation completes.
+    pub fn wait(mut self) -> Status {
+        self.done = true;
+        Status::from_pml(self.inner.engine.borrow_mut().wait(self.id))
+    }
+
+    /// Completes the operation if it is done (with one round of progress), else gives the
+    /// request back.
+    pub fn test(mut self) -> Result<Status, Self> {
+        let r = self.inner.engine.borrow_mut().test(self.id);
+        match r {
+            Some(s) => {
+                self.done = true;
+                Ok(Status::from_pml(s))
+            }
+            None => Err(self),
+        }
+    }
+
+    /// Cancels a receive that has not matched yet; wait for the request afterwards (its
+    /// status says [`Status::is_cancelled`]).
+    pub fn cancel(&self) -> bool {
+        self.inner.engine.borrow_mut().cancel(self.id, self.ctx)
+    }
+}
+
+impl Drop for Request<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner.engine.borrow_mut().wait(self.id);
+        }
+    }
+}
+
+/// Waits for every request; statuses in the same order.
+pub fn wait_all(requests: Vec<Request<'_>>) -> Vec<Status> {
+    requests.into_iter().map(Request::wait).collect()
+}
+
+/// Completes every request that is done (after one round of progress); returns the indices
+/// and statuses completed and keeps the others in `requests` (`MPI_Testsome`).
+pub fn test_some(requests: &mut Vec<Request<'_>>) -> Vec<(usize, Status)> {
+    if let Some(r) = requests.first() {
+        r.inner.engine.borrow_mut().progress();
+    }
+    let mut done = Vec::new();
+    let mut i = 0;
+    let mut original = 0;
+    while i < requests.len() {
+        let complete = requests[i]
+            .inner
+            .engine
+            .borrow()
+            .is_complete(requests[i].id);
+        if complete {
+            let r = requests.remove(i);
+            done.push((original, r.wait()));
+        } else {
+            i += 1;
+        }
+        original += 1;
+    }
+    done
+}
+
+/// Waits until at least one request completes; returns those completed (`MPI_Waitsome`), with
+/// indices into `requests` as it was on entry.
+pub fn wait_some(requests: &mut Vec<Request<'_>>) -> Vec<(usize, Status)> {
+    if requests.is_empty() {
+        return Vec::new();
+    }
+    let inner = requests[0].inner.clone();
+    let mut idle = 0;
+    loop {
+        if requests
+            .iter()
+            .any(|r| inner.engine.borrow().is_complete(r.id))
+        {
+            return test_some(requests);
+        }
+        inner.engine.borrow_mut().idle_step(&mut idle);
+    }
+}
+
+/// Waits until one request completes and removes it (`MPI_Waitany`).
+pub fn wait_any(requests: &mut Vec<Request<'_>>) -> Option<(usize, Status)> {
+    if requests.is_empty() {
+        return None;
+    }
+    let inner = requests[0].inner.clone();
+    let mut idle = 0;
+    loop {
+        let found = requests
+            .iter()
+            .position(|r| inner.engine.borrow().is_complete(r.id));
+        if let Some(i) = found {
+            let r = requests.remove(i);
+            return Some((i, r.wait()));
+        }
+        inner.engine.borrow_mut().idle_step(&mut idle);
+    }
+}
+
+/// Whether every request is complete; if so, completes them all (`MPI_Testall`).
+pub fn test_all(requests: &mut Vec<Request<'_>>) -> Option<Vec<Status>> {
+    if let Some(r) = requests.first() {
+        r.inner.engine.borrow_mut().progress();
+    }
+    let all = requests
+        .iter()
+        .all(|r| r.inner.engine.borrow().is_complete(r.id));
+    all.then(|| {
+        std::mem::take(requests)
+            .into_iter()
+            .map(Request::wait)
+            .collect()
+    })
+}
+
+pub(crate) fn start_send<'a>(
+    scope: &LocalScope<'a>,
+    inner: &Rc<Inner>,
+    ctx: u16,
+    dest: u32,
+    tag: i32,
+    data: &'a [u8],
+    sync: bool,
+) -> Request<'a> {
+    // SAFETY: `data` is borrowed for 'a, which outlives `scope`; the scope (or the request's
+    // drop, or `wait`) completes the request before 'a can end.
+    let buf = unsafe { UserBuf::for_send(data.as_ptr(), data.len()) };
+    let id = inner
+        .engine
+        .borrow_mut()
+        .isend(ctx, dest, tag, buf, sync)
+        .unwrap_or_else(|e| inner.fatal(&e.to_string()));
+    scope.started.borrow_mut().push((inner.clone(), id));
+    Request {
+        inner: inner.clone(),
+        id,
+        ctx,
+        done: false,
+        _buffer: PhantomData,
+    }
+}
+
+pub(crate) fn start_recv<'a>(
+    scope: &LocalScope<'a>,
+    inner: &Rc<Inner>,
+    ctx: u16,
+    source: Option<u32>,
+    tag: Option<i32>,
+    data: &'a mut [u8],
+) -> Request<'a> {
+    // SAFETY: as in `start_send`, and `data` is borrowed exclusively for 'a.
+    let buf = unsafe { UserBuf::for_recv(data.as_mut_ptr(), data.len()) };
+    let id = inner
+        .engine
+        .borrow_mut()
+        .irecv(ctx, source, tag, buf)
+        .unwrap_or_else(|e| inner.fatal(&e.to_string()));
+    scope.started.borrow_mut().push((inner.clone(), id));
+    Request {
+        inner: inner.clone(),
+        id,
+        ctx,
+        done: false,
+        _buffer: PhantomData,
+    }
+}
+
+pub(crate) fn send_now(inner: &Inner, ctx: u16, dest: u32, tag: i32, data: &[u8], sync: bool) {
+    // SAFETY: the request completes (wait) before `data`'s borrow ends.
+    let buf = unsafe { UserBuf::for_send(data.as_ptr(), data.len()) };
+    let started = inner.engine.borrow_mut().isend(ctx, dest, tag, buf, sync);
+    let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
+    let mut e = inner.engine.borrow_mut();
+    e.wait(id);
+}
+
+pub(crate) fn recv_now(
+    inner: &Inner,
+    ctx: u16,
+    source: Option<u32>,
+    tag: Option<i32>,
+    data: &mut [u8],
+) -> Status {
+    // SAFETY: the request completes (wait) before `data`'s borrow ends.
+    let buf = unsafe { UserBuf::for_recv(data.as_mut_ptr(), data.len()) };
+    let started = inner.engine.borrow_mut().irecv(ctx, source, tag, buf);
+    let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
+    let mut e = inner.engine.borrow_mut();
+    Status::from_pml(e.wait(id))
+}
+
+pub(crate) fn mrecv_now(
+    inner: &Inner,
+    msg: kestrel_pml::engine::MessageHandle,
+    data: &mut [u8],
+) -> Status {
+    // SAFETY: the request completes (wait) before `data`'s borrow ends.
+    let buf = unsafe { UserBuf::for_recv(data.as_mut_ptr(), data.len()) };
+    let started = inner.engine.borrow_mut().imrecv(msg, buf);
+    let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
+    let mut e = inner.engine.borrow_mut();
+    Status::from_pml(e.wait(id))
+}
