@@ -123,6 +123,8 @@ impl fmt::Debug for Arrived {
 struct Ctx {
     matcher: MatchEngine<Arrived>,
     group: Vec<u32>,
+    /// This process's rank in the context (stamped into every header it sends).
+    me: u32,
     send_seq: Vec<u16>,
 }
 
@@ -333,9 +335,11 @@ impl Engine {
             self.st.ctxs.resize_with(idx + 1, || None);
         }
         let n = group.len();
+        let me = group.iter().position(|&r| r == self.rank).unwrap_or(0) as u32;
         self.st.ctxs[idx] = Some(Ctx {
             matcher: MatchEngine::new(n as u32),
             group,
+            me,
             send_seq: vec![0; n],
         });
         if ctx >= self.next_ctx {
@@ -416,7 +420,7 @@ impl Engine {
                 c.group.len()
             )));
         };
-        let me = c.group.iter().position(|&r| r == self.rank).unwrap_or(0) as u32;
+        let me = c.me;
         let b = self.route[peer as usize];
         if b == NO_ROUTE {
             return Err(self.no_route(peer));

@@ -6,7 +6,6 @@
 //! [`Btl::get`] (single copy with `process_vm_readv`) where [`Btl::can_get`] says it works, or
 //! streams fragments otherwise.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
@@ -82,7 +81,9 @@ pub struct ShmBtl {
     rank: u32,
     me_local: usize,
     globals: Vec<u32>,
-    local_of: HashMap<u32, usize>,
+    /// Local index of each job rank on this node (`NOT_LOCAL` for the others), indexed by
+    /// job rank: looked up on every send, so no hashing.
+    local_of: Vec<u32>,
     me: Mapping,
     layout: Layout,
     path: PathBuf,
@@ -110,7 +111,16 @@ impl std::fmt::Debug for ShmBtl {
     }
 }
 
+const NOT_LOCAL: u32 = u32::MAX;
+
 impl ShmBtl {
+    fn local(&self, rank: u32) -> Option<usize> {
+        match self.local_of.get(rank as usize) {
+            Some(&l) if l != NOT_LOCAL => Some(l as usize),
+            _ => None,
+        }
+    }
+
     /// Creates this rank's segment. `node_ranks` are the job ranks on this node in increasing
     /// order (this rank among them); `job_id` names the files.
     pub fn new(
@@ -173,11 +183,14 @@ impl ShmBtl {
             rank,
             me_local,
             globals: node_ranks.to_vec(),
-            local_of: node_ranks
-                .iter()
-                .enumerate()
-                .map(|(i, &r)| (r, i))
-                .collect(),
+            local_of: {
+                let max = node_ranks.iter().copied().max().unwrap_or(0) as usize;
+                let mut v = vec![NOT_LOCAL; max + 1];
+                for (i, &r) in node_ranks.iter().enumerate() {
+                    v[r as usize] = i as u32;
+                }
+                v
+            },
             queue: fifo::Consumer::new(layout.fifo_off, fifo_capacity),
             free: (0..frag_count as u32).rev().collect(),
             pending_returns: Vec::new(),
@@ -207,9 +220,8 @@ impl ShmBtl {
 
     /// Records a local peer's card (from the modex).
     pub fn add_peer(&mut self, rank: u32, card: &ShmCard) -> Result<(), String> {
-        let local = *self
-            .local_of
-            .get(&rank)
+        let local = self
+            .local(rank)
             .ok_or_else(|| format!("shm: rank {rank} published a card but is not on this node"))?;
         if card.local_rank as usize != local {
             return Err(format!(
@@ -352,12 +364,12 @@ impl Btl for ShmBtl {
     }
 
     fn reaches(&self, peer: u32) -> bool {
-        peer != self.rank && self.local_of.contains_key(&peer)
+        peer != self.rank && self.local(peer).is_some()
     }
 
     fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError> {
-        let local = match self.local_of.get(&peer) {
-            Some(&l) if l != self.me_local => l,
+        let local = match self.local(peer) {
+            Some(l) if l != self.me_local => l,
             _ => return Err(SendError::Unreachable { peer }),
         };
         let len = header.len() + payload.len();
@@ -513,8 +525,8 @@ impl Btl for ShmBtl {
     }
 
     fn can_get(&mut self, peer: u32) -> bool {
-        match self.local_of.get(&peer) {
-            Some(&l) if l != self.me_local => {
+        match self.local(peer) {
+            Some(l) if l != self.me_local => {
                 self.attach(l).is_ok() && self.peers[l].as_ref().is_some_and(|p| p.cma)
             }
             _ => false,
@@ -528,8 +540,8 @@ impl Btl for ShmBtl {
         offset: u64,
         local: &mut [u8],
     ) -> Result<(), SendError> {
-        let l = match self.local_of.get(&peer) {
-            Some(&l) if l != self.me_local => l,
+        let l = match self.local(peer) {
+            Some(l) if l != self.me_local => l,
             _ => return Err(SendError::Unreachable { peer }),
         };
         if offset + local.len() as u64 > remote.len {
@@ -557,6 +569,7 @@ impl Btl for ShmBtl {
 mod tests {
     use super::*;
     use kestrel_transport::btl::conformance;
+    use std::collections::HashMap;
 
     fn params(extra: &[(&str, &str)]) -> Params {
         let map: HashMap<String, String> = extra
