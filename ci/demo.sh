@@ -9,5 +9,5 @@ cargo build --release --workspace --examples --bins
 echo "== kestrel-run -n 4 hello"
 target/release/kestrel-run -n 4 target/release/examples/hello
 echo
-echo "== kestrel-run -n 4 demo"
-target/release/kestrel-run -n 4 target/release/examples/demo
+echo "== kestrel-run -n 2 demo"
+target/release/kestrel-run -n 2 target/release/examples/demo

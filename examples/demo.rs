@@ -1,74 +1,116 @@
-//! Kestrel's demo: what a job of N ranks costs to coordinate through the runtime.
-//! Run with `kestrel-run -n 4 target/release/examples/demo`; rank 0 prints the tables.
+//! Kestrel's demo: two ranks on this node measure what an application feels — point-to-point
+//! latency and bandwidth through the shared-memory transport — and the runtime's own
+//! coordination cost. Rank 0 prints the tables.
 //!
-//! Measured: the runtime barrier (a PMI fence through the launcher), a modex round trip
-//! (put, fence, then read every rank's value) for several value sizes, and an allgather of
-//! small blobs. These are start-up paths, not the data path: the data-path tables (latency,
-//! bandwidth, allreduce) join this demo with the transports.
+//! `kestrel-run -n 2 target/release/examples/demo` (`KESTREL_DEMO_QUICK=1` for a short run).
+//! Methodology follows the OSU micro-benchmarks: latency is half the round trip of a
+//! ping-pong, averaged; bandwidth is a window of 64 nonblocking sends answered by one short
+//! acknowledgement.
 
 use std::time::Instant;
 
+use kestrel::{request, Communicator};
+
+const SIZES: &[usize] = &[0, 8, 64, 512, 4096, 32 << 10, 256 << 10, 1 << 20, 4 << 20];
+
 fn main() {
-    let u = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
-    let (rank, size) = (u.rank(), u.size());
-    let iters: u32 = std::env::var("KESTREL_DEMO_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
-    let mut rt = u.runtime();
-    let die = |e: kestrel::RuntimeError| -> ! {
-        eprintln!("demo: rank {rank}: {e}");
-        std::process::exit(1)
-    };
-
-    rt.barrier().unwrap_or_else(|e| die(e));
-    let t = Instant::now();
-    for _ in 0..iters {
-        rt.barrier().unwrap_or_else(|e| die(e));
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    if size < 2 {
+        eprintln!("demo: needs at least 2 ranks (kestrel-run -n 2 target/release/examples/demo)");
+        std::process::exit(2);
     }
-    let barrier_us = t.elapsed().as_secs_f64() * 1e6 / f64::from(iters);
+    let quick = std::env::var_os("KESTREL_DEMO_QUICK").is_some();
+    let scale = if quick { 10 } else { 1 };
 
-    let mut modex_rows = Vec::new();
-    for len in [8usize, 256, 1024, 4096] {
-        let value = vec![rank as u8; len];
-        let rounds = (iters / 4).max(10);
-        let t = Instant::now();
-        for round in 0..rounds {
-            let key = format!("d{len}.{round}");
-            rt.put(&key, &value).unwrap_or_else(|e| die(e));
-            rt.fence().unwrap_or_else(|e| die(e));
-            for peer in 0..size {
-                let got = rt.get(peer, &key).unwrap_or_else(|e| die(e));
-                if got.as_deref().map(|g| g.len()) != Some(len) {
-                    eprintln!("demo: rank {rank}: wrong value from rank {peer}");
-                    std::process::exit(1);
+    let mut latency = Vec::new();
+    let mut bandwidth = Vec::new();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut window_bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 4 << 20]).collect();
+    for &len in SIZES {
+        let (iters, warmup) = if len <= 8192 { (10_000 / scale, 100) } else { (1000 / scale, 10) };
+        let peer = world.process_at_rank(1 - rank.min(1));
+        world.barrier();
+        let mut start = Instant::now();
+        if rank < 2 {
+            for i in 0..iters + warmup {
+                if i == warmup {
+                    start = Instant::now();
+                }
+                if rank == 0 {
+                    peer.send(&buf[..len]);
+                    peer.receive_into(&mut buf[..len]);
+                } else {
+                    peer.receive_into(&mut buf[..len]);
+                    peer.send(&buf[..len]);
                 }
             }
         }
-        modex_rows.push((len, t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds)));
+        latency.push((len, start.elapsed().as_secs_f64() * 1e6 / (2.0 * iters as f64)));
+
+        if len == 0 {
+            continue;
+        }
+        let (iters, warmup) = if len <= 8192 { (100 / scale.min(5), 10) } else { (20 / scale.min(4), 2) };
+        world.barrier();
+        let mut start = Instant::now();
+        if rank < 2 {
+            for i in 0..iters + warmup {
+                if i == warmup {
+                    start = Instant::now();
+                }
+                if rank == 0 {
+                    request::scope(|scope| {
+                        let reqs: Vec<_> = (0..64).map(|_| peer.immediate_send_with_tag(scope, &buf[..len], 100)).collect();
+                        request::wait_all(reqs);
+                    });
+                    peer.receive_into_with_tag(&mut [0u8; 4][..], 101);
+                } else {
+                    request::scope(|scope| {
+                        let reqs: Vec<_> = window_bufs
+                            .iter_mut()
+                            .map(|b| peer.immediate_receive_into_with_tag(scope, &mut b[..len], 100))
+                            .collect();
+                        request::wait_all(reqs);
+                    });
+                    peer.send_with_tag(&[0u8; 4][..], 101);
+                }
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        bandwidth.push((len, (len * 64 * iters) as f64 / secs / 1e6));
     }
 
     let t = Instant::now();
-    for _ in 0..iters {
-        rt.allgather(&rank.to_le_bytes()).unwrap_or_else(|e| die(e));
+    let rounds = 100;
+    let mut rt = universe.runtime();
+    for _ in 0..rounds {
+        rt.barrier().unwrap_or_else(|e| {
+            eprintln!("demo: {e}");
+            std::process::exit(1)
+        });
     }
-    let allgather_us = t.elapsed().as_secs_f64() * 1e6 / f64::from(iters);
+    let pmi_barrier = t.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+    drop(rt);
 
     if rank == 0 {
-        println!(
-            "# Kestrel runtime demo: {size} ranks, PMI {}, {iters} iterations",
-            rt.pmi_kind()
-        );
+        println!("# Kestrel demo: {size} ranks on {}, transports {}", universe.node_id(), universe.transports());
         println!();
-        println!("# Runtime barrier (PMI fence through the launcher)");
-        println!("{:<24}{:>16}", "# Operation", "Latency (us)");
-        println!("{:<24}{:>16.2}", "barrier", barrier_us);
-        println!("{:<24}{:>16.2}", "allgather (4 B)", allgather_us);
-        println!();
-        println!("# Modex round trip: put, fence, get from all {size} ranks");
-        println!("{:<24}{:>16}", "# Size (bytes)", "Latency (us)");
-        for (len, us) in modex_rows {
-            println!("{:<24}{:>16.2}", len, us);
+        println!("# Point-to-point latency (ping-pong, half round trip)");
+        println!("{:<10}{:>18}", "# Size", "Latency (us)");
+        for (len, us) in &latency {
+            println!("{:<10}{:>18.2}", len, us);
         }
+        println!();
+        println!("# Point-to-point bandwidth (window of 64 messages)");
+        println!("{:<10}{:>18}", "# Size", "Bandwidth (MB/s)");
+        for (len, mbs) in &bandwidth {
+            println!("{:<10}{:>18.2}", len, mbs);
+        }
+        println!();
+        println!("# Runtime barrier through the launcher (PMI fence)");
+        println!("{:<10}{:>18}", "# Ranks", "Latency (us)");
+        println!("{:<10}{:>18.2}", size, pmi_barrier);
     }
 }
