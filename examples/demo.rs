@@ -29,7 +29,11 @@ fn main() {
     let mut buf = vec![0u8; 4 << 20];
     let mut window_bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 4 << 20]).collect();
     for &len in SIZES {
-        let (iters, warmup) = if len <= 8192 { (10_000 / scale, 100) } else { (1000 / scale, 10) };
+        let (iters, warmup) = if len <= 8192 {
+            (10_000 / scale, 100)
+        } else {
+            (1000 / scale, 10)
+        };
         let peer = world.process_at_rank(1 - rank.min(1));
         world.barrier();
         let mut start = Instant::now();
@@ -47,12 +51,19 @@ fn main() {
                 }
             }
         }
-        latency.push((len, start.elapsed().as_secs_f64() * 1e6 / (2.0 * iters as f64)));
+        latency.push((
+            len,
+            start.elapsed().as_secs_f64() * 1e6 / (2.0 * iters as f64),
+        ));
 
         if len == 0 {
             continue;
         }
-        let (iters, warmup) = if len <= 8192 { (100 / scale.min(5), 10) } else { (20 / scale.min(4), 2) };
+        let (iters, warmup) = if len <= 8192 {
+            (100 / scale.min(5), 10)
+        } else {
+            (20 / scale.min(4), 2)
+        };
         world.barrier();
         let mut start = Instant::now();
         if rank < 2 {
@@ -62,7 +73,9 @@ fn main() {
                 }
                 if rank == 0 {
                     request::scope(|scope| {
-                        let reqs: Vec<_> = (0..64).map(|_| peer.immediate_send_with_tag(scope, &buf[..len], 100)).collect();
+                        let reqs: Vec<_> = (0..64)
+                            .map(|_| peer.immediate_send_with_tag(scope, &buf[..len], 100))
+                            .collect();
                         request::wait_all(reqs);
                     });
                     peer.receive_into_with_tag(&mut [0u8; 4][..], 101);
@@ -70,7 +83,9 @@ fn main() {
                     request::scope(|scope| {
                         let reqs: Vec<_> = window_bufs
                             .iter_mut()
-                            .map(|b| peer.immediate_receive_into_with_tag(scope, &mut b[..len], 100))
+                            .map(|b| {
+                                peer.immediate_receive_into_with_tag(scope, &mut b[..len], 100)
+                            })
                             .collect();
                         request::wait_all(reqs);
                     });
@@ -95,7 +110,11 @@ fn main() {
     drop(rt);
 
     if rank == 0 {
-        println!("# Kestrel demo: {size} ranks on {}, transports {}", universe.node_id(), universe.transports());
+        println!(
+            "# Kestrel demo: {size} ranks on {}, transports {}",
+            universe.node_id(),
+            universe.transports()
+        );
         println!();
         println!("# Point-to-point latency (ping-pong, half round trip)");
         println!("{:<10}{:>18}", "# Size", "Latency (us)");

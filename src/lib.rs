@@ -28,6 +28,8 @@ use std::fmt;
 use std::rc::Rc;
 
 #[allow(unsafe_code)]
+pub mod collective;
+#[allow(unsafe_code)]
 pub mod datatype;
 #[allow(unsafe_code)]
 pub mod request;
@@ -423,8 +425,8 @@ pub trait Communicator {
 
 /// A communicator: a group of ranks and a private communication context.
 pub struct SimpleCommunicator {
-    inner: Rc<Inner>,
-    ctx: u16,
+    pub(crate) inner: Rc<Inner>,
+    pub(crate) ctx: u16,
     rank: Rank,
     size: Rank,
     owned: bool,
@@ -486,8 +488,8 @@ fn user_tag(c: &SimpleCommunicator, tag: Tag) -> Tag {
 
 /// A process of a communicator (see [`Communicator::process_at_rank`]).
 pub struct Process<'a> {
-    comm: &'a SimpleCommunicator,
-    rank: Rank,
+    pub(crate) comm: &'a SimpleCommunicator,
+    pub(crate) rank: Rank,
 }
 
 impl fmt::Debug for Process<'_> {

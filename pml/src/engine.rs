@@ -212,6 +212,10 @@ pub struct Engine {
     yield_when_idle: bool,
     spin_before_yield: u32,
     selected: String,
+    params: Params,
+    job_tag: String,
+    /// Collective segments of node-local communicators (`None`: decided against).
+    pub(crate) coll_segments: HashMap<u16, Option<kestrel_shm::coll::CollSegment>>,
 }
 
 impl fmt::Debug for Engine {
@@ -301,10 +305,43 @@ impl Engine {
             yield_when_idle: core_params::YIELD_WHEN_IDLE.get(params),
             spin_before_yield: crate::params::SPIN_BEFORE_YIELD.get(params) as u32,
             selected,
+            params: params.clone(),
+            job_tag: rt
+                .job_id()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect(),
+            coll_segments: HashMap::new(),
         };
         e.add_context(CTX_WORLD, (0..size).collect());
         e.add_context(CTX_SELF, vec![rank]);
         Ok(e)
+    }
+
+    /// The resolved parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The node id of job rank `r`.
+    pub fn node_of(&self, r: u32) -> &str {
+        self.nodes.get(r as usize).map(String::as_str).unwrap_or("")
+    }
+
+    /// Whether idle waits yield the CPU (ranks outnumber cores).
+    pub fn yields_when_idle(&self) -> bool {
+        self.yield_when_idle
+    }
+
+    /// The job id made safe for file names.
+    pub fn job_tag(&self) -> &str {
+        &self.job_tag
     }
 
     /// This process's job rank.
@@ -356,6 +393,7 @@ impl Engine {
     /// Forgets a context (`MPI_Comm_free`).
     pub fn free_context(&mut self, ctx: u16) {
         if ctx > CTX_SELF {
+            self.coll_segments.remove(&ctx);
             if let Some(slot) = self.st.ctxs.get_mut(ctx as usize) {
                 *slot = None;
             }
@@ -856,6 +894,60 @@ impl Engine {
         n
     }
 
+    /// One step of a collective algorithm: posts every receive, starts every send, and returns
+    /// once all of them completed. It holds the borrows of all buffers until then, which is
+    /// what makes it safe. A receive that gets a different length than its buffer is an error
+    /// naming the rank (ranks passed mismatched counts).
+    pub fn exchange(
+        &mut self,
+        ctx: u16,
+        tag: i32,
+        sends: &[(u32, &[u8])],
+        recvs: &mut [(u32, &mut [u8])],
+    ) -> Result<(), PmlError> {
+        let mut ids: Vec<(ReqId, Option<(u32, usize)>)> =
+            Vec::with_capacity(sends.len() + recvs.len());
+        let mut first_err = None;
+        for (src, buf) in recvs.iter_mut() {
+            // SAFETY: `buf` stays borrowed until every request of this call has completed
+            // (all are waited for below, errors included).
+            #[allow(unsafe_code)]
+            let ub = unsafe { UserBuf::for_recv(buf.as_mut_ptr(), buf.len()) };
+            match self.irecv(ctx, Some(*src), Some(tag), ub) {
+                Ok(id) => ids.push((id, Some((*src, buf.len())))),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        for (dst, data) in sends {
+            // SAFETY: as above.
+            #[allow(unsafe_code)]
+            let ub = unsafe { UserBuf::for_send(data.as_ptr(), data.len()) };
+            match self.isend(ctx, *dst, tag, ub, false) {
+                Ok(id) => ids.push((id, None)),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        for (id, expect) in ids {
+            let st = self.wait(id);
+            if let Some((src, len)) = expect {
+                let got = st.truncated_from.unwrap_or(st.count);
+                if got != len && first_err.is_none() {
+                    first_err = Some(PmlError::Invalid(format!(
+                        "collective: rank {src} sent {got} bytes where {len} were expected; every rank must pass matching counts and types"
+                    )));
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// Blocking helper: sends bytes to a communicator rank.
     pub fn send_bytes(
         &mut self,
@@ -999,6 +1091,7 @@ impl Engine {
             }
         }
         rt.barrier().map_err(|e| PmlError::Runtime(e.to_string()))?;
+        self.coll_segments.clear();
         self.btls.clear();
         Ok(())
     }

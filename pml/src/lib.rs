@@ -9,10 +9,13 @@
 
 #[allow(unsafe_code)]
 pub mod buf;
+pub mod coll;
+mod coll_shm;
 pub mod engine;
 pub mod group;
 pub mod hdr;
 pub mod matching;
+pub mod op;
 pub mod params;
 
 pub use engine::{Engine, PmlError, ReqId, Status};

@@ -1,4 +1,4 @@
-//! Parameters of the messaging layer.
+//! Parameters of the messaging layer and of collective selection.
 
 use kestrel_transport::params::{Param, ParamKind, ParamSpec};
 
@@ -11,9 +11,115 @@ pub static SPIN_BEFORE_YIELD: Param<i64> = Param::new(ParamSpec {
     description: "Empty progress polls a waiting rank spins before yielding the CPU (only when yield_when_idle is on).",
 });
 
+/// `KESTREL_COLL_BCAST`.
+pub static BCAST: Param<String> = Param::new(ParamSpec {
+    name: "coll_bcast",
+    component: "coll",
+    kind: ParamKind::Choice(&["auto", "binomial", "linear"]),
+    default: "auto",
+    description: "Point-to-point broadcast algorithm (node-local communicators use the shared-memory engine unless coll_shm is off).",
+});
+
+/// `KESTREL_COLL_REDUCE`.
+pub static REDUCE: Param<String> = Param::new(ParamSpec {
+    name: "coll_reduce",
+    component: "coll",
+    kind: ParamKind::Choice(&["auto", "binomial", "linear"]),
+    default: "auto",
+    description: "Point-to-point reduce algorithm (linear keeps rank order; non-commutative ops always use it).",
+});
+
+/// `KESTREL_COLL_ALLREDUCE`.
+pub static ALLREDUCE: Param<String> = Param::new(ParamSpec {
+    name: "coll_allreduce",
+    component: "coll",
+    kind: ParamKind::Choice(&["auto", "recursive_doubling", "ring", "reduce_bcast"]),
+    default: "auto",
+    description: "Point-to-point allreduce algorithm; auto: recursive doubling, ring from coll_allreduce_ring_min bytes.",
+});
+
+/// `KESTREL_COLL_ALLREDUCE_RING_MIN`.
+pub static ALLREDUCE_RING_MIN: Param<u64> = Param::new(ParamSpec {
+    name: "coll_allreduce_ring_min",
+    component: "coll",
+    kind: ParamKind::Size {
+        min: 0,
+        max: 1 << 40,
+    },
+    default: "64K",
+    description:
+        "Message size from which auto allreduce uses the ring algorithm (commutative ops).",
+});
+
+/// `KESTREL_COLL_ALLGATHER`.
+pub static ALLGATHER: Param<String> = Param::new(ParamSpec {
+    name: "coll_allgather",
+    component: "coll",
+    kind: ParamKind::Choice(&["auto", "ring", "recursive_doubling", "gather_bcast"]),
+    default: "auto",
+    description: "Allgather algorithm; auto: recursive doubling for small power-of-two communicators, else ring.",
+});
+
+/// `KESTREL_COLL_ALLTOALL`.
+pub static ALLTOALL: Param<String> = Param::new(ParamSpec {
+    name: "coll_alltoall",
+    component: "coll",
+    kind: ParamKind::Choice(&["auto", "pairwise", "linear"]),
+    default: "auto",
+    description: "Alltoall algorithm: pairwise exchange (auto) or all at once (linear).",
+});
+
+/// `KESTREL_COLL_SHM`.
+pub static SHM: Param<bool> = Param::new(ParamSpec {
+    name: "coll_shm",
+    component: "coll",
+    kind: ParamKind::Bool,
+    default: "true",
+    description: "Use the shared-memory segment engine for barrier, bcast, reduce and allreduce on node-local communicators.",
+});
+
+/// `KESTREL_COLL_SHM_FRAGMENT_SIZE`.
+pub static SHM_FRAGMENT: Param<u64> = Param::new(ParamSpec {
+    name: "coll_shm_fragment_size",
+    component: "coll",
+    kind: ParamKind::Size { min: 64, max: 64 << 20 },
+    default: "64K",
+    description: "Bytes per rank and buffer set in a collective segment (larger messages are pipelined in fragments).",
+});
+
+/// `KESTREL_COLL_SHM_SETS`.
+pub static SHM_SETS: Param<i64> = Param::new(ParamSpec {
+    name: "coll_shm_sets",
+    component: "coll",
+    kind: ParamKind::Int { min: 2, max: 64 },
+    default: "2",
+    description: "Alternating buffer sets in a collective segment (in-use protection between consecutive operations).",
+});
+
+/// `KESTREL_COLL_SHM_TREE_DEGREE`.
+pub static SHM_TREE_DEGREE: Param<i64> = Param::new(ParamSpec {
+    name: "coll_shm_tree_degree",
+    component: "coll",
+    kind: ParamKind::Int { min: 2, max: 1024 },
+    default: "4",
+    description: "Degree of the fan-in/fan-out tree of shared-memory barriers.",
+});
+
 /// The specs of this crate.
 pub fn specs() -> Vec<&'static ParamSpec> {
-    vec![SPIN_BEFORE_YIELD.spec()]
+    vec![
+        SPIN_BEFORE_YIELD.spec(),
+        BCAST.spec(),
+        REDUCE.spec(),
+        ALLREDUCE.spec(),
+        ALLREDUCE_RING_MIN.spec(),
+        ALLGATHER.spec(),
+        ALLTOALL.spec(),
+        SHM.spec(),
+        SHM_FRAGMENT.spec(),
+        SHM_SETS.spec(),
+        SHM_TREE_DEGREE.spec(),
+    ]
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 pub mod btl;
 pub mod cma;
+pub mod coll;
 pub mod fbox;
 pub mod fifo;
 #[allow(unsafe_code)]

@@ -1,0 +1,186 @@
+//! Selection and set-up of the shared-memory collective engine for node-local communicators.
+//!
+//! On a communicator's first barrier, bcast, reduce or allreduce, if every member shares this
+//! node (and `coll_shm` is on), the lowest rank creates the communicator's segment, sends its
+//! name to the others over point-to-point, they attach, and the creator removes the name once
+//! every member has attached. Other communicators (or when set-up fails, which is logged once)
+//! use the point-to-point algorithms.
+
+use std::path::PathBuf;
+
+use kestrel_shm::coll::{CollGeometry, CollSegment};
+
+use crate::engine::{Engine, PmlError};
+use crate::op::{Dtype, Reduction};
+use crate::params;
+
+const TAG_SETUP: i32 = -20;
+
+impl Engine {
+    /// The segment of `ctx`, set up on first use; `None` for communicators that span nodes.
+    fn shm_segment(&mut self, ctx: u16) -> Result<Option<&mut CollSegment>, PmlError> {
+        if !self.coll_segments.contains_key(&ctx) {
+            let seg = self.setup_segment(ctx)?;
+            self.coll_segments.insert(ctx, seg);
+        }
+        Ok(self.coll_segments.get_mut(&ctx).and_then(|s| s.as_mut()))
+    }
+
+    fn setup_segment(&mut self, ctx: u16) -> Result<Option<CollSegment>, PmlError> {
+        let group = self
+            .context_group(ctx)
+            .map(|g| g.to_vec())
+            .unwrap_or_default();
+        let n = group.len();
+        let node_of = |r: u32| self.node_of(r).to_string();
+        let local = n >= 2 && group.iter().all(|&r| node_of(r) == node_of(group[0]));
+        if !local || !params::SHM.get(self.params()) {
+            return Ok(None);
+        }
+        let (me, _) = self.comm_info(ctx)?;
+        let geo = CollGeometry {
+            n,
+            frag: (params::SHM_FRAGMENT.get(self.params()) as usize).div_ceil(64) * 64,
+            sets: params::SHM_SETS.get(self.params()) as usize,
+            degree: params::SHM_TREE_DEGREE.get(self.params()) as usize,
+        };
+        let dir = PathBuf::from(kestrel_shm::params::DIR.get(self.params()));
+        let spin_yield = self.yields_when_idle();
+        // The creator's outcome (a path, or empty on failure) goes to everyone, so that all
+        // members take the same path.
+        let mut name = Vec::new();
+        let mut created = None;
+        if me == 0 {
+            let file = format!("kestrel.{}.coll.{ctx}.{}", self.job_tag(), self.rank());
+            match CollSegment::create(&dir, &file, geo, 0, spin_yield) {
+                Ok((path, seg)) => {
+                    name = path.display().to_string().into_bytes();
+                    created = Some((path, seg));
+                }
+                Err(e) => {
+                    tracing::warn!(target: "coll", "shared-memory collectives off for this communicator: {e}")
+                }
+            }
+        }
+        let len = self.bcast_p2p_len(ctx, me, n as u32, name.len())?;
+        name.resize(len, 0);
+        self.bcast_p2p(ctx, me, n as u32, &mut name)?;
+        if name.is_empty() {
+            return Ok(None);
+        }
+        let seg = if let Some((_, seg)) = created {
+            Some(seg)
+        } else {
+            let path = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
+            match CollSegment::attach(&path, n, me as usize, spin_yield) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(target: "coll", "{e}");
+                    None
+                }
+            }
+        };
+        // Everyone reports whether it attached; any failure turns the engine off for all.
+        let ok = self
+            .allgather_bytes(ctx, &[u8::from(seg.is_some())])?
+            .iter()
+            .all(|v| v == &[1]);
+        if me == 0 {
+            let _ = std::fs::remove_file(String::from_utf8_lossy(&name).as_ref());
+        }
+        Ok(if ok { seg } else { None })
+    }
+
+    fn bcast_p2p_len(&mut self, ctx: u16, me: u32, n: u32, len: usize) -> Result<usize, PmlError> {
+        let mut b = (len as u64).to_le_bytes();
+        self.bcast_p2p(ctx, me, n, &mut b)?;
+        Ok(u64::from_le_bytes(b) as usize)
+    }
+
+    fn bcast_p2p(&mut self, ctx: u16, me: u32, n: u32, buf: &mut [u8]) -> Result<(), PmlError> {
+        if me == 0 {
+            let sends: Vec<(u32, &[u8])> = (1..n).map(|r| (r, &buf[..])).collect();
+            self.exchange(ctx, TAG_SETUP, &sends, &mut [])
+        } else {
+            self.exchange(ctx, TAG_SETUP, &[], &mut [(0, buf)])
+        }
+    }
+
+    pub(crate) fn shm_barrier(&mut self, ctx: u16) -> Result<Option<()>, PmlError> {
+        Ok(self.shm_segment(ctx)?.map(|s| s.barrier()))
+    }
+
+    pub(crate) fn shm_bcast(
+        &mut self,
+        ctx: u16,
+        root: u32,
+        buf: &mut [u8],
+    ) -> Result<bool, PmlError> {
+        Ok(self
+            .shm_segment(ctx)?
+            .map(|s| s.bcast(root as usize, buf))
+            .is_some())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn shm_reduce(
+        &mut self,
+        ctx: u16,
+        root: u32,
+        send: &[u8],
+        recv: Option<&mut [u8]>,
+        dtype: Dtype,
+        op: &Reduction,
+    ) -> Result<bool, PmlError> {
+        let mut err = None;
+        let mut none: [u8; 0] = [];
+        // Only the root reads a result, so the others pass an empty buffer.
+        let target: &mut [u8] = match recv {
+            Some(r) => r,
+            None => &mut none,
+        };
+        let done = match self.shm_segment(ctx)? {
+            None => false,
+            Some(seg) => {
+                let mut apply = |i: &[u8], io: &mut [u8]| {
+                    if let Err(e) = op.apply(dtype, i, io) {
+                        err.get_or_insert(e);
+                    }
+                };
+                seg.reduce(Some(root as usize), send, target, dtype.size(), &mut apply);
+                true
+            }
+        };
+        match err {
+            Some(e) => Err(PmlError::Invalid(format!("reduce: {e}"))),
+            None => Ok(done),
+        }
+    }
+
+    pub(crate) fn shm_allreduce(
+        &mut self,
+        ctx: u16,
+        send: &[u8],
+        recv: &mut [u8],
+        dtype: Dtype,
+        op: &Reduction,
+    ) -> Result<bool, PmlError> {
+        let mut err = None;
+        let done = match self.shm_segment(ctx)? {
+            None => false,
+            Some(seg) => {
+                let mut apply = |i: &[u8], io: &mut [u8]| {
+                    if let Err(e) = op.apply(dtype, i, io) {
+                        err.get_or_insert(e);
+                    }
+                };
+                seg.reduce(None, send, recv, dtype.size(), &mut apply);
+                true
+            }
+        };
+        match err {
+            Some(e) => Err(PmlError::Invalid(format!("allreduce: {e}"))),
+            None => Ok(done),
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The collective segment engine: barrier, broadcast and reductions for communicators whose
+//! members all share this node, through one shared segment per communicator.
+//!
+//! Layout (every field on its own cache line where it has its own writer):
+//!
+//! | region | size | written by | read by |
+//! |---|---|---|---|
+//! | header | 128 | creator (once), `attach_count` by attachers (atomic add) | attachers |
+//! | control block of rank r | 128 | `arrive` (word 0): r, Release; `release` (word 8): r's tree parent, Release | `arrive`: r's parent (Acquire); `release`: r (Acquire) |
+//! | data slots | `sets` × n × `frag` | slot (s, r): rank r (plain, before its `arrive`) | everyone, after the barrier that follows |
+//! | result area | `sets` × `frag` | slice i: rank i (plain, before its `arrive`) | everyone, after the next barrier |
+//!
+//! Every operation is a sequence of barriers with a generation number that grows by one per
+//! barrier on every rank, so a flag written for generation g can never be mistaken for g+1.
+//! Barrier: fan-in then fan-out over a k-ary tree (degree `tree_degree`); each rank spins on
+//! its own `release` word and on its children's `arrive` words. Data of fragment f uses buffer
+//! set f mod `sets`; a set is rewritten only after a later barrier proves that every rank has
+//! finished reading it, so consecutive operations never race.
+//!
+//! Reductions are split into per-rank slices: after the contributions are in, rank i reduces
+//! slice i over all contributions in rank order (deterministic for floating point, correct for
+//! non-commutative operations), so all ranks reduce in parallel.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use crate::mem::{Mapping, SharedMem};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"KSTRLCOL");
+const HEADER: usize = 128;
+const CONTROL: usize = 128;
+const ATTACH: usize = 32;
+
+/// Sizes of a collective segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CollGeometry {
+    /// Members.
+    pub n: usize,
+    /// Bytes per fragment slot.
+    pub frag: usize,
+    /// Alternating buffer sets (>= 2).
+    pub sets: usize,
+    /// Barrier tree degree (>= 2).
+    pub degree: usize,
+}
+
+impl CollGeometry {
+    fn slots_off(&self) -> usize {
+        HEADER + self.n * CONTROL
+    }
+    fn result_off(&self) -> usize {
+        self.slots_off() + self.sets * self.n * self.frag
+    }
+    /// Total bytes.
+    pub fn total(&self) -> usize {
+        self.result_off() + self.sets * self.frag
+    }
+}
+
+/// One rank's handle on a communicator's collective segment.
+pub struct CollSegment {
+    map: Mapping,
+    geo: CollGeometry,
+    me: usize,
+    gen: u64,
+    fragments: u64,
+    spin_yield: bool,
+}
+
+impl std::fmt::Debug for CollSegment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CollSegment(rank {} of {}, {} B fragments)",
+            self.me, self.geo.n, self.geo.frag
+        )
+    }
+}
+
+impl CollSegment {
+    /// Creates the segment file (by the communicator's lowest rank).
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        geo: CollGeometry,
+        me: usize,
+        spin_yield: bool,
+    ) -> Result<(PathBuf, CollSegment), String> {
+        let (path, map) = create_file(dir, name, geo.total(), geo.n)?;
+        map.store(0, MAGIC, Relaxed);
+        map.store(8, geo.n as u64, Relaxed);
+        map.store(16, geo.frag as u64, Relaxed);
+        map.store(24, geo.sets as u64, Relaxed);
+        map.store(40, geo.degree as u64, Relaxed);
+        Ok((
+            path,
+            CollSegment {
+                map,
+                geo,
+                me,
+                gen: 0,
+                fragments: 0,
+                spin_yield,
+            },
+        ))
+    }
+
+    /// Attaches to a segment created by another member, checking its header.
+    pub fn attach(
+        path: &Path,
+        n: usize,
+        me: usize,
+        spin_yield: bool,
+    ) -> Result<CollSegment, String> {
+        let map = crate::segment::attach(path)
+            .map_err(|e| format!("shm coll: cannot map {}: {e}", path.display()))?;
+        let bad = |why: &str| {
+            Err(format!(
+                "shm coll: segment {} is unusable: {why}",
+                path.display()
+            ))
+        };
+        if map.size() < HEADER || map.load(0, Relaxed) != MAGIC {
+            return bad("no collective segment magic");
+        }
+        let geo = CollGeometry {
+            n: map.load(8, Relaxed) as usize,
+            frag: map.load(16, Relaxed) as usize,
+            sets: map.load(24, Relaxed) as usize,
+            degree: map.load(40, Relaxed) as usize,
+        };
+        if geo.n != n
+            || geo.frag == 0
+            || geo.frag % 64 != 0
+            || !(2..=64).contains(&geo.sets)
+            || geo.degree < 2
+        {
+            return bad("geometry does not match the communicator");
+        }
+        if geo.total() > map.size() {
+            return bad("file smaller than its geometry");
+        }
+        map.fetch_add(ATTACH, 1, Relaxed);
+        Ok(CollSegment {
+            map,
+            geo,
+            me,
+            gen: 0,
+            fragments: 0,
+            spin_yield,
+        })
+    }
+
+    /// Members that have attached (the creator unlinks the file once all did).
+    pub fn attached(&self) -> u64 {
+        self.map.load(ATTACH, Acquire)
+    }
+
+    /// Bytes per fragment.
+    pub fn fragment_size(&self) -> usize {
+        self.geo.frag
+    }
+
+    fn ctl(&self, r: usize) -> usize {
+        HEADER + r * CONTROL
+    }
+
+    fn slot(&self, set: usize, r: usize) -> usize {
+        self.geo.slots_off() + (set * self.geo.n + r) * self.geo.frag
+    }
+
+    fn result(&self, set: usize) -> usize {
+        self.geo.result_off() + set * self.geo.frag
+    }
+
+    fn wait_word(&self, off: usize, at_least: u64) {
+        let mut spins = 0u32;
+        while self.map.load(off, Acquire) < at_least {
+            spins += 1;
+            if self.spin_yield && spins > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Fan-in then fan-out over the k-ary tree rooted at rank 0.
+    pub fn barrier(&mut self) {
+        self.gen += 1;
+        let g = self.gen;
+        let (n, d, me) = (self.geo.n, self.geo.degree, self.me);
+        let children = (me * d + 1)..((me * d + d).min(n - 1) + 1);
+        for c in children.clone() {
+            self.wait_word(self.ctl(c), g);
+        }
+        if me != 0 {
+            self.map.store(self.ctl(me), g, Release);
+            self.wait_word(self.ctl(me) + 64, g);
+        }
+        for c in children {
+            self.map.store(self.ctl(c) + 64, g, Release);
+        }
+    }
+
+    /// Broadcast of `buf` from `root`, fragment by fragment.
+    pub fn bcast(&mut self, root: usize, buf: &mut [u8]) {
+        let frag = self.geo.frag;
+        let mut at = 0;
+        loop {
+            let end = (at + frag).min(buf.len());
+            let set = (self.fragments % self.geo.sets as u64) as usize;
+            self.fragments += 1;
+            if self.me == root {
+                self.map.write_bytes(self.slot(set, root), &buf[at..end]);
+            }
+            self.barrier();
+            if self.me != root {
+                self.map.read_bytes(self.slot(set, root), &mut buf[at..end]);
+            }
+            at = end;
+            if at >= buf.len() {
+                break;
+            }
+        }
+    }
+
+    /// Reduction of every member's `send` (`elem` bytes per element): all ranks get it when
+    /// `root` is `None`, else only `root` (into `recv`). `apply(input, inout)` combines with
+    /// the lower rank's operand as `input`.
+    pub fn reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        elem: usize,
+        apply: &mut dyn FnMut(&[u8], &mut [u8]),
+    ) {
+        let n = self.geo.n;
+        let frag = (self.geo.frag / elem) * elem;
+        let mut acc = vec![0u8; frag.div_ceil(n).div_ceil(elem) * elem + elem];
+        let mut tmp = acc.clone();
+        let mut at = 0;
+        loop {
+            let end = (at + frag).min(send.len());
+            let len = end - at;
+            let set = (self.fragments % self.geo.sets as u64) as usize;
+            self.fragments += 1;
+            self.map
+                .write_bytes(self.slot(set, self.me), &send[at..end]);
+            self.barrier();
+            // My slice of this fragment, in whole elements.
+            let elems = len / elem;
+            let (s0, s1) = (elems * self.me / n * elem, elems * (self.me + 1) / n * elem);
+            if s1 > s0 {
+                let w = s1 - s0;
+                self.map
+                    .read_bytes(self.slot(set, n - 1) + s0, &mut acc[..w]);
+                for r in (0..n - 1).rev() {
+                    self.map.read_bytes(self.slot(set, r) + s0, &mut tmp[..w]);
+                    apply(&tmp[..w], &mut acc[..w]);
+                }
+                self.map.write_bytes(self.result(set) + s0, &acc[..w]);
+            }
+            self.barrier();
+            if root.is_none() || root == Some(self.me) {
+                self.map.read_bytes(self.result(set), &mut recv[at..end]);
+            }
+            at = end;
+            if at >= send.len() {
+                break;
+            }
+        }
+    }
+}
+
+fn create_file(dir: &Path, name: &str, len: usize, n: usize) -> Result<(PathBuf, Mapping), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(name);
+    if let Ok(free) = crate::segment::free_bytes(dir) {
+        if free < len as u64 {
+            return Err(format!(
+                "shm coll: {} has {} bytes free, the collective segment of a {n}-rank communicator needs {len}; \
+                 enlarge it (docker --shm-size) or set KESTREL_SHM_DIR, or lower coll_shm_fragment_size",
+                dir.display(),
+                free
+            ));
+        }
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| {
+            format!(
+                "shm coll: cannot create {}: {e}; set KESTREL_SHM_DIR to a writable tmpfs",
+                path.display()
+            )
+        })?;
+    if let Err(e) =
+        nix::fcntl::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(&file), 0, len as i64)
+    {
+        let _ = std::fs::remove_file(&path);
+        return Err(format!(
+            "shm coll: cannot reserve {len} bytes for {} ({e}); enlarge {} or set KESTREL_SHM_DIR",
+            path.display(),
+            dir.display()
+        ));
+    }
+    let map = Mapping::map(&file, len).map_err(|e| {
+        let _ = std::fs::remove_file(&path);
+        format!("shm coll: cannot map {}: {e}", path.display())
+    })?;
+    Ok((path, map))
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn group(n: usize, frag: usize) -> (PathBuf, Vec<CollSegment>) {
+        let geo = CollGeometry {
+            n,
+            frag,
+            sets: 2,
+            degree: 2,
+        };
+        let name = format!("kestrel.colltest{}x{n}x{frag}", std::process::id());
+        let (path, first) =
+            CollSegment::create(Path::new("/dev/shm"), &name, geo, 0, true).unwrap();
+        let mut segs = vec![first];
+        for me in 1..n {
+            segs.push(CollSegment::attach(&path, n, me, true).unwrap());
+        }
+        assert_eq!(segs[0].attached(), n as u64 - 1);
+        std::fs::remove_file(&path).unwrap();
+        (path, segs)
+    }
+
+    #[test]
+    fn threads_agree_on_bcast_and_ordered_reductions() {
+        for n in [1usize, 2, 3, 5] {
+            let (_, segs) = group(n, 128);
+            let handles: Vec<_> = segs
+                .into_iter()
+                .enumerate()
+                .map(|(me, mut seg)| {
+                    std::thread::spawn(move || {
+                        for round in 0..50u64 {
+                            seg.barrier();
+                            let mut b = if me == 1 % n {
+                                vec![round as u8; 300]
+                            } else {
+                                vec![0u8; 300]
+                            };
+                            seg.bcast(1 % n, &mut b);
+                            assert!(b.iter().all(|&x| x == round as u8), "bcast round {round}");
+                            // A non-commutative "op": concatenate digits in rank order, as u64
+                            // elements: result = sum over r of (r+1) * 10^(n-1-r).
+                            let count = 100;
+                            let send: Vec<u8> = (0..count)
+                                .flat_map(|_| (me as u64 + 1).to_ne_bytes())
+                                .collect();
+                            let mut recv = vec![0u8; send.len()];
+                            let mut apply = |input: &[u8], inout: &mut [u8]| {
+                                for (i, o) in input.chunks_exact(8).zip(inout.chunks_exact_mut(8)) {
+                                    let a = u64::from_ne_bytes(i.try_into().unwrap());
+                                    let b = u64::from_ne_bytes((&*o).try_into().unwrap());
+                                    let digits = if b == 0 { 1 } else { b.ilog10() + 1 };
+                                    o.copy_from_slice(&(a * 10u64.pow(digits) + b).to_ne_bytes());
+                                }
+                            };
+                            seg.reduce(None, &send, &mut recv, 8, &mut apply);
+                            let want: u64 = (0..n as u64).fold(0, |acc, r| acc * 10 + r + 1);
+                            for c in recv.chunks_exact(8) {
+                                assert_eq!(
+                                    u64::from_ne_bytes(c.try_into().unwrap()),
+                                    want,
+                                    "n {n} round {round}"
+                                );
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        }
+    }
+}
