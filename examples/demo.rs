@@ -1,6 +1,6 @@
 //! Kestrel's demo: two ranks on this node measure what an application feels — point-to-point
-//! latency and bandwidth through the shared-memory transport — and the runtime's own
-//! coordination cost. Rank 0 prints the tables.
+//! latency and bandwidth through the shared-memory transport, allreduce latency through the
+//! collective engine — and the runtime's own coordination cost. Rank 0 prints the tables.
 //!
 //! `kestrel-run -n 2 target/release/examples/demo` (`KESTREL_DEMO_QUICK=1` for a short run).
 //! Methodology follows the OSU micro-benchmarks: latency is half the round trip of a
@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+use kestrel::collective::{CommunicatorCollectives, SystemOperation};
 use kestrel::{request, Communicator};
 
 const SIZES: &[usize] = &[0, 8, 64, 512, 4096, 32 << 10, 256 << 10, 1 << 20, 4 << 20];
@@ -97,6 +98,32 @@ fn main() {
         bandwidth.push((len, (len * 64 * iters) as f64 / secs / 1e6));
     }
 
+    let mut allreduce = Vec::new();
+    for &len in &[8usize, 64, 512, 4096, 32 << 10, 256 << 10, 1 << 20] {
+        let count = len / 8;
+        let send = vec![1.0f64; count];
+        let mut recv = vec![0.0f64; count];
+        let (iters, warmup) = if len <= 8192 {
+            (10_000 / scale, 100)
+        } else {
+            (1000 / scale, 10)
+        };
+        world.barrier();
+        let mut start = Instant::now();
+        for i in 0..iters + warmup {
+            if i == warmup {
+                start = Instant::now();
+            }
+            world.all_reduce_into(&send, &mut recv, SystemOperation::sum());
+        }
+        let us = start.elapsed().as_secs_f64() * 1e6 / iters as f64;
+        if recv.iter().any(|&v| v != size as f64) {
+            eprintln!("demo: allreduce of {len} bytes gave a wrong sum");
+            std::process::exit(1);
+        }
+        allreduce.push((len, us));
+    }
+
     let t = Instant::now();
     let rounds = 100;
     let mut rt = universe.runtime();
@@ -126,6 +153,12 @@ fn main() {
         println!("{:<10}{:>18}", "# Size", "Bandwidth (MB/s)");
         for (len, mbs) in &bandwidth {
             println!("{:<10}{:>18.2}", len, mbs);
+        }
+        println!();
+        println!("# Allreduce (sum of f64, all {size} ranks)");
+        println!("{:<10}{:>18}", "# Size", "Avg Latency(us)");
+        for (len, us) in &allreduce {
+            println!("{:<10}{:>18.2}", len, us);
         }
         println!();
         println!("# Runtime barrier through the launcher (PMI fence)");

@@ -147,7 +147,11 @@ impl Engine {
                         err.get_or_insert(e);
                     }
                 };
-                seg.reduce(Some(root as usize), send, target, dtype.size(), &mut apply);
+                if seg.flat(send.len()) {
+                    seg.flat_reduce(Some(root as usize), send, target, &mut apply);
+                } else {
+                    seg.reduce(Some(root as usize), send, target, dtype.size(), &mut apply);
+                }
                 true
             }
         };
@@ -174,7 +178,11 @@ impl Engine {
                         err.get_or_insert(e);
                     }
                 };
-                seg.reduce(None, send, recv, dtype.size(), &mut apply);
+                if seg.flat(send.len()) {
+                    seg.flat_reduce(None, send, recv, &mut apply);
+                } else {
+                    seg.reduce(None, send, recv, dtype.size(), &mut apply);
+                }
                 true
             }
         };

@@ -20,6 +20,13 @@
 //! Reductions are split into per-rank slices: after the contributions are in, rank i reduces
 //! slice i over all contributions in rank order (deterministic for floating point, correct for
 //! non-commutative operations), so all ranks reduce in parallel.
+//!
+//! Small operations on small groups take one round instead: each rank has two inline lines
+//! (used alternately by a second generation counter), writes its payload and then the
+//! generation into its line (Release), and reads every other rank's line once it shows the
+//! generation (Acquire). A rank rewrites a line two operations later, and only after every rank
+//! has published the operation in between, which each does only after it finished reading the
+//! earlier one, so no reader can see a line overwritten under it.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -30,6 +37,13 @@ const MAGIC: u64 = u64::from_le_bytes(*b"KSTRLCOL");
 const HEADER: usize = 128;
 const CONTROL: usize = 128;
 const ATTACH: usize = 32;
+/// Bytes of one inline line: a generation word, then up to [`INLINE_MAX`] payload bytes.
+const INLINE_LINE: usize = 128;
+/// Largest payload of the single-round inline operations.
+pub const INLINE_MAX: usize = INLINE_LINE - 8;
+/// Largest communicator for the single-round (flat) operations: every rank reads every
+/// other rank's line, which is cheaper than a tree only while the group is small.
+pub const FLAT_MAX_RANKS: usize = 16;
 
 /// Sizes of a collective segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +65,12 @@ impl CollGeometry {
     fn result_off(&self) -> usize {
         self.slots_off() + self.sets * self.n * self.frag
     }
+    fn inline_off(&self) -> usize {
+        self.result_off() + self.sets * self.frag
+    }
     /// Total bytes.
     pub fn total(&self) -> usize {
-        self.result_off() + self.sets * self.frag
+        self.inline_off() + self.n * 2 * INLINE_LINE
     }
 }
 
@@ -64,6 +81,7 @@ pub struct CollSegment {
     me: usize,
     gen: u64,
     fragments: u64,
+    flat_gen: u64,
     spin_yield: bool,
 }
 
@@ -100,6 +118,7 @@ impl CollSegment {
                 me,
                 gen: 0,
                 fragments: 0,
+                flat_gen: 0,
                 spin_yield,
             },
         ))
@@ -147,6 +166,7 @@ impl CollSegment {
             me,
             gen: 0,
             fragments: 0,
+            flat_gen: 0,
             spin_yield,
         })
     }
@@ -182,6 +202,86 @@ impl CollSegment {
             } else {
                 std::hint::spin_loop();
             }
+        }
+    }
+
+    fn inline_line(&self, r: usize, parity: usize) -> usize {
+        self.geo.inline_off() + (r * 2 + parity) * INLINE_LINE
+    }
+
+    /// Whether the single-round operations apply to this group and payload.
+    pub fn flat(&self, len: usize) -> bool {
+        self.geo.n <= FLAT_MAX_RANKS && len <= INLINE_MAX
+    }
+
+    /// One round: publish `payload` (may be empty) and wait until every rank published the
+    /// same generation; then `visit(r, bytes)` sees each rank's payload in rank order.
+    fn flat_round(&mut self, payload: &[u8], len: usize, visit: &mut dyn FnMut(usize, &[u8])) {
+        self.flat_gen += 1;
+        let g = self.flat_gen;
+        let parity = (g % 2) as usize;
+        let mine = self.inline_line(self.me, parity);
+        self.map.write_bytes(mine + 8, payload);
+        self.map.store(mine, g, Release);
+        let mut buf = [0u8; INLINE_MAX];
+        for r in 0..self.geo.n {
+            let line = self.inline_line(r, parity);
+            self.wait_word(line, g);
+            if len > 0 {
+                self.map.read_bytes(line + 8, &mut buf[..len]);
+                visit(r, &buf[..len]);
+            }
+        }
+    }
+
+    /// Single-round barrier (small groups).
+    pub fn flat_barrier(&mut self) {
+        self.flat_round(&[], 0, &mut |_, _| {});
+    }
+
+    /// Single-round broadcast of at most [`INLINE_MAX`] bytes (small groups).
+    pub fn flat_bcast(&mut self, root: usize, buf: &mut [u8]) {
+        let len = buf.len();
+        let payload: Vec<u8> = if self.me == root {
+            buf.to_vec()
+        } else {
+            Vec::new()
+        };
+        let me = self.me;
+        self.flat_round(
+            &payload,
+            if me == root { 0 } else { len },
+            &mut |r, bytes| {
+                if r == root {
+                    buf.copy_from_slice(bytes);
+                }
+            },
+        );
+    }
+
+    /// Single-round reduction of at most [`INLINE_MAX`] bytes (small groups): every rank
+    /// combines all contributions itself, in rank order; `root` = `None` means all keep it.
+    pub fn flat_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        apply: &mut dyn FnMut(&[u8], &mut [u8]),
+    ) {
+        let len = send.len();
+        let n = self.geo.n;
+        let want = root.is_none() || root == Some(self.me);
+        let mut all = [0u8; FLAT_MAX_RANKS * INLINE_MAX];
+        self.flat_round(send, if want { len } else { 0 }, &mut |r, bytes| {
+            all[r * len..(r + 1) * len].copy_from_slice(bytes);
+        });
+        if want {
+            let mut acc = [0u8; INLINE_MAX];
+            acc[..len].copy_from_slice(&all[(n - 1) * len..n * len]);
+            for r in (0..n - 1).rev() {
+                apply(&all[r * len..(r + 1) * len], &mut acc[..len]);
+            }
+            recv[..len].copy_from_slice(&acc[..len]);
         }
     }
 
@@ -373,6 +473,18 @@ mod tests {
                                 }
                             };
                             seg.reduce(None, &send, &mut recv, 8, &mut apply);
+                            // The single-round versions on a prefix of the same data.
+                            seg.flat_barrier();
+                            let mut small = vec![0u8; 64];
+                            seg.flat_reduce(None, &send[..64], &mut small, &mut apply);
+                            assert_eq!(small, recv[..64], "flat reduce n {n} round {round}");
+                            let mut fb = if me == 0 {
+                                vec![round as u8 + 1; 100]
+                            } else {
+                                vec![0u8; 100]
+                            };
+                            seg.flat_bcast(0, &mut fb);
+                            assert!(fb.iter().all(|&x| x == round as u8 + 1), "flat bcast");
                             let want: u64 = (0..n as u64).fold(0, |acc, r| acc * 10 + r + 1);
                             for c in recv.chunks_exact(8) {
                                 assert_eq!(
