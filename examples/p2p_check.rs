@@ -4,7 +4,7 @@
 //!
 //! Modes: `random N` (N messages in all, log-uniform sizes 0 B..1 MiB, tags 0..3, received
 //! per tag in a different order than sent), `wildcard`, `truncate`, `probe`, `sizes`,
-//! `outstanding`, `alltoall ROUNDS`, `sync`, `cancel`, `comms`, `procnull`, `stream` (sends
+//! `outstanding`, `alltoall ROUNDS`, `sync`, `cancel`, `comms`, `procnull`, `sendrecv`, `stream` (sends
 //! 64 MiB messages from rank 0 to rank 1 until killed).
 
 use kestrel::{request, Color, Communicator, PROC_NULL};
@@ -78,6 +78,7 @@ fn main() {
         "cancel" => cancel(&world),
         "comms" => comms(&world),
         "procnull" => procnull(&world),
+        "sendrecv" => sendrecv(&world),
         "stream" => stream(&world),
         other => fail(rank, format!("unknown mode '{other}'")),
     }
@@ -464,6 +465,26 @@ fn comms(world: &kestrel::SimpleCommunicator) {
         fail(rank, "undefined color handling is wrong".into());
     }
     half.barrier();
+}
+
+fn sendrecv(world: &kestrel::SimpleCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let next = world.process_at_rank((rank + 1) % size);
+    let prev = world.process_at_rank((rank + size - 1) % size);
+    // Every rank sends right and receives from the left at once: a ring of blocking sends
+    // of rendezvous size would deadlock, sendrecv must not.
+    let data = pattern(rank as u64, 1 << 20);
+    let mut got = vec![0u8; 1 << 20];
+    let st = next.send_receive_into_with_tags(&data[..], 3, &prev, &mut got[..], Some(3));
+    let from = (rank + size - 1) % size;
+    if st.source_rank() != from || got != pattern(from as u64, 1 << 20) {
+        fail(rank, format!("sendrecv from {from}: {st:?}"));
+    }
+    let p = world.process_at_rank(PROC_NULL);
+    let st = p.send_receive_into(&data[..], &p, &mut got[..]);
+    if st.source_rank() != PROC_NULL {
+        fail(rank, "sendrecv with PROC_NULL".into());
+    }
 }
 
 fn procnull(world: &kestrel::SimpleCommunicator) {

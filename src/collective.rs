@@ -42,6 +42,8 @@ macro_rules! pair {
         $(#[$doc])*
         #[repr(C)]
         #[derive(Debug, Clone, Copy, PartialEq, Default)]
+        // The private field is the C struct's padding (or nothing), not a non-exhaustive marker.
+        #[allow(clippy::manual_non_exhaustive)]
         pub struct $name {
             /// The value compared.
             pub value: $v,
@@ -147,11 +149,14 @@ impl<T: Reducible> Operation<T> for SystemOperation {
     }
 }
 
+/// The function of a [`UserOperation`]: `f(input, inout)`.
+type UserFn<T> = dyn Fn(&[T], &mut [T]);
+
 /// A user-defined reduction: `f(input, inout)` sets `inout[i] = input[i] op inout[i]`, where
 /// `input` comes from the lower rank.
 pub struct UserOperation<T> {
     commutative: bool,
-    f: Rc<dyn Fn(&[T], &mut [T])>,
+    f: Rc<UserFn<T>>,
 }
 
 impl<T> std::fmt::Debug for UserOperation<T> {

@@ -692,6 +692,48 @@ impl<'a> Process<'a> {
         )
     }
 
+    /// Sends `send` to this process while receiving `recv` from `source` (`MPI_Sendrecv`):
+    /// both run at once, so a ring of such calls cannot deadlock.
+    pub fn send_receive_into<S: Buffer + ?Sized, R: BufferMut + ?Sized>(
+        &self,
+        send: &S,
+        source: &Process<'_>,
+        recv: &mut R,
+    ) -> Status {
+        self.send_receive_into_with_tags(send, 0, source, recv, None)
+    }
+
+    /// [`Process::send_receive_into`] with a send tag and a receive tag (`None` = any).
+    pub fn send_receive_into_with_tags<S: Buffer + ?Sized, R: BufferMut + ?Sized>(
+        &self,
+        send: &S,
+        send_tag: Tag,
+        source: &Process<'_>,
+        recv: &mut R,
+        recv_tag: Option<Tag>,
+    ) -> Status {
+        let c = self.comm;
+        let recv_tag = recv_tag.map(|t| user_tag(c, t));
+        let send_tag = user_tag(c, send_tag);
+        request::scope(|scope| {
+            let r = source.dest().map(|src| {
+                request::start_recv(
+                    scope,
+                    &c.inner,
+                    c.ctx,
+                    Some(src),
+                    recv_tag,
+                    recv.as_bytes_mut(),
+                )
+            });
+            if let Some(d) = self.dest() {
+                request::start_send(scope, &c.inner, c.ctx, d, send_tag, send.as_bytes(), false)
+                    .wait();
+            }
+            r.map(|r| r.wait()).unwrap_or_else(Status::null)
+        })
+    }
+
     /// Waits for a message from this process and reports it without receiving (`MPI_Probe`).
     pub fn probe(&self) -> Status {
         probe_loop(self.comm, self.dest(), None)

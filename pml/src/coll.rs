@@ -277,7 +277,7 @@ impl Engine {
         let mut tmp = vec![0u8; send.len()];
         // Fold the ranks beyond the largest power of two into their neighbours.
         let newrank = if me < 2 * rem {
-            if me % 2 == 0 {
+            if me.is_multiple_of(2) {
                 self.exchange(ctx, TAG_ALLREDUCE, &[(me + 1, &recv[..])], &mut [])?;
                 None
             } else {
@@ -309,7 +309,7 @@ impl Engine {
             }
         }
         if me < 2 * rem {
-            if me % 2 == 0 {
+            if me.is_multiple_of(2) {
                 self.exchange(ctx, TAG_ALLREDUCE, &[], &mut [(me + 1, recv)])?;
             } else {
                 self.exchange(ctx, TAG_ALLREDUCE, &[(me - 1, &recv[..])], &mut [])?;

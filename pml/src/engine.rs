@@ -230,6 +230,9 @@ impl fmt::Debug for Engine {
 
 const NO_ROUTE: u8 = u8::MAX;
 
+/// Empty polls after which even a rank with a core of its own starts yielding.
+const LONG_IDLE: u32 = 20_000;
+
 impl Engine {
     /// Sets up the transports the `btl` parameter allows, exchanges their cards through the
     /// runtime (one fence, on every rank), and computes a route to every rank.
@@ -721,8 +724,11 @@ impl Engine {
             *idle = 0;
             return;
         }
-        *idle += 1;
-        if self.yield_when_idle && *idle > self.spin_before_yield {
+        *idle = idle.saturating_add(1);
+        // Oversubscribed ranks yield soon; the others only after a long idle stretch, which
+        // costs a spinning rank nothing measurable but saves it when the machine turns out to
+        // be busier than the launcher could see (other jobs, namespace hosts sharing cores).
+        if (self.yield_when_idle && *idle > self.spin_before_yield) || *idle > LONG_IDLE {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

@@ -50,7 +50,7 @@ impl Selector {
     /// user's wildcard receive must never steal. A specific tag (negative or not) matches only
     /// an equal tag; a specific source matches only an equal source.
     pub fn matches(&self, env: &Envelope) -> bool {
-        self.source.map_or(true, |s| s == env.source) && tag_matches(self.tag, env.tag)
+        self.source.is_none_or(|s| s == env.source) && tag_matches(self.tag, env.tag)
     }
 }
 
@@ -364,7 +364,7 @@ impl<M> MatchEngine<M> {
         let mut best: Option<(Queue, usize, u64)> = None;
         let mut consider = |queue: Queue, hit: Option<(usize, u64)>| {
             if let Some((pos, stamp)) = hit {
-                if best.as_ref().map_or(true, |b| stamp < b.2) {
+                if best.as_ref().is_none_or(|b| stamp < b.2) {
                     best = Some((queue, pos, stamp));
                 }
             }

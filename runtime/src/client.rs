@@ -702,17 +702,14 @@ mod tests {
             let mut writer = server;
             for (expect, reply) in script {
                 let mut line = String::new();
-                if expect.starts_with("v2:") {
+                if let Some(v2_expect) = expect.strip_prefix("v2:") {
                     let mut len = [0u8; 6];
                     reader.read_exact(&mut len).unwrap();
                     let n: usize = String::from_utf8_lossy(&len).trim().parse().unwrap();
                     let mut body = vec![0u8; n];
                     reader.read_exact(&mut body).unwrap();
                     line = String::from_utf8(body).unwrap();
-                    assert!(
-                        line.starts_with(&expect[3..]),
-                        "expected {expect}, got {line}"
-                    );
+                    assert!(line.starts_with(v2_expect), "expected {expect}, got {line}");
                 } else {
                     reader.read_line(&mut line).unwrap();
                     assert!(line.starts_with(expect), "expected {expect}, got {line}");

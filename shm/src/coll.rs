@@ -150,7 +150,7 @@ impl CollSegment {
         };
         if geo.n != n
             || geo.frag == 0
-            || geo.frag % 64 != 0
+            || !geo.frag.is_multiple_of(64)
             || !(2..=64).contains(&geo.sets)
             || geo.degree < 2
         {
@@ -196,8 +196,8 @@ impl CollSegment {
     fn wait_word(&self, off: usize, at_least: u64) {
         let mut spins = 0u32;
         while self.map.load(off, Acquire) < at_least {
-            spins += 1;
-            if self.spin_yield && spins > 64 {
+            spins = spins.saturating_add(1);
+            if (self.spin_yield && spins > 64) || spins > 20_000 {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();

@@ -99,7 +99,7 @@ impl Mapping {
     #[inline]
     fn word(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
         assert!(
-            off % 8 == 0 && off + 8 <= self.len,
+            off.is_multiple_of(8) && off + 8 <= self.len,
             "shm word access at {off} outside a {}-byte mapping",
             self.len
         );

@@ -66,6 +66,7 @@ scenario!(synchronous_send_waits_for_the_match, 2, "sync");
 scenario!(cancel_an_unmatched_receive, 2, "cancel");
 scenario!(dup_and_split_communicators, 5, "comms");
 scenario!(proc_null_moves_nothing, 2, "procnull");
+scenario!(sendrecv_ring_does_not_deadlock, 3, "sendrecv");
 
 #[test]
 fn rust_examples_run_on_two_and_three_ranks() {

@@ -208,12 +208,11 @@ impl Btl for SelfBtl {
 pub mod conformance {
     use super::*;
 
+    /// A delivered message as the suite records it: (receiver, sender, am tag, bytes).
+    type Got = (u32, u32, u8, Vec<u8>);
+
     /// Drives `progress` on every endpoint until `until` holds or 100,000 rounds pass.
-    fn drive(
-        eps: &mut [Box<dyn Btl>],
-        got: &mut Vec<(u32, u32, u8, Vec<u8>)>,
-        until: &dyn Fn(&[(u32, u32, u8, Vec<u8>)]) -> bool,
-    ) {
+    fn drive(eps: &mut [Box<dyn Btl>], got: &mut Vec<Got>, until: &dyn Fn(&[Got]) -> bool) {
         for _ in 0..100_000 {
             if until(got) {
                 return;
