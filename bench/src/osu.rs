@@ -21,11 +21,18 @@
 //! | `-p`, `--num-pairs PAIRS` | mbw_mr | pairs (default ranks / 2) |
 //! | `-R`, `--print-rate 0\|1` | mbw_mr | print the message rate column (default 1) |
 //! | `-M`, `--mem-limit SIZE` | all | per-process buffer bytes (default 512 MiB, at least 1 MiB) |
-//! | `-f`, `--full` | none of the point-to-point tests (OSU has it for collectives) | min/max columns |
+//! | `-f`, `--full` | collectives only (as in OSU) | min/max columns and the iteration count |
 //!
 //! OSU's point-to-point tests do not take `-M` (OSU only applies it to collectives); Kestrel's
 //! do, and honour it: a rank never allocates more message-buffer bytes than the limit, and
 //! sizes that would need more are dropped with a warning (as OSU's `check_mem_limit` does).
+//! For the collectives the limit is checked against what the test really allocates per rank
+//! for the number of ranks (e.g. `2 * ranks * size` for alltoall), not against OSU's rougher
+//! `ranks * size`. `osu_barrier` accepts `-m` and `-M` (OSU's option string has them) but has
+//! no messages, so they change nothing, and its usage omits them as OSU's does.
+//!
+//! Collectives default to OSU's collective counts: sizes 1 B to 1 MiB, 1000 timed iterations
+//! and 100 warm-up up to 8 KiB, 100 and 10 above.
 //!
 //! A bad option makes rank 0 print `<message> [-x <arg>]` and an empty line to stderr, then
 //! the usage to stdout (where OSU prints it), and every rank exits with status 1.
@@ -48,6 +55,26 @@
 //! W ]` after the title and prints `MB/s` and `Messages/s`. Sizes double from the minimum to
 //! the maximum; OSU 7.4's latency tests start at 0 but skip it (a message of 0 elements), so
 //! their first row is 1.
+//!
+//! The collectives (OSU's `print_preamble`, `print_only_header`, `print_stats`) print the same
+//! preamble and `# Datatype: MPI_CHAR.` (OSU 7.4 runs every collective, the reductions too,
+//! on `MPI_CHAR` unless `-T` says otherwise), then `# Size` and `Avg Latency(us)`; with `-f`
+//! also `%18s%18s%12s` `Min Latency(us)`, `Max Latency(us)`, `Iterations`, and rows
+//! `%-10d%18.2f` plus `%18.2f%18.2f%12d`. `osu_barrier` has no size: no datatype line, the
+//! header is `# Avg Latency(us)` (then the `-f` columns) and its one row is `%17.2f` (then
+//! `%18.2f%18.2f%12d`):
+//!
+//! ```text
+//!
+//! # OSU MPI Barrier Latency Test v7.4
+//! # Avg Latency(us)
+//!              1.52
+//! ```
+//!
+//! The value is OSU's: each rank times every iteration around the collective call alone, its
+//! latency is the mean of its timed iterations, and the row shows the average of those means
+//! over the ranks (a `SUM` reduction to rank 0 divided by the ranks), with `-f` their minimum
+//! and maximum (`MIN` and `MAX` reductions).
 
 use std::fmt::{self, Write as _};
 
@@ -61,6 +88,8 @@ pub const FLOAT_PRECISION: usize = 2;
 pub const LARGE_MESSAGE_SIZE: usize = 8192;
 /// Default largest message: 4 MiB.
 pub const MAX_MESSAGE_SIZE: usize = 1 << 22;
+/// Default largest message of the collectives: 1 MiB (OSU's `MAX_MSG_SIZE_COLL`).
+pub const MAX_MSG_SIZE_COLL: usize = 1 << 20;
 /// Default per-process memory limit (`-M`): 512 MiB.
 pub const MAX_MEM_LIMIT: usize = 512 * 1024 * 1024;
 /// Smallest accepted memory limit: 1 MiB.
@@ -77,6 +106,58 @@ pub enum Bench {
     Pt2pt,
     /// The multiple bandwidth / message rate test.
     MbwMr,
+    /// A blocking collective over all ranks.
+    Collective(Coll),
+}
+
+/// The collective a [`Bench::Collective`] test measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coll {
+    /// `MPI_Barrier`.
+    Barrier,
+    /// `MPI_Bcast`.
+    Bcast,
+    /// `MPI_Reduce` (`MPI_SUM`).
+    Reduce,
+    /// `MPI_Allreduce` (`MPI_SUM`).
+    Allreduce,
+    /// `MPI_Allgather`.
+    Allgather,
+    /// `MPI_Alltoall`.
+    Alltoall,
+    /// `MPI_Gather`.
+    Gather,
+    /// `MPI_Scatter`.
+    Scatter,
+}
+
+impl Coll {
+    /// The root of iteration `i` (counting warm-up iterations) with `nprocs` ranks, as OSU 7.4
+    /// chooses it: bcast and reduce rotate the root every iteration (`i % nprocs`; OSU forces
+    /// rotation for them), gather and scatter keep rank 0 (OSU's default `-k fixed:0`). The
+    /// others have no root (0).
+    pub fn root(self, i: usize, nprocs: usize) -> usize {
+        match self {
+            Coll::Bcast | Coll::Reduce => i % nprocs.max(1),
+            _ => 0,
+        }
+    }
+
+    /// Message-buffer bytes the busiest rank allocates for messages of `size` bytes (per
+    /// rank, per block) with `nprocs` ranks: bcast one buffer; reduce and allreduce a send and
+    /// a receive buffer; allgather and gather a send buffer and `nprocs` receive blocks;
+    /// scatter `nprocs` send blocks and a receive buffer; alltoall `nprocs` blocks each way;
+    /// barrier nothing.
+    pub fn buffer_bytes(self, size: usize, nprocs: usize) -> usize {
+        let blocks = match self {
+            Coll::Barrier => 0,
+            Coll::Bcast => 1,
+            Coll::Reduce | Coll::Allreduce => 2,
+            Coll::Allgather | Coll::Gather | Coll::Scatter => nprocs.saturating_add(1),
+            Coll::Alltoall => nprocs.saturating_mul(2),
+        };
+        size.saturating_mul(blocks)
+    }
 }
 
 /// What a test measures (OSU's `options.subtype`).
@@ -144,6 +225,61 @@ pub const MULTI_LAT: Spec = Spec {
     full: false,
 };
 
+/// Specification of a collective: all have `-f`, and OSU titles them `... Latency Test`.
+const fn collective(name: &'static str, title: &'static str, coll: Coll) -> Spec {
+    Spec {
+        name,
+        title,
+        bench: Bench::Collective(coll),
+        subtype: Subtype::Lat,
+        full: true,
+    }
+}
+
+/// `osu_barrier`: `MPI_Barrier` latency (no message sizes).
+pub const BARRIER: Spec = collective("osu_barrier", "OSU MPI Barrier Latency Test", Coll::Barrier);
+/// `osu_bcast`: `MPI_Bcast` latency, root rotating every iteration.
+pub const BCAST: Spec = collective("osu_bcast", "OSU MPI Broadcast Latency Test", Coll::Bcast);
+/// `osu_reduce`: `MPI_Reduce` (`MPI_SUM` on `MPI_CHAR`) latency, root rotating.
+pub const REDUCE: Spec = collective("osu_reduce", "OSU MPI Reduce Latency Test", Coll::Reduce);
+/// `osu_allreduce`: `MPI_Allreduce` (`MPI_SUM` on `MPI_CHAR`) latency.
+pub const ALLREDUCE: Spec = collective(
+    "osu_allreduce",
+    "OSU MPI Allreduce Latency Test",
+    Coll::Allreduce,
+);
+/// `osu_allgather`: `MPI_Allgather` latency.
+pub const ALLGATHER: Spec = collective(
+    "osu_allgather",
+    "OSU MPI Allgather Latency Test",
+    Coll::Allgather,
+);
+/// `osu_alltoall`: `MPI_Alltoall` latency (`size` bytes to every rank).
+pub const ALLTOALL: Spec = collective(
+    "osu_alltoall",
+    "OSU MPI All-to-All Personalized Exchange Latency Test",
+    Coll::Alltoall,
+);
+/// `osu_gather`: `MPI_Gather` latency to rank 0.
+pub const GATHER: Spec = collective("osu_gather", "OSU MPI Gather Latency Test", Coll::Gather);
+/// `osu_scatter`: `MPI_Scatter` latency from rank 0.
+pub const SCATTER: Spec = collective("osu_scatter", "OSU MPI Scatter Latency Test", Coll::Scatter);
+
+impl Spec {
+    /// The collective, for collective tests.
+    pub fn coll(&self) -> Option<Coll> {
+        match self.bench {
+            Bench::Collective(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Whether the output has a size column (all but `osu_barrier`).
+    pub fn has_sizes(&self) -> bool {
+        self.coll() != Some(Coll::Barrier)
+    }
+}
+
 /// Parsed options, with OSU's defaults for the test.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -176,13 +312,19 @@ pub struct Options {
 impl Options {
     /// OSU's defaults for `spec`.
     pub fn defaults(spec: &Spec) -> Options {
-        let (iterations, skip, iterations_large, skip_large, min) = match spec.subtype {
-            Subtype::Lat => (10_000, 100, 1_000, 10, 0),
-            Subtype::Bw => (100, 10, 20, 2, 1),
+        let (iterations, skip, iterations_large, skip_large, min) = match (spec.bench, spec.subtype)
+        {
+            (Bench::Collective(_), _) => (1_000, 100, 100, 10, 1),
+            (_, Subtype::Lat) => (10_000, 100, 1_000, 10, 0),
+            (_, Subtype::Bw) => (100, 10, 20, 2, 1),
+        };
+        let max = match spec.bench {
+            Bench::Collective(_) => MAX_MSG_SIZE_COLL,
+            _ => MAX_MESSAGE_SIZE,
         };
         Options {
             min_message_size: min,
-            max_message_size: MAX_MESSAGE_SIZE,
+            max_message_size: max,
             iterations,
             iterations_large,
             skip,
@@ -242,18 +384,35 @@ impl Options {
     /// Buffer bytes one rank needs for messages of `size` in `spec`: a send and a receive
     /// buffer for the latency tests; for the bandwidth tests a send buffer and one receive
     /// buffer per message of the window (a window's receives are in flight together, so
-    /// each gets its own memory).
+    /// each gets its own memory). For collectives this assumes two ranks; see
+    /// [`Options::buffer_bytes_ranks`].
     pub fn buffer_bytes(&self, spec: &Spec, size: usize) -> usize {
-        match spec.subtype {
-            Subtype::Lat => size.saturating_mul(2),
-            Subtype::Bw => size.saturating_mul(self.window_size.saturating_add(1)),
+        self.buffer_bytes_ranks(spec, size, 2)
+    }
+
+    /// [`Options::buffer_bytes`] with `nprocs` ranks (only the collectives depend on it:
+    /// [`Coll::buffer_bytes`]).
+    pub fn buffer_bytes_ranks(&self, spec: &Spec, size: usize, nprocs: usize) -> usize {
+        match (spec.bench, spec.subtype) {
+            (Bench::Collective(c), _) => c.buffer_bytes(size, nprocs),
+            (_, Subtype::Lat) => size.saturating_mul(2),
+            (_, Subtype::Bw) => size.saturating_mul(self.window_size.saturating_add(1)),
         }
     }
 
     /// Applies `-M`: lowers the largest size so that [`Options::buffer_bytes`] fits in the
     /// memory limit. Returns OSU's warning when it did.
     pub fn limit_to_memory(&mut self, spec: &Spec) -> Option<String> {
-        let per_byte = self.buffer_bytes(spec, 1).max(1);
+        self.limit_to_memory_ranks(spec, 2)
+    }
+
+    /// [`Options::limit_to_memory`] with `nprocs` ranks (what the collectives use). A test
+    /// without buffers (barrier) is never limited.
+    pub fn limit_to_memory_ranks(&mut self, spec: &Spec, nprocs: usize) -> Option<String> {
+        let per_byte = self.buffer_bytes_ranks(spec, 1, nprocs);
+        if per_byte == 0 {
+            return None;
+        }
         let fits = self.max_mem_limit / per_byte;
         if self.max_message_size > fits {
             self.max_message_size = fits;
@@ -361,6 +520,15 @@ const OPT_X: OptDef = OptDef {
         "iterations to skip before timing (default 200)",
     ],
 };
+const OPT_I_COLL: OptDef = OptDef {
+    short: 'i',
+    long: "iterations",
+    arg: true,
+    help: &[
+        "ITER - set iterations per message size to ITER (default 1000 for small",
+        "messages, 100 for large messages)",
+    ],
+};
 const OPT_MEM: OptDef = OptDef {
     short: 'M',
     long: "mem-limit",
@@ -384,9 +552,10 @@ const OPT_P: OptDef = OptDef {
 };
 
 /// The options of `spec`, in the order of OSU's option string for that test (which is the
-/// order of the usage text), with `-M` last.
+/// order of the usage text), with `-M` last. The collectives follow OSU's `hvfm:i:x:M:`.
 fn option_defs(spec: &Spec) -> Vec<&'static OptDef> {
     let mut v: Vec<&'static OptDef> = match (spec.bench, spec.subtype) {
+        (Bench::Collective(_), _) => vec![&OPT_H, &OPT_V, &OPT_M, &OPT_I_COLL, &OPT_X],
         (Bench::MbwMr, _) => vec![
             &OPT_P, &OPT_W, &OPT_R, &OPT_X, &OPT_I, &OPT_M, &OPT_H, &OPT_V,
         ],
@@ -625,7 +794,9 @@ pub fn parse<S: AsRef<str>>(spec: &Spec, args: &[S]) -> Parsed {
 /// The usage text (OSU's `print_help_message`; with `note`, mbw_mr's `usage_mbw_mr` note).
 pub fn help_text(spec: &Spec, note: bool) -> String {
     let mut s = format!("Usage: {} [options]\nOptions:\n", spec.name);
-    for d in option_defs(spec) {
+    // OSU's barrier takes -m and -M but, having no message sizes, does not list them.
+    let listed = |d: &&OptDef| spec.has_sizes() || !matches!(d.short, 'm' | 'M');
+    for d in option_defs(spec).into_iter().filter(listed) {
         let _ = writeln!(s, "  -{}, --{:<20}{}", d.short, d.long, d.help[0]);
         for line in &d.help[1..] {
             let _ = writeln!(s, "{:28}{}", "", line);
@@ -644,7 +815,7 @@ pub fn version_text(spec: &Spec) -> String {
 }
 
 /// What precedes the column header: an empty line, the title, for mbw_mr the pairs line,
-/// and the datatype line.
+/// and the datatype line (not for barrier, which sends no data).
 pub fn preamble(spec: &Spec, opts: &Options, pairs: usize) -> String {
     let mut s = format!("\n{}", version_text(spec));
     if spec.bench == Bench::MbwMr {
@@ -654,15 +825,22 @@ pub fn preamble(spec: &Spec, opts: &Options, pairs: usize) -> String {
             opts.window_size
         );
     }
-    s.push_str("# Datatype: MPI_CHAR.\n");
+    if spec.has_sizes() {
+        s.push_str("# Datatype: MPI_CHAR.\n");
+    }
     s
 }
 
 /// The column header line (OSU's `print_only_header`), with its newline.
 pub fn column_header(spec: &Spec, opts: &Options) -> String {
     let w = FIELD_WIDTH;
-    let mut s = format!("{:<10}", "# Size");
+    let mut s = if spec.has_sizes() {
+        format!("{:<10}", "# Size")
+    } else {
+        String::from("# ")
+    };
     match (spec.bench, spec.subtype) {
+        (Bench::Collective(_), _) if !spec.has_sizes() => s.push_str("Avg Latency(us)"),
         (Bench::MbwMr, _) if opts.print_rate => {
             let _ = write!(s, "{:>w$}{:>w$}", "MB/s", "Messages/s");
         }
@@ -672,9 +850,10 @@ pub fn column_header(spec: &Spec, opts: &Options) -> String {
         (Bench::Pt2pt, Subtype::Bw) => {
             let _ = write!(s, "{:>w$}", "Bandwidth (MB/s)");
         }
-        (Bench::Pt2pt, Subtype::Lat) => {
+        (Bench::Pt2pt | Bench::Collective(_), Subtype::Lat) => {
             let _ = write!(s, "{:>w$}", "Avg Latency(us)");
         }
+        (Bench::Collective(_), Subtype::Bw) => unreachable!("collectives measure latency"),
     }
     if opts.show_full {
         let _ = write!(
@@ -695,6 +874,45 @@ pub fn row(size: usize, value: f64) -> String {
 /// A row with two values (mbw_mr: MB/s and messages/s).
 pub fn row2(size: usize, a: f64, b: f64) -> String {
     format!("{size:<10}{a:>FIELD_WIDTH$.FLOAT_PRECISION$}{b:>FIELD_WIDTH$.FLOAT_PRECISION$}\n")
+}
+
+/// One rank's result for one size of a collective: the average over the ranks of their mean
+/// latencies, their minimum and maximum, all in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CollStats {
+    /// Average over the ranks.
+    pub avg: f64,
+    /// Smallest rank mean.
+    pub min: f64,
+    /// Largest rank mean.
+    pub max: f64,
+}
+
+/// A collective's result row (OSU's `print_stats`): `%-10d%18.2f` (barrier: `%17.2f`), with
+/// `-f` then `%18.2f%18.2f%12d` (minimum, maximum, timed iterations), and a newline.
+pub fn coll_row(
+    spec: &Spec,
+    opts: &Options,
+    size: usize,
+    st: &CollStats,
+    iterations: usize,
+) -> String {
+    let (w, p) = (FIELD_WIDTH, FLOAT_PRECISION);
+    let mut s = if spec.has_sizes() {
+        format!("{size:<10}{:>w$.p$}", st.avg)
+    } else {
+        format!("{:>17.p$}", st.avg)
+    };
+    if opts.show_full {
+        let _ = write!(s, "{:>w$.p$}{:>w$.p$}{iterations:>12}", st.min, st.max);
+    }
+    s.push('\n');
+    s
+}
+
+/// Mean latency in microseconds of `iterations` timed iterations that took `total_secs`.
+pub fn mean_us(total_secs: f64, iterations: usize) -> f64 {
+    total_secs * 1e6 / iterations as f64
 }
 
 /// Half the average round trip in microseconds (OSU: `t * 1e6 / (2 * iterations)`).
@@ -736,6 +954,20 @@ impl AlignedBuf {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.storage[self.offset..self.offset + self.len]
     }
+
+    /// The bytes as C `char`s (`i8`, what `MPI_CHAR` is on the platforms Kestrel runs on).
+    pub fn as_i8_slice(&self) -> &[i8] {
+        let b = self.as_slice();
+        // SAFETY: i8 has the size, alignment and (all bit patterns) validity of u8.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) }
+    }
+
+    /// The bytes as C `char`s, mutably.
+    pub fn as_mut_i8_slice(&mut self) -> &mut [i8] {
+        let b = self.as_mut_slice();
+        // SAFETY: as in `as_i8_slice`; the borrow of `self` is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<i8>(), b.len()) }
+    }
 }
 
 /// Parses the command line for every rank and handles what stops the program: `-h`, `-v`
@@ -772,6 +1004,61 @@ pub fn parse_or_report(spec: &Spec, rank: i32, args: &[String]) -> Result<Option
             Err(1)
         }
     }
+}
+
+/// The start of a collective test on every rank: parses the options (as
+/// [`parse_or_report`]), requires at least two ranks, applies `-M` for this number of ranks
+/// (warning on rank 0's stderr) and prints the preamble and the column header on rank 0.
+/// `Err` carries the exit status for [`exit`].
+pub fn coll_begin(
+    spec: &Spec,
+    world: &kestrel::SimpleCommunicator,
+    args: &[String],
+) -> Result<Options, i32> {
+    use kestrel::Communicator as _;
+    let (rank, nprocs) = (world.rank(), world.size());
+    let mut opts = parse_or_report(spec, rank, args)?;
+    if nprocs < 2 {
+        if rank == 0 {
+            eprintln!("This test requires at least two processes");
+        }
+        return Err(1);
+    }
+    if let Some(w) = opts.limit_to_memory_ranks(spec, nprocs as usize) {
+        if rank == 0 {
+            eprintln!("{w}");
+        }
+    }
+    if rank == 0 {
+        print!("{}{}", preamble(spec, &opts, 1), column_header(spec, &opts));
+    }
+    Ok(opts)
+}
+
+/// OSU's per-size statistics of a collective, called by every rank with its mean latency in
+/// microseconds: reductions to rank 0 of the minimum, the maximum and the sum (in OSU's
+/// order). Rank 0 gets the minimum, the maximum and the sum divided by the ranks; the other
+/// ranks get `None`.
+pub fn coll_stats(world: &kestrel::SimpleCommunicator, latency_us: f64) -> Option<CollStats> {
+    use kestrel::collective::{Root as _, SystemOperation};
+    use kestrel::Communicator as _;
+    let root = world.process_at_rank(0);
+    let send = [latency_us];
+    if world.rank() != 0 {
+        root.reduce_into(&send[..], SystemOperation::min());
+        root.reduce_into(&send[..], SystemOperation::max());
+        root.reduce_into(&send[..], SystemOperation::sum());
+        return None;
+    }
+    let (mut min, mut max, mut sum) = ([0.0f64], [0.0f64], [0.0f64]);
+    root.reduce_into_root(&send[..], &mut min[..], SystemOperation::min());
+    root.reduce_into_root(&send[..], &mut max[..], SystemOperation::max());
+    root.reduce_into_root(&send[..], &mut sum[..], SystemOperation::sum());
+    Some(CollStats {
+        avg: sum[0] / f64::from(world.size()),
+        min: min[0],
+        max: max[0],
+    })
 }
 
 /// Flushes stdout, waits for every rank (so that rank 0's report is out before a rank
@@ -1096,9 +1383,203 @@ mod tests {
         assert!(!help_text(&MBW_MR, false).contains("Note:"));
     }
 
+    const COLLECTIVES: [Spec; 8] = [
+        BARRIER, BCAST, REDUCE, ALLREDUCE, ALLGATHER, ALLTOALL, GATHER, SCATTER,
+    ];
+
+    #[test]
+    fn collective_defaults_and_options() {
+        for spec in COLLECTIVES {
+            let o = run(&spec, &[]);
+            assert_eq!(
+                (
+                    o.min_message_size,
+                    o.max_message_size,
+                    o.iterations,
+                    o.skip,
+                    o.iterations_large,
+                    o.skip_large
+                ),
+                (1, 1048576, 1000, 100, 100, 10),
+                "{}",
+                spec.name
+            );
+            assert!(!o.show_full);
+            assert!(run(&spec, &["-f"]).show_full);
+            assert!(run(&spec, &["--full", "-i", "5"]).show_full);
+            assert_eq!(bad_usage(&spec, &["-W", "2"]), "Invalid option [-W]");
+            assert_eq!(
+                bad_usage(&spec, &["-i", "0"]),
+                "Invalid Number of Iterations [-i 0]"
+            );
+        }
+        let o = run(&ALLREDUCE, &["-m", "4:64", "-x", "3", "-i", "7"]);
+        assert_eq!(o.sizes(&ALLREDUCE), vec![4, 8, 16, 32, 64]);
+        assert_eq!((o.iterations_for(16384), o.skip_for(16384)), (7, 3));
+        let o = run(&BCAST, &[]);
+        let s = o.sizes(&BCAST);
+        assert_eq!(
+            (s.first(), s.last(), s.len()),
+            (Some(&1), Some(&1048576), 21)
+        );
+        assert_eq!(
+            (o.iterations_for(8192), o.iterations_for(16384)),
+            (1000, 100)
+        );
+        assert_eq!((o.skip_for(8192), o.skip_for(16384)), (100, 10));
+        // The barrier takes -m and -M (as OSU's option string does) and ignores them.
+        assert_eq!(
+            run(&BARRIER, &["-m", "64", "-M", "2000000"]).max_message_size,
+            64
+        );
+    }
+
+    #[test]
+    fn collective_roots_and_memory() {
+        assert_eq!(
+            (0..5).map(|i| Coll::Bcast.root(i, 3)).collect::<Vec<_>>(),
+            vec![0, 1, 2, 0, 1]
+        );
+        assert_eq!(Coll::Reduce.root(7, 4), 3);
+        assert_eq!(Coll::Gather.root(7, 4), 0);
+        assert_eq!(Coll::Scatter.root(1, 2), 0);
+        assert_eq!(Coll::Bcast.buffer_bytes(10, 4), 10);
+        assert_eq!(Coll::Allreduce.buffer_bytes(10, 4), 20);
+        assert_eq!(Coll::Gather.buffer_bytes(10, 4), 50);
+        assert_eq!(Coll::Alltoall.buffer_bytes(10, 4), 80);
+        assert_eq!(Coll::Barrier.buffer_bytes(10, 4), 0);
+        let mut o = run(&ALLTOALL, &["-M", "1048576"]);
+        let w = o
+            .limit_to_memory_ranks(&ALLTOALL, 4)
+            .expect("8 MiB does not fit in 1 MiB");
+        assert_eq!(o.max_message_size, 131072);
+        assert!(w.starts_with("Warning! Limiting max message size to: 131072."));
+        assert_eq!(o.sizes(&ALLTOALL).last(), Some(&131072));
+        let mut o = run(&ALLREDUCE, &[]);
+        assert_eq!(o.limit_to_memory_ranks(&ALLREDUCE, 64), None);
+        let mut o = run(&BARRIER, &["-M", "1", "-m", "99999999"]);
+        assert_eq!(o.limit_to_memory_ranks(&BARRIER, 8), None);
+    }
+
+    #[test]
+    fn golden_collective_output() {
+        let o = run(&ALLREDUCE, &[]);
+        assert_eq!(
+            version_text(&ALLREDUCE),
+            "# OSU MPI Allreduce Latency Test v7.4\n"
+        );
+        assert_eq!(
+            format!(
+                "{}{}",
+                preamble(&ALLREDUCE, &o, 1),
+                column_header(&ALLREDUCE, &o)
+            ),
+            "\n# OSU MPI Allreduce Latency Test v7.4\n# Datatype: MPI_CHAR.\n\
+             # Size       Avg Latency(us)\n"
+        );
+        let st = CollStats {
+            avg: 1.2349,
+            min: 0.994,
+            max: 12345.678,
+        };
+        assert_eq!(
+            coll_row(&ALLREDUCE, &o, 4, &st, 1000),
+            "4                       1.23\n"
+        );
+        assert_eq!(
+            coll_row(&ALLREDUCE, &o, 1048576, &st, 100),
+            "1048576                 1.23\n"
+        );
+        let full = run(&ALLREDUCE, &["-f"]);
+        assert_eq!(
+            column_header(&ALLREDUCE, &full),
+            "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
+        );
+        assert_eq!(
+            coll_row(&ALLREDUCE, &full, 16384, &st, 100),
+            "16384                   1.23              0.99          12345.68         100\n"
+        );
+        for (spec, title) in [
+            (BCAST, "OSU MPI Broadcast Latency Test"),
+            (REDUCE, "OSU MPI Reduce Latency Test"),
+            (ALLGATHER, "OSU MPI Allgather Latency Test"),
+            (
+                ALLTOALL,
+                "OSU MPI All-to-All Personalized Exchange Latency Test",
+            ),
+            (GATHER, "OSU MPI Gather Latency Test"),
+            (SCATTER, "OSU MPI Scatter Latency Test"),
+        ] {
+            assert_eq!(
+                preamble(&spec, &o, 1),
+                format!("\n# {title} v7.4\n# Datatype: MPI_CHAR.\n")
+            );
+            assert_eq!(column_header(&spec, &o), "# Size       Avg Latency(us)\n");
+        }
+    }
+
+    #[test]
+    fn golden_barrier_output() {
+        let o = run(&BARRIER, &[]);
+        assert_eq!(
+            format!(
+                "{}{}",
+                preamble(&BARRIER, &o, 1),
+                column_header(&BARRIER, &o)
+            ),
+            "\n# OSU MPI Barrier Latency Test v7.4\n# Avg Latency(us)\n"
+        );
+        let st = CollStats {
+            avg: 1.526,
+            min: 1.5,
+            max: 1.556,
+        };
+        assert_eq!(coll_row(&BARRIER, &o, 0, &st, 1000), "             1.53\n");
+        let full = run(&BARRIER, &["-f"]);
+        assert_eq!(
+            column_header(&BARRIER, &full),
+            "# Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
+        );
+        assert_eq!(
+            coll_row(&BARRIER, &full, 0, &st, 1000),
+            "             1.53              1.50              1.56        1000\n"
+        );
+    }
+
+    #[test]
+    fn golden_collective_help() {
+        assert_eq!(
+            help_text(&ALLREDUCE, false),
+            "Usage: osu_allreduce [options]\n\
+             Options:\n  \
+             -h, --help                print this help\n  \
+             -v, --version             print version info\n  \
+             -f, --full                print full format listing (MIN/MAX latency and ITERATIONS\n                            \
+             displayed in addition to AVERAGE latency)\n  \
+             -m, --message-size        [MIN:]MAX - set the minimum and/or the maximum message size to MIN and/or MAX\n                            \
+             bytes respectively. Examples:\n                            \
+             -m 128      // min = default, max = 128\n                            \
+             -m 2:128    // min = 2, max = 128\n                            \
+             -m 2:       // min = 2, max = default\n  \
+             -i, --iterations          ITER - set iterations per message size to ITER (default 1000 for small\n                            \
+             messages, 100 for large messages)\n  \
+             -x, --warmup              ITER - set number of warmup\n                            \
+             iterations to skip before timing (default 200)\n  \
+             -M, --mem-limit           SIZE - set per process maximum memory consumption to SIZE bytes\n                            \
+             (default 536870912)\n"
+        );
+        let barrier = help_text(&BARRIER, false);
+        assert!(barrier.starts_with("Usage: osu_barrier [options]\nOptions:\n  -h, --help "));
+        assert!(!barrier.contains("--message-size"));
+        assert!(!barrier.contains("--mem-limit"));
+        assert!(barrier.contains("  -f, --full "));
+        assert!(barrier.contains("  -i, --iterations "));
+    }
+
     #[test]
     fn arithmetic() {
         assert_eq!(latency_us(2.0e-6 * 10.0, 10), 1.0);
+        assert_eq!(mean_us(3.0e-6 * 10.0, 10), 3.0);
         assert_eq!(bandwidth_mb_s(1_000_000, 64 * 10, 64.0), 10.0);
         assert_eq!(c_atoll("  +42x"), 42);
         assert_eq!(c_atoll("-7"), -7);
@@ -1107,5 +1588,8 @@ mod tests {
         let mut b = AlignedBuf::new(10000);
         assert_eq!(b.as_slice().as_ptr() as usize % 4096, 0);
         assert_eq!(b.as_mut_slice().len(), 10000);
+        b.as_mut_i8_slice()[3] = -1;
+        assert_eq!(b.as_slice()[3], 255);
+        assert_eq!(b.as_i8_slice().len(), 10000);
     }
 }

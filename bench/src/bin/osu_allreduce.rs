@@ -1,0 +1,55 @@
+//! `osu_allreduce`: OSU's allreduce latency test (OSU Micro-Benchmarks v7.4 methodology and
+//! output) on Kestrel. `kestrel-run -n N target/release/osu_allreduce [options]`
+//!
+//! For each size, after a barrier, every iteration is an allreduce (`MPI_SUM`) of `size` C
+//! chars (`i8`, OSU 7.4's default `MPI_CHAR`) timed on every rank, then a barrier. `-x`
+//! warm-up iterations (default 100, 10 above 8 KiB) are not timed, `-i` timed ones (default
+//! 1000, 100 above 8 KiB) are. A rank's latency is the mean of its timed allreduces in
+//! microseconds; rank 0 prints the average over the ranks (and with `-f` the minimum,
+//! maximum and iteration count), then all ranks meet in a barrier. Sizes 1 B to 1 MiB in
+//! powers of two (see `kestrel_bench::osu` for the options and the output format). At least
+//! two ranks.
+
+use kestrel::collective::{CommunicatorCollectives, SystemOperation};
+use kestrel::Communicator;
+use kestrel_bench::osu;
+use std::time::Instant;
+
+const SPEC: osu::Spec = osu::ALLREDUCE;
+
+fn main() {
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match osu::coll_begin(&SPEC, &world, &args) {
+        Ok(o) => o,
+        Err(code) => osu::exit(universe, code),
+    };
+    let sizes = opts.sizes(&SPEC);
+    let max = sizes.last().copied().unwrap_or(0);
+    let mut s_buf = osu::AlignedBuf::new(max);
+    let mut r_buf = osu::AlignedBuf::new(max);
+    s_buf.as_mut_slice().fill(1);
+
+    for &size in &sizes {
+        let (iterations, skip) = (opts.iterations_for(size), opts.skip_for(size));
+        let sb = &s_buf.as_i8_slice()[..size];
+        let rb = &mut r_buf.as_mut_i8_slice()[..size];
+        world.barrier();
+        let mut timer = 0.0f64;
+        for i in 0..iterations + skip {
+            let t_start = Instant::now();
+            world.all_reduce_into(sb, &mut *rb, SystemOperation::sum());
+            let elapsed = t_start.elapsed().as_secs_f64();
+            world.barrier();
+            if i >= skip {
+                timer += elapsed;
+            }
+        }
+        if let Some(st) = osu::coll_stats(&world, osu::mean_us(timer, iterations)) {
+            print!("{}", osu::coll_row(&SPEC, &opts, size, &st, iterations));
+        }
+        world.barrier();
+    }
+    osu::exit(universe, 0);
+}
