@@ -406,11 +406,8 @@ pub trait Communicator {
     /// Waits for every rank of the communicator (collective).
     fn barrier(&self) {
         let c = self.handle();
-        c.inner
-            .engine
-            .borrow_mut()
-            .barrier(c.ctx)
-            .unwrap_or_else(|e| c.inner.fatal(&e.to_string()));
+        let r = c.inner.engine.borrow_mut().coll_barrier(c.ctx);
+        r.unwrap_or_else(|e| c.inner.fatal(&e.to_string()));
     }
 
     /// Stops the whole job.

@@ -1015,11 +1015,6 @@ impl Engine {
         Ok(all)
     }
 
-    /// Collective: waits for every member of `ctx`.
-    pub fn barrier(&mut self, ctx: u16) -> Result<(), PmlError> {
-        self.allgather_bytes(ctx, &[]).map(|_| ())
-    }
-
     /// Collective over `ctx`: a new context id agreed by all members (`MPI_Comm_dup`'s
     /// first step): the largest next-free id among them.
     pub fn agree_context(&mut self, ctx: u16) -> Result<u16, PmlError> {

@@ -83,6 +83,7 @@ pub struct CollSegment {
     fragments: u64,
     flat_gen: u64,
     spin_yield: bool,
+    scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for CollSegment {
@@ -119,6 +120,7 @@ impl CollSegment {
                 gen: 0,
                 fragments: 0,
                 flat_gen: 0,
+                scratch: Vec::new(),
                 spin_yield,
             },
         ))
@@ -167,6 +169,7 @@ impl CollSegment {
             gen: 0,
             fragments: 0,
             flat_gen: 0,
+            scratch: Vec::new(),
             spin_yield,
         })
     }
@@ -271,18 +274,22 @@ impl CollSegment {
         let len = send.len();
         let n = self.geo.n;
         let want = root.is_none() || root == Some(self.me);
-        let mut all = [0u8; FLAT_MAX_RANKS * INLINE_MAX];
+        // Reused across calls: this path exists for latency, so no zeroing or allocation.
+        let mut all = std::mem::take(&mut self.scratch);
+        all.resize((n + 1) * INLINE_MAX, 0);
         self.flat_round(send, if want { len } else { 0 }, &mut |r, bytes| {
             all[r * len..(r + 1) * len].copy_from_slice(bytes);
         });
         if want {
-            let mut acc = [0u8; INLINE_MAX];
-            acc[..len].copy_from_slice(&all[(n - 1) * len..n * len]);
+            let (contributions, acc) = all.split_at_mut(n * INLINE_MAX);
+            let acc = &mut acc[..len];
+            acc.copy_from_slice(&contributions[(n - 1) * len..n * len]);
             for r in (0..n - 1).rev() {
-                apply(&all[r * len..(r + 1) * len], &mut acc[..len]);
+                apply(&contributions[r * len..(r + 1) * len], acc);
             }
-            recv[..len].copy_from_slice(&acc[..len]);
+            recv[..len].copy_from_slice(acc);
         }
+        self.scratch = all;
     }
 
     /// Fan-in then fan-out over the k-ary tree rooted at rank 0.

@@ -7,6 +7,8 @@ use kestrel_transport::params::ParamError;
 /// `--bind-to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bind {
+    /// Bind to cores when a machine has a core for every rank on it (and one host), else not.
+    Auto,
     /// No binding.
     None,
     /// Each rank on its own core(s).
@@ -90,7 +92,8 @@ options:
   --oversubscribe         allow more ranks than slots
   --mca NAME VALUE        set Kestrel parameter NAME for every rank (see kestrel-info)
   -x VAR[=VALUE]          export VAR (with its value here, or VALUE) to every rank
-  --bind-to core|none     bind each rank to its own core(s) (default: none)
+  --bind-to core|none     bind each rank to its own core(s); default: core when every rank
+                          of a machine has a core of its own, none when oversubscribed
   --tag-output            prefix each output line with [1,rank]<stdout>: or <stderr>:
   --timeout SECONDS       stop the job after SECONDS and name the ranks still running
   --launch-agent CMD      how to reach another host, run as `CMD HOST COMMAND...`
@@ -136,7 +139,7 @@ pub fn parse(
     let mut oversubscribe = false;
     let mut mca: Vec<(String, String)> = Vec::new();
     let mut env: Vec<(String, String)> = Vec::new();
-    let mut bind = Bind::None;
+    let mut bind = Bind::Auto;
     let mut tag_output = false;
     let mut timeout = None;
     let mut launch_agent = None;

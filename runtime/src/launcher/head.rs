@@ -426,6 +426,10 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
 
     if head.exit_code.is_none() {
         // Yield-when-idle: ranks outnumber the cores of the machine they share.
+        let mut hosts_per_machine: BTreeMap<String, u32> = BTreeMap::new();
+        for (machine, _) in machines.values() {
+            *hosts_per_machine.entry(machine.clone()).or_insert(0) += 1;
+        }
         let mut per_machine: BTreeMap<String, (u32, u32)> = BTreeMap::new();
         for (h, (machine, cpus)) in &machines {
             let e = per_machine.entry(machine.clone()).or_insert((0, *cpus));
@@ -459,7 +463,13 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                 program: opts.program.clone(),
                 args: opts.args.clone(),
                 env,
-                bind_cores: opts.bind == Bind::Core,
+                // Namespace hosts of one machine would bind their ranks to the same cores, and
+                // oversubscribed ranks must be free to move: auto binds only when neither holds.
+                bind_cores: match opts.bind {
+                    Bind::Core => true,
+                    Bind::None => false,
+                    Bind::Auto => ranks_here <= cpus && hosts_per_machine[machine] == 1,
+                },
                 cpus_per_rank: head.plan.cpus_per_rank,
                 tag_output: opts.tag_output,
                 kill_grace_ms: grace_ms as u32,
