@@ -233,6 +233,9 @@ const NO_ROUTE: u8 = u8::MAX;
 /// Empty polls after which even a rank with a core of its own starts yielding.
 const LONG_IDLE: u32 = 20_000;
 
+/// Empty polls before a busy wait starts pausing between polls.
+const PAUSE_AFTER: u32 = 1_000;
+
 impl Engine {
     /// Sets up the transports the `btl` parameter allows, exchanges their cards through the
     /// runtime (one fence, on every rank), and computes a route to every rank.
@@ -249,9 +252,6 @@ impl Engine {
             .filter(|&r| nodes[r as usize] == me_node)
             .collect();
         let mut btls: Vec<Box<dyn Btl>> = Vec::new();
-        if selection.allows("self") {
-            btls.push(Box::new(SelfBtl::new(rank)));
-        }
         let mut shm = None;
         if selection.allows("shm") && node_ranks.len() > 1 {
             let (b, card) = kestrel_shm::ShmBtl::new(params, rank, &node_ranks, rt.job_id())
@@ -272,6 +272,10 @@ impl Engine {
                 b.add_peer(peer, &card).map_err(PmlError::Transport)?;
             }
             btls.push(Box::new(b));
+        }
+        // Polled in this order: the busiest transport first.
+        if selection.allows("self") {
+            btls.push(Box::new(SelfBtl::new(rank)));
         }
         let mut route = vec![NO_ROUTE; size as usize];
         for (r, slot) in route.iter_mut().enumerate() {
@@ -730,7 +734,9 @@ impl Engine {
         // be busier than the launcher could see (other jobs, namespace hosts sharing cores).
         if (self.yield_when_idle && *idle > self.spin_before_yield) || *idle > LONG_IDLE {
             std::thread::yield_now();
-        } else {
+        } else if *idle > PAUSE_AFTER {
+            // PAUSE costs tens of nanoseconds on recent cores: use it only once a wait is
+            // clearly not a ping-pong, where it would add straight to the latency.
             std::hint::spin_loop();
         }
     }

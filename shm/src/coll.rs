@@ -202,7 +202,8 @@ impl CollSegment {
             spins = spins.saturating_add(1);
             if (self.spin_yield && spins > 64) || spins > 20_000 {
                 std::thread::yield_now();
-            } else {
+            } else if spins > 1_000 {
+                // Not in the first polls: PAUSE would add its tens of nanoseconds to latency.
                 std::hint::spin_loop();
             }
         }

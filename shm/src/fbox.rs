@@ -83,6 +83,7 @@ impl Producer {
     }
 
     /// Appends an entry whose payload is the concatenation of `parts`, with tag `tag` (1..=0xfffe).
+    #[inline]
     pub fn push(&mut self, mem: &impl SharedMem, tag: u16, parts: &[&[u8]]) -> Result<(), NoRoom> {
         debug_assert!(tag != 0 && tag != SKIP);
         let len: usize = parts.iter().map(|p| p.len()).sum();
@@ -161,6 +162,7 @@ impl Consumer {
     }
 
     /// The next entry, if published. Call [`Consumer::consume`] when done with its bytes.
+    #[inline]
     pub fn peek(&mut self, mem: &impl SharedMem) -> Result<Option<Entry>, Corrupt> {
         loop {
             let off = (self.read % self.size as u64) as usize;
@@ -190,6 +192,7 @@ impl Consumer {
     }
 
     /// Marks the entry returned by the last `peek` as consumed (locally).
+    #[inline]
     pub fn consume(&mut self, entry: Entry) {
         self.seq = self.seq.wrapping_add(1);
         self.read += entry_len(entry.len) as u64;
@@ -197,6 +200,7 @@ impl Consumer {
 
     /// Publishes how far the receiver has read, freeing space for the sender. Called once per
     /// poll batch rather than per entry, to keep the shared cache line quiet.
+    #[inline]
     pub fn publish(&mut self, mem: &impl SharedMem) {
         if self.published != self.read {
             mem.store(self.base, self.read, Release);

@@ -43,6 +43,7 @@ pub fn init(mem: &impl SharedMem, base: usize, capacity: usize) {
 }
 
 /// Appends `value` (any producer).
+#[inline]
 pub fn push(mem: &impl SharedMem, base: usize, capacity: usize, value: u64) -> Result<(), Full> {
     let mask = capacity as u64 - 1;
     let mut ticket = mem.load(base, Relaxed);
@@ -87,6 +88,7 @@ impl Consumer {
     }
 
     /// Takes the next item, if one is published.
+    #[inline]
     pub fn pop(&mut self, mem: &impl SharedMem) -> Option<u64> {
         let slot = self.base + SLOTS + ((self.pos as usize) & (self.capacity - 1)) * 16;
         if mem.load(slot, Acquire) != self.pos + 1 {
