@@ -345,6 +345,8 @@ impl CollSegment {
         apply: &mut dyn FnMut(&[u8], &mut [u8]),
     ) {
         let n = self.geo.n;
+        let me = self.me;
+        let want = root.is_none() || root == Some(me);
         let frag = (self.geo.frag / elem) * elem;
         let mut acc = vec![0u8; frag.div_ceil(n).div_ceil(elem) * elem + elem];
         let mut tmp = acc.clone();
@@ -354,25 +356,41 @@ impl CollSegment {
             let len = end - at;
             let set = (self.fragments % self.geo.sets as u64) as usize;
             self.fragments += 1;
-            self.map
-                .write_bytes(self.slot(set, self.me), &send[at..end]);
+            self.map.write_bytes(self.slot(set, me), &send[at..end]);
             self.barrier();
-            // My slice of this fragment, in whole elements.
+            // My slice of this fragment, in whole elements. Remote operands are first copied
+            // out (a wide sequential copy pulls another core's lines far faster than the
+            // element loop would); my own operand comes straight from the send buffer.
             let elems = len / elem;
-            let (s0, s1) = (elems * self.me / n * elem, elems * (self.me + 1) / n * elem);
+            let (s0, s1) = (elems * me / n * elem, elems * (me + 1) / n * elem);
             if s1 > s0 {
                 let w = s1 - s0;
-                self.map
-                    .read_bytes(self.slot(set, n - 1) + s0, &mut acc[..w]);
+                if n - 1 == me {
+                    acc[..w].copy_from_slice(&send[at + s0..at + s1]);
+                } else {
+                    self.map
+                        .read_bytes(self.slot(set, n - 1) + s0, &mut acc[..w]);
+                }
                 for r in (0..n - 1).rev() {
-                    self.map.read_bytes(self.slot(set, r) + s0, &mut tmp[..w]);
-                    apply(&tmp[..w], &mut acc[..w]);
+                    if r == me {
+                        apply(&send[at + s0..at + s1], &mut acc[..w]);
+                    } else {
+                        self.map.read_bytes(self.slot(set, r) + s0, &mut tmp[..w]);
+                        apply(&tmp[..w], &mut acc[..w]);
+                    }
                 }
                 self.map.write_bytes(self.result(set) + s0, &acc[..w]);
+                if want {
+                    recv[at + s0..at + s1].copy_from_slice(&acc[..w]);
+                }
             }
             self.barrier();
-            if root.is_none() || root == Some(self.me) {
-                self.map.read_bytes(self.result(set), &mut recv[at..end]);
+            if want {
+                // The other ranks' slices; mine is already in place.
+                self.map
+                    .read_bytes(self.result(set), &mut recv[at..at + s0]);
+                self.map
+                    .read_bytes(self.result(set) + s1, &mut recv[at + s1..end]);
             }
             at = end;
             if at >= send.len() {
