@@ -137,7 +137,20 @@ enum SendState {
 
 enum RecvState {
     Posted,
-    Pipeline { total: usize, received: usize },
+    Pipeline {
+        total: usize,
+        received: usize,
+    },
+    /// A split copy: the receiver reads `[0, split)`, the sender writes `[split, end)`.
+    Split {
+        send_req: u64,
+        peer: u32,
+        get_done: bool,
+        /// Bytes of the sender's part that arrived as fragments (when its put failed).
+        streamed: usize,
+        sender_part: usize,
+        put_done: bool,
+    },
     Done,
 }
 
@@ -165,12 +178,15 @@ enum Out {
         hdr: Vec<u8>,
         data: Vec<u8>,
     },
+    /// Fragments of `[offset, len)` of a send; `completes` marks the send done at the end
+    /// (false for the sender's half of a split copy, which still waits for FIN).
     Stream {
         req: ReqId,
         peer: u32,
         recv_req: u64,
         offset: usize,
         len: usize,
+        completes: bool,
     },
 }
 
@@ -182,6 +198,15 @@ struct PendingGet {
     send_req: u64,
 }
 
+struct PendingPut {
+    send_req: ReqId,
+    peer: u32,
+    recv_req: u64,
+    addr: u64,
+    split: u64,
+    end: u64,
+}
+
 /// Everything the transports' delivery callbacks may touch.
 struct State {
     ctxs: Vec<Option<Ctx>>,
@@ -190,6 +215,7 @@ struct State {
     free_reqs: Vec<u32>,
     outbox: VecDeque<Out>,
     gets: Vec<PendingGet>,
+    puts: Vec<PendingPut>,
     matched: Vec<(RecvId, Envelope, Arrived)>,
     probed: Vec<Option<(Envelope, Arrived)>>,
     scratch: Vec<u8>,
@@ -213,6 +239,7 @@ pub struct Engine {
     spin_before_yield: u32,
     selected: String,
     params: Params,
+    split_copy_min: u64,
     job_tag: String,
     /// Collective segments of node-local communicators (`None`: decided against).
     pub(crate) coll_segments: HashMap<u16, Option<kestrel_shm::coll::CollSegment>>,
@@ -303,6 +330,7 @@ impl Engine {
                 free_reqs: Vec::new(),
                 outbox: VecDeque::new(),
                 gets: Vec::new(),
+                puts: Vec::new(),
                 matched: Vec::new(),
                 probed: Vec::new(),
                 scratch: Vec::new(),
@@ -313,6 +341,7 @@ impl Engine {
             spin_before_yield: crate::params::SPIN_BEFORE_YIELD.get(params) as u32,
             selected,
             params: params.clone(),
+            split_copy_min: crate::params::SPLIT_COPY_MIN.get(params),
             job_tag: rt
                 .job_id()
                 .chars()
@@ -760,6 +789,9 @@ impl Engine {
 
     fn after_delivery(&mut self) -> usize {
         let mut n = 0;
+        if !self.st.puts.is_empty() {
+            n += self.run_puts();
+        }
         if !self.st.gets.is_empty() {
             n += self.run_gets();
         }
@@ -769,29 +801,132 @@ impl Engine {
         n
     }
 
+    /// The sender's half of split copies: write it into the receiver's buffer, or stream it
+    /// as fragments if the put fails.
+    fn run_puts(&mut self) -> usize {
+        let puts = std::mem::take(&mut self.st.puts);
+        let n = puts.len();
+        for p in puts {
+            let Some(Req::Send { buf, .. }) = self.st.req(p.send_req) else {
+                continue;
+            };
+            let buf = *buf;
+            let b = self.route[p.peer as usize];
+            let part = &buf.as_slice()[p.split as usize..p.end as usize];
+            let put = if b == NO_ROUTE {
+                Err(SendError::Unreachable { peer: p.peer })
+            } else {
+                self.btls[b as usize].put(
+                    p.peer,
+                    RemoteRegion {
+                        addr: p.addr,
+                        len: p.end,
+                    },
+                    p.split,
+                    part,
+                )
+            };
+            match put {
+                Ok(()) => self.st.control(
+                    p.peer,
+                    Header::PutDone {
+                        recv_req: p.recv_req,
+                    },
+                ),
+                Err(e) => {
+                    tracing::warn!(target: "pml", "single-copy put to rank {} failed, streaming instead: {e}", p.peer);
+                    self.st.outbox.push_back(Out::Stream {
+                        req: p.send_req,
+                        peer: p.peer,
+                        recv_req: p.recv_req,
+                        offset: p.split as usize,
+                        len: p.end as usize,
+                        completes: false,
+                    });
+                }
+            }
+        }
+        n
+    }
+
     fn run_gets(&mut self) -> usize {
         let gets = std::mem::take(&mut self.st.gets);
         let n = gets.len();
         for g in gets {
             let b = self.route[g.peer as usize];
+            let Some(Req::Recv { buf, .. }) = self.st.req(g.req) else {
+                continue;
+            };
+            let mut target = *buf;
+            let usable = b != NO_ROUTE && self.btls[b as usize].can_get(g.peer);
+            let effective = (g.len as usize).min(target.len());
+            // Large messages: the sender, otherwise idle until FIN, copies the upper half
+            // while we copy the lower one, so both cores move data.
+            let split = (self.split_copy_min > 0
+                && effective as u64 >= self.split_copy_min
+                && usable
+                && self.btls[b as usize].can_put(g.peer))
+            .then_some((effective / 2) & !4095);
+            if let Some(split) = split {
+                let addr = self.btls[b as usize]
+                    .expose(target.slice_mut(0, effective))
+                    .addr;
+                if let Some(Req::Recv { state, .. }) = self.st.req_mut(g.req) {
+                    *state = RecvState::Split {
+                        send_req: g.send_req,
+                        peer: g.peer,
+                        get_done: false,
+                        streamed: 0,
+                        sender_part: effective - split,
+                        put_done: false,
+                    };
+                }
+                self.st.control(
+                    g.peer,
+                    Header::Split {
+                        send_req: g.send_req,
+                        recv_req: g.req,
+                        addr,
+                        split: split as u64,
+                        end: effective as u64,
+                    },
+                );
+                // Send the request now so the sender starts while we copy.
+                self.drain_outbox();
+                let dst = target.slice_mut(0, split);
+                match self.btls[b as usize].get(
+                    g.peer,
+                    RemoteRegion {
+                        addr: g.addr,
+                        len: g.len,
+                    },
+                    0,
+                    dst,
+                ) {
+                    Ok(()) => self.st.split_part_done(g.req, true),
+                    Err(e) => {
+                        // Cannot happen once can_get said yes, unless the peer died; the
+                        // launcher then stops the job.
+                        tracing::error!(target: "pml", "single-copy get from rank {} failed in a split copy: {e}", g.peer);
+                    }
+                }
+                continue;
+            }
             let mut done = false;
-            if b != NO_ROUTE && self.btls[b as usize].can_get(g.peer) {
-                if let Some(Req::Recv { buf, .. }) = self.st.req_mut(g.req) {
-                    let mut target = *buf;
-                    let dst = target.slice_mut(0, g.len as usize);
-                    match self.btls[b as usize].get(
-                        g.peer,
-                        RemoteRegion {
-                            addr: g.addr,
-                            len: g.len,
-                        },
-                        0,
-                        dst,
-                    ) {
-                        Ok(()) => done = true,
-                        Err(e) => {
-                            tracing::warn!(target: "pml", "single-copy get from rank {} failed, using the copy pipeline: {e}", g.peer)
-                        }
+            if usable {
+                let dst = target.slice_mut(0, g.len as usize);
+                match self.btls[b as usize].get(
+                    g.peer,
+                    RemoteRegion {
+                        addr: g.addr,
+                        len: g.len,
+                    },
+                    0,
+                    dst,
+                ) {
+                    Ok(()) => done = true,
+                    Err(e) => {
+                        tracing::warn!(target: "pml", "single-copy get from rank {} failed, using the copy pipeline: {e}", g.peer)
                     }
                 }
             }
@@ -852,6 +987,7 @@ impl Engine {
                     recv_req,
                     mut offset,
                     len,
+                    completes,
                 } => {
                     let b = self.route[peer as usize] as usize;
                     let chunk = self.btls[b].limits().max_send - hdr::FRAG_LEN;
@@ -894,11 +1030,14 @@ impl Engine {
                             recv_req,
                             offset,
                             len,
+                            completes,
                         });
                         break;
                     }
-                    if let Some(Req::Send { state, .. }) = self.st.req_mut(req) {
-                        *state = SendState::Done;
+                    if completes {
+                        if let Some(Req::Send { state, .. }) = self.st.req_mut(req) {
+                            *state = SendState::Done;
+                        }
                     }
                 }
             }
@@ -1353,6 +1492,7 @@ impl State {
                         recv_req,
                         offset: 0,
                         len,
+                        completes: true,
                     });
                 }
                 _ => {
@@ -1368,6 +1508,48 @@ impl State {
                     self.protocol_error(peer, format!("FIN for unknown send request {send_req:#x}"))
                 }
             },
+            Header::Split {
+                send_req,
+                recv_req,
+                addr,
+                split,
+                end,
+            } => match self.req_mut(send_req) {
+                Some(Req::Send {
+                    state: SendState::Rndv,
+                    peer: p,
+                    buf,
+                }) if *p == peer && split <= end && end <= buf.len() as u64 => {
+                    self.puts.push(PendingPut {
+                        send_req,
+                        peer,
+                        recv_req,
+                        addr,
+                        split,
+                        end,
+                    });
+                }
+                _ => self.protocol_error(
+                    peer,
+                    format!("SPLIT for unknown send request {send_req:#x}"),
+                ),
+            },
+            Header::PutDone { recv_req } => {
+                if matches!(
+                    self.req(recv_req),
+                    Some(Req::Recv {
+                        state: RecvState::Split { .. },
+                        ..
+                    })
+                ) {
+                    self.split_part_done(recv_req, false);
+                } else {
+                    self.protocol_error(
+                        peer,
+                        format!("PUTDONE for unknown receive request {recv_req:#x}"),
+                    );
+                }
+            }
             Header::Frag { recv_req, offset } => {
                 let payload = &data[used..];
                 match self.req_mut(recv_req) {
@@ -1384,12 +1566,57 @@ impl State {
                             }
                         }
                     }
+                    Some(Req::Recv {
+                        buf,
+                        state:
+                            RecvState::Split {
+                                streamed,
+                                sender_part,
+                                ..
+                            },
+                        ..
+                    }) => {
+                        // The sender's put failed and its half comes as fragments instead.
+                        buf.write_at(offset as usize, payload);
+                        *streamed += payload.len();
+                        if *streamed >= *sender_part {
+                            self.split_part_done(recv_req, false);
+                        }
+                    }
                     _ => self.protocol_error(
                         peer,
                         format!("FRAG for unknown receive request {recv_req:#x}"),
                     ),
                 }
             }
+        }
+    }
+
+    /// One half of a split copy finished (`mine`: the receiver's own get, else the sender's
+    /// put); when both are, the receive completes and the sender learns it may finish.
+    fn split_part_done(&mut self, recv_req: ReqId, mine: bool) {
+        let Some(Req::Recv { state, .. }) = self.req_mut(recv_req) else {
+            return;
+        };
+        let RecvState::Split {
+            send_req,
+            peer,
+            get_done,
+            put_done,
+            ..
+        } = state
+        else {
+            return;
+        };
+        if mine {
+            *get_done = true;
+        } else {
+            *put_done = true;
+        }
+        if *get_done && *put_done {
+            let (send_req, peer) = (*send_req, *peer);
+            *state = RecvState::Done;
+            self.control(peer, Header::Fin { send_req });
         }
     }
 

@@ -8,6 +8,12 @@
 //! | FRAG (4) | pad [7], recv_req u64, offset u64; data follows | 24 |
 //! | FIN (5) | pad [7], send_req u64 | 16 |
 //! | SYNC (6) | as MATCH, then send_req u64; payload follows | 24 |
+//! | SPLIT (7) | pad [7], send_req u64, recv_req u64, addr u64, split u64, end u64 | 48 |
+//! | PUTDONE (8) | pad [7], recv_req u64 | 16 |
+//!
+//! SPLIT asks the sender of a rendezvous to write bytes `[split, end)` of its message into
+//! the receiver's buffer at `addr` (single-copy put) while the receiver reads `[0, split)`;
+//! PUTDONE says the sender's half is in place.
 //!
 //! `src` is the sender's rank in the communicator, `ctx` the communicator's context id, `seq`
 //! the per-(communicator, destination) sequence number that restores MPI order.
@@ -27,6 +33,10 @@ pub const FRAG_LEN: usize = 24;
 pub const FIN_LEN: usize = 16;
 /// SYNC header size.
 pub const SYNC_LEN: usize = 24;
+/// SPLIT header size.
+pub const SPLIT_LEN: usize = 48;
+/// PUTDONE header size.
+pub const PUTDONE_LEN: usize = 16;
 
 /// RNDV flag: the sender's buffer may be read with a single-copy get.
 pub const FLAG_GET: u8 = 1;
@@ -83,6 +93,24 @@ pub enum Header {
         /// Sender's request.
         send_req: u64,
     },
+    /// Receiver asks the sender to write the upper part of the message itself.
+    Split {
+        /// Sender's request.
+        send_req: u64,
+        /// Receiver's request.
+        recv_req: u64,
+        /// Receiver's buffer address.
+        addr: u64,
+        /// First byte the sender writes.
+        split: u64,
+        /// One past the last byte the sender writes.
+        end: u64,
+    },
+    /// The sender's part of a split copy is in the receiver's buffer.
+    PutDone {
+        /// Receiver's request.
+        recv_req: u64,
+    },
 }
 
 /// A header that could not be decoded.
@@ -129,6 +157,8 @@ pub fn decode(data: &[u8]) -> Result<(Header, usize), BadHeader> {
         Some(4) => FRAG_LEN,
         Some(5) => FIN_LEN,
         Some(6) => SYNC_LEN,
+        Some(7) => SPLIT_LEN,
+        Some(8) => PUTDONE_LEN,
         Some(_) => return Err(bad("unknown header type")),
         None => return Err(bad("empty message")),
     };
@@ -164,6 +194,16 @@ pub fn decode(data: &[u8]) -> Result<(Header, usize), BadHeader> {
         4 => Header::Frag {
             recv_req: u64_at(data, 8),
             offset: u64_at(data, 16),
+        },
+        7 => Header::Split {
+            send_req: u64_at(data, 8),
+            recv_req: u64_at(data, 16),
+            addr: u64_at(data, 24),
+            split: u64_at(data, 32),
+            end: u64_at(data, 40),
+        },
+        8 => Header::PutDone {
+            recv_req: u64_at(data, 8),
         },
         _ => Header::Fin {
             send_req: u64_at(data, 8),
@@ -228,6 +268,22 @@ pub fn encode(h: &Header, out: &mut Vec<u8>) {
             out.extend_from_slice(&[5, 0, 0, 0, 0, 0, 0, 0]);
             out.extend_from_slice(&send_req.to_le_bytes());
         }
+        Header::Split {
+            send_req,
+            recv_req,
+            addr,
+            split,
+            end,
+        } => {
+            out.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 0]);
+            for v in [send_req, recv_req, addr, split, end] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        Header::PutDone { recv_req } => {
+            out.extend_from_slice(&[8, 0, 0, 0, 0, 0, 0, 0]);
+            out.extend_from_slice(&recv_req.to_le_bytes());
+        }
     }
 }
 
@@ -290,6 +346,14 @@ mod tests {
                 offset: 1 << 33,
             },
             Header::Fin { send_req: 77 },
+            Header::Split {
+                send_req: 1,
+                recv_req: 2,
+                addr: 3,
+                split: 4,
+                end: 5,
+            },
+            Header::PutDone { recv_req: 9 },
         ];
         let mut buf = Vec::new();
         for h in all {

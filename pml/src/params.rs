@@ -11,6 +11,15 @@ pub static SPIN_BEFORE_YIELD: Param<i64> = Param::new(ParamSpec {
     description: "Empty progress polls a waiting rank spins before yielding the CPU (only when yield_when_idle is on).",
 });
 
+/// `KESTREL_PML_SPLIT_COPY_MIN`: rendezvous size from which sender and receiver copy halves.
+pub static SPLIT_COPY_MIN: Param<u64> = Param::new(ParamSpec {
+    name: "pml_split_copy_min",
+    component: "pml",
+    kind: ParamKind::Size { min: 0, max: 1 << 40 },
+    default: "256K",
+    description: "Single-copy messages from this size are copied by both sides at once (receiver reads half, sender writes half); 0 turns it off.",
+});
+
 /// `KESTREL_COLL_BCAST`.
 pub static BCAST: Param<String> = Param::new(ParamSpec {
     name: "coll_bcast",
@@ -109,6 +118,7 @@ pub static SHM_TREE_DEGREE: Param<i64> = Param::new(ParamSpec {
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
         SPIN_BEFORE_YIELD.spec(),
+        SPLIT_COPY_MIN.spec(),
         BCAST.spec(),
         REDUCE.spec(),
         ALLREDUCE.spec(),

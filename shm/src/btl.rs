@@ -533,6 +533,42 @@ impl Btl for ShmBtl {
         }
     }
 
+    fn can_put(&mut self, peer: u32) -> bool {
+        // process_vm_writev needs the same permission as process_vm_readv.
+        self.can_get(peer)
+    }
+
+    fn put(
+        &mut self,
+        peer: u32,
+        remote: RemoteRegion,
+        offset: u64,
+        local: &[u8],
+    ) -> Result<(), SendError> {
+        let l = match self.local(peer) {
+            Some(l) if l != self.me_local => l,
+            _ => return Err(SendError::Unreachable { peer }),
+        };
+        if offset + local.len() as u64 > remote.len {
+            return Err(SendError::Failed(format!(
+                "shm: put of {} bytes at offset {offset} exceeds the {}-byte region rank {peer} exposed",
+                local.len(),
+                remote.len
+            )));
+        }
+        self.attach(l).map_err(SendError::Failed)?;
+        let p = self.peers[l]
+            .as_ref()
+            .ok_or(SendError::Unreachable { peer })?;
+        cma::write(p.header.pid, remote.addr + offset, local).map_err(|e| {
+            SendError::Failed(format!(
+                "shm: process_vm_writev to rank {peer} (pid {}) failed: {e}; if it is EPERM, ptrace is \
+                 restricted: set KESTREL_SHM_SINGLE_COPY=none",
+                p.header.pid
+            ))
+        })
+    }
+
     fn get(
         &mut self,
         peer: u32,

@@ -4,9 +4,9 @@
 //! capabilities), so it is probed once per peer: each process publishes the address of
 //! [`PROBE`] and the probe reads it from the peer and compares the value.
 
-use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
-use std::io::IoSliceMut;
+use std::io::{IoSlice, IoSliceMut};
 
 /// A word every Kestrel process has at a known address, read by peers to test access.
 pub static PROBE: u64 = u64::from_le_bytes(*b"KSTRLCMA");
@@ -46,6 +46,25 @@ pub fn read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<(), nix::Error> {
     Ok(())
 }
 
+/// Copies `src` to address `addr` of process `pid`, looping on partial writes.
+pub fn write(pid: u32, addr: u64, src: &[u8]) -> Result<(), nix::Error> {
+    let mut done = 0usize;
+    while done < src.len() {
+        let remote = [RemoteIoVec {
+            base: (addr as usize) + done,
+            len: src.len() - done,
+        }];
+        let local = [IoSlice::new(&src[done..])];
+        match process_vm_writev(Pid::from_raw(pid as i32), &local, &remote) {
+            Ok(0) => return Err(nix::Error::EFAULT),
+            Ok(n) => done += n,
+            Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     #[test]
@@ -57,5 +76,8 @@ mod tests {
         super::read(pid, src.as_ptr() as u64 + 1000, &mut dst).unwrap();
         assert_eq!(&dst[..], &src[1000..51_000]);
         assert!(super::read(pid, 8, &mut dst).is_err());
+        let mut target = vec![0u8; 1000];
+        super::write(pid, target.as_mut_ptr() as u64, &src[..1000]).unwrap();
+        assert_eq!(&target[..], &src[..1000]);
     }
 }

@@ -119,6 +119,25 @@ pub trait Btl {
             len: buf.len() as u64,
         }
     }
+    /// Whether [`Btl::put`] to `peer` works.
+    fn can_put(&mut self, peer: u32) -> bool {
+        let _ = peer;
+        false
+    }
+    /// Copies `local` into the peer's `remote` region starting at `offset`, in one copy.
+    fn put(
+        &mut self,
+        peer: u32,
+        remote: RemoteRegion,
+        offset: u64,
+        local: &[u8],
+    ) -> Result<(), SendError> {
+        let _ = (remote, offset, local);
+        Err(SendError::Failed(format!(
+            "the {} transport has no single-copy put (asked for rank {peer})",
+            self.name()
+        )))
+    }
     /// Copies `local.len()` bytes starting at `offset` of the peer's `remote` region.
     fn get(
         &mut self,
