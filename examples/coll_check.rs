@@ -392,6 +392,38 @@ fn user(c: &SimpleCommunicator) {
 }
 
 fn large(c: &SimpleCommunicator) {
+    // A non-commutative operation over 640 KiB: the single-copy path must keep rank order.
+    let me = c.rank();
+    let n = c.size();
+    fn mul1(x: &[i64; 4], y: &[i64; 4]) -> [i64; 4] {
+        [
+            x[0] * y[0] + x[1] * y[2],
+            x[0] * y[1] + x[1] * y[3],
+            x[2] * y[0] + x[3] * y[2],
+            x[2] * y[1] + x[3] * y[3],
+        ]
+    }
+    let mat = |r: i32, i: usize| [1i64, (r as i64 + 1) * (i as i64 % 7 + 1), 0, 1];
+    let mine: Vec<[i64; 4]> = (0..20_000).map(|i| mat(me, i)).collect();
+    let mut out = vec![[0i64; 4]; mine.len()];
+    let op = UserOperation::non_commutative(|a: &[[i64; 4]], b: &mut [[i64; 4]]| {
+        for (x, y) in a.iter().zip(b.iter_mut()) {
+            *y = mul1(x, y);
+        }
+    });
+    c.all_reduce_into(&mine, &mut out, op);
+    for (i, o) in out.iter().enumerate() {
+        let mut want = mat(0, i);
+        for r in 1..n {
+            want = mul1(&want, &mat(r, i));
+        }
+        if *o != want {
+            fail(
+                me,
+                format!("large non-commutative allreduce element {i}: {o:?}, want {want:?}"),
+            );
+        }
+    }
     let count = 1 << 20;
     check_type::<f64>(c, &["sum", "max"], &[count]);
     check_type::<i32>(c, &["sum", "bxor"], &[count]);

@@ -88,7 +88,32 @@ impl Engine {
         if me == 0 {
             let _ = std::fs::remove_file(String::from_utf8_lossy(&name).as_ref());
         }
-        Ok(if ok { seg } else { None })
+        let Some(mut seg) = seg.filter(|_| ok) else {
+            return Ok(None);
+        };
+        // Single-copy reductions need every member to reach every other's memory.
+        let card = [
+            u64::from(std::process::id()),
+            kestrel_shm::cma::probe_addr(),
+        ]
+        .map(u64::to_le_bytes)
+        .concat();
+        let cards = self.allgather_bytes(ctx, &card)?;
+        let reachable = cards.iter().enumerate().all(|(r, c)| {
+            r == me as usize
+                || (c.len() == 16 && {
+                    let pid = u64::from_le_bytes(c[..8].try_into().unwrap_or([0; 8])) as u32;
+                    let addr = u64::from_le_bytes(c[8..].try_into().unwrap_or([0; 8]));
+                    kestrel_shm::cma::probe(pid, addr).is_ok()
+                })
+        });
+        let single_copy = kestrel_shm::params::SINGLE_COPY.get(self.params()) != "none";
+        let all = self
+            .allgather_bytes(ctx, &[u8::from(reachable && single_copy)])?
+            .iter()
+            .all(|v| v == &[1]);
+        seg.enable_single_copy(all);
+        Ok(Some(seg))
     }
 
     fn bcast_p2p_len(&mut self, ctx: u16, me: u32, n: u32, len: usize) -> Result<usize, PmlError> {
@@ -133,6 +158,7 @@ impl Engine {
         op: &Reduction,
     ) -> Result<bool, PmlError> {
         let mut err = None;
+        let mut cma_err = None;
         let mut none: [u8; 0] = [];
         // Only the root reads a result, so the others pass an empty buffer.
         let target: &mut [u8] = match recv {
@@ -149,12 +175,25 @@ impl Engine {
                 };
                 if seg.flat(send.len()) {
                     seg.flat_reduce(Some(root as usize), send, target, &mut apply);
+                } else if seg.single_copy(send.len()) {
+                    if let Err(e) = seg.single_copy_reduce(
+                        Some(root as usize),
+                        send,
+                        target,
+                        dtype.size(),
+                        &mut apply,
+                    ) {
+                        cma_err = Some(e);
+                    }
                 } else {
                     seg.reduce(Some(root as usize), send, target, dtype.size(), &mut apply);
                 }
                 true
             }
         };
+        if let Some(e) = cma_err {
+            return Err(PmlError::Transport(e));
+        }
         match err {
             Some(e) => Err(PmlError::Invalid(format!("reduce: {e}"))),
             None => Ok(done),
@@ -170,6 +209,7 @@ impl Engine {
         op: &Reduction,
     ) -> Result<bool, PmlError> {
         let mut err = None;
+        let mut cma_err = None;
         let done = match self.shm_segment(ctx)? {
             None => false,
             Some(seg) => {
@@ -180,12 +220,21 @@ impl Engine {
                 };
                 if seg.flat(send.len()) {
                     seg.flat_reduce(None, send, recv, &mut apply);
+                } else if seg.single_copy(send.len()) {
+                    if let Err(e) =
+                        seg.single_copy_reduce(None, send, recv, dtype.size(), &mut apply)
+                    {
+                        cma_err = Some(e);
+                    }
                 } else {
                     seg.reduce(None, send, recv, dtype.size(), &mut apply);
                 }
                 true
             }
         };
+        if let Some(e) = cma_err {
+            return Err(PmlError::Transport(e));
+        }
         match err {
             Some(e) => Err(PmlError::Invalid(format!("allreduce: {e}"))),
             None => Ok(done),

@@ -31,6 +31,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
+use crate::cma;
 use crate::mem::{Mapping, SharedMem};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"KSTRLCOL");
@@ -44,6 +45,10 @@ pub const INLINE_MAX: usize = INLINE_LINE - 8;
 /// Largest communicator for the single-round (flat) operations: every rank reads every
 /// other rank's line, which is cheaper than a tree only while the group is small.
 pub const FLAT_MAX_RANKS: usize = 16;
+/// Smallest reduction that goes through the members' buffers with single copy.
+pub const SINGLE_COPY_MIN: usize = 64 << 10;
+/// Bytes reduced per step of a single-copy reduction.
+const SINGLE_COPY_CHUNK: usize = 64 << 10;
 
 /// Sizes of a collective segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +89,8 @@ pub struct CollSegment {
     flat_gen: u64,
     spin_yield: bool,
     scratch: Vec<u8>,
+    /// Every member may read and write every other member's memory (process_vm_readv/writev).
+    cma: bool,
 }
 
 impl std::fmt::Debug for CollSegment {
@@ -121,6 +128,7 @@ impl CollSegment {
                 fragments: 0,
                 flat_gen: 0,
                 scratch: Vec::new(),
+                cma: false,
                 spin_yield,
             },
         ))
@@ -170,6 +178,7 @@ impl CollSegment {
             fragments: 0,
             flat_gen: 0,
             scratch: Vec::new(),
+            cma: false,
             spin_yield,
         })
     }
@@ -291,6 +300,92 @@ impl CollSegment {
             recv[..len].copy_from_slice(acc);
         }
         self.scratch = all;
+    }
+
+    /// Enables the single-copy reductions (after every member probed every other).
+    pub fn enable_single_copy(&mut self, ok: bool) {
+        self.cma = ok;
+    }
+
+    /// Whether a reduction of `len` bytes takes the single-copy path.
+    pub fn single_copy(&self, len: usize) -> bool {
+        self.cma && self.geo.n <= FLAT_MAX_RANKS && len >= SINGLE_COPY_MIN
+    }
+
+    /// Reduction through the members' own buffers: one round publishes every member's send
+    /// and receive addresses; rank i then reads slice i of every other member's send buffer
+    /// (process_vm_readv), reduces it in rank order with its own, and writes the result into
+    /// every receive buffer that wants it (process_vm_writev); a closing round keeps every
+    /// buffer alive until all copies are done. No data passes through the segment.
+    pub fn single_copy_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        elem: usize,
+        apply: &mut dyn FnMut(&[u8], &mut [u8]),
+    ) -> Result<(), String> {
+        let n = self.geo.n;
+        let me = self.me;
+        let want = root.is_none() || root == Some(me);
+        let mut mine = [0u8; 24];
+        mine[..8].copy_from_slice(&(send.as_ptr() as u64).to_le_bytes());
+        mine[8..16]
+            .copy_from_slice(&(if want { recv.as_mut_ptr() as u64 } else { 0 }).to_le_bytes());
+        mine[16..24].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+        let mut peers = vec![(0u64, 0u64, 0u32); n];
+        self.flat_round(&mine, 24, &mut |r, b| {
+            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+            peers[r] = (word(0), word(8), word(16) as u32);
+        });
+        let elems = send.len() / elem;
+        let (s0, s1) = (elems * me / n * elem, elems * (me + 1) / n * elem);
+        let mut result = Ok(());
+        // Chunks keep the operands in cache between the copy and the reduction.
+        let chunk = (SINGLE_COPY_CHUNK / elem).max(1) * elem;
+        let mut buffers = std::mem::take(&mut self.scratch);
+        buffers.resize(2 * chunk, 0);
+        let (acc, tmp) = buffers.split_at_mut(chunk);
+        let mut at = s0;
+        while at < s1 && result.is_ok() {
+            let w = chunk.min(s1 - at);
+            let operand = |r: usize, tmp: &mut [u8]| -> Result<(), String> {
+                cma::read(peers[r].2, peers[r].0 + at as u64, &mut tmp[..w])
+                    .map_err(|e| format!("shm coll: reading rank {r}'s buffer: {e}"))
+            };
+            if n - 1 == me {
+                acc[..w].copy_from_slice(&send[at..at + w]);
+            } else if let Err(e) = operand(n - 1, acc) {
+                result = Err(e);
+                break;
+            }
+            for r in (0..n - 1).rev() {
+                if r == me {
+                    apply(&send[at..at + w], &mut acc[..w]);
+                } else if let Err(e) = operand(r, tmp) {
+                    result = Err(e);
+                    break;
+                } else {
+                    apply(&tmp[..w], &mut acc[..w]);
+                }
+            }
+            for (r, &(_, recv_addr, pid)) in peers.iter().enumerate() {
+                if r == me {
+                    if want {
+                        recv[at..at + w].copy_from_slice(&acc[..w]);
+                    }
+                } else if recv_addr != 0 {
+                    if let Err(e) = cma::write(pid, recv_addr + at as u64, &acc[..w]) {
+                        result = Err(format!("shm coll: writing rank {r}'s buffer: {e}"));
+                    }
+                }
+            }
+            at += w;
+        }
+        self.scratch = buffers;
+        // Nobody may return (and free or reuse its buffers) before every copy is done.
+        self.flat_barrier();
+        result
     }
 
     /// Fan-in then fan-out over the k-ary tree rooted at rank 0.
