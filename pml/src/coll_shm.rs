@@ -141,10 +141,18 @@ impl Engine {
         root: u32,
         buf: &mut [u8],
     ) -> Result<bool, PmlError> {
-        Ok(self
-            .shm_segment(ctx)?
-            .map(|s| s.bcast(root as usize, buf))
-            .is_some())
+        let Some(seg) = self.shm_segment(ctx)? else {
+            return Ok(false);
+        };
+        if seg.flat(buf.len()) {
+            seg.flat_bcast(root as usize, buf);
+        } else if seg.single_copy(buf.len()) {
+            seg.single_copy_bcast(root as usize, buf)
+                .map_err(PmlError::Transport)?;
+        } else {
+            seg.bcast(root as usize, buf);
+        }
+        Ok(true)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -388,6 +388,39 @@ impl CollSegment {
         result
     }
 
+    /// Broadcast through the members' own buffers: one round publishes every buffer's
+    /// address; the others read the message from the root's buffer with single copy (in a
+    /// pair, the root writes the upper half into its partner's buffer meanwhile, so both cores
+    /// copy); a closing round keeps every buffer alive until all copies are done.
+    pub fn single_copy_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), String> {
+        let n = self.geo.n;
+        let mut mine = [0u8; 16];
+        mine[..8].copy_from_slice(&(buf.as_ptr() as u64).to_le_bytes());
+        mine[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+        let mut members = vec![(0u64, 0u32); n];
+        self.flat_round(&mine, 16, &mut |r, b| {
+            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+            members[r] = (word(0), word(8) as u32);
+        });
+        let len = buf.len();
+        let split = if n == 2 { (len / 2) & !4095 } else { len };
+        let result = if self.me == root {
+            if n == 2 {
+                let (addr, pid) = members[1 - root];
+                cma::write(pid, addr + split as u64, &buf[split..])
+                    .map_err(|e| format!("shm coll: writing the partner's buffer: {e}"))
+            } else {
+                Ok(())
+            }
+        } else {
+            let (addr, pid) = members[root];
+            cma::read(pid, addr, &mut buf[..split])
+                .map_err(|e| format!("shm coll: reading the root's buffer: {e}"))
+        };
+        self.flat_barrier();
+        result
+    }
+
     /// Fan-in then fan-out over the k-ary tree rooted at rank 0.
     pub fn barrier(&mut self) {
         self.gen += 1;
