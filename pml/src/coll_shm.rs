@@ -19,11 +19,19 @@ const TAG_SETUP: i32 = -20;
 impl Engine {
     /// The segment of `ctx`, set up on first use; `None` for communicators that span nodes.
     fn shm_segment(&mut self, ctx: u16) -> Result<Option<&mut CollSegment>, PmlError> {
-        if !self.coll_segments.contains_key(&ctx) {
+        let idx = ctx as usize;
+        if !matches!(self.coll_segments.get(idx), Some(Some(_))) {
             let seg = self.setup_segment(ctx)?;
-            self.coll_segments.insert(ctx, seg);
+            if self.coll_segments.len() <= idx {
+                self.coll_segments.resize_with(idx + 1, || None);
+            }
+            self.coll_segments[idx] = Some(seg);
         }
-        Ok(self.coll_segments.get_mut(&ctx).and_then(|s| s.as_mut()))
+        Ok(self
+            .coll_segments
+            .get_mut(idx)
+            .and_then(|s| s.as_mut())
+            .and_then(|s| s.as_mut()))
     }
 
     fn setup_segment(&mut self, ctx: u16) -> Result<Option<CollSegment>, PmlError> {

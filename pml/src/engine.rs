@@ -242,7 +242,9 @@ pub struct Engine {
     split_copy_min: u64,
     job_tag: String,
     /// Collective segments of node-local communicators (`None`: decided against).
-    pub(crate) coll_segments: HashMap<u16, Option<kestrel_shm::coll::CollSegment>>,
+    /// Indexed by context id (looked up on every collective, so no hashing); the outer
+    /// `None` means "not decided yet".
+    pub(crate) coll_segments: Vec<Option<Option<kestrel_shm::coll::CollSegment>>>,
 }
 
 impl fmt::Debug for Engine {
@@ -353,7 +355,7 @@ impl Engine {
                     }
                 })
                 .collect(),
-            coll_segments: HashMap::new(),
+            coll_segments: Vec::new(),
         };
         e.add_context(CTX_WORLD, (0..size).collect());
         e.add_context(CTX_SELF, vec![rank]);
@@ -429,7 +431,9 @@ impl Engine {
     /// Forgets a context (`MPI_Comm_free`).
     pub fn free_context(&mut self, ctx: u16) {
         if ctx > CTX_SELF {
-            self.coll_segments.remove(&ctx);
+            if let Some(slot) = self.coll_segments.get_mut(ctx as usize) {
+                *slot = None;
+            }
             if let Some(slot) = self.st.ctxs.get_mut(ctx as usize) {
                 *slot = None;
             }

@@ -236,13 +236,15 @@ impl CollSegment {
         let mine = self.inline_line(self.me, parity);
         self.map.write_bytes(mine + 8, payload);
         self.map.store(mine, g, Release);
-        let mut buf = [0u8; INLINE_MAX];
         for r in 0..self.geo.n {
             let line = self.inline_line(r, parity);
-            self.wait_word(line, g);
+            if r != self.me {
+                self.wait_word(line, g);
+            }
             if len > 0 {
-                self.map.read_bytes(line + 8, &mut buf[..len]);
-                visit(r, &buf[..len]);
+                // Other ranks rewrite a line only two operations later, after this rank has
+                // published the next one, so the view stays valid during `visit`.
+                visit(r, self.map.bytes(line + 8, len));
             }
         }
     }
