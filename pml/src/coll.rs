@@ -493,6 +493,9 @@ impl Engine {
         if n == 1 {
             return Ok(());
         }
+        if self.shm_allgatherv(ctx, send, recv, counts, displs)? {
+            return Ok(());
+        }
         let algo = self.algorithm(&params::ALLGATHER);
         // Recursive doubling exchanges contiguous ranges of blocks, so it needs a power-of-two
         // size and blocks laid out back to back in rank order; otherwise the ring runs.

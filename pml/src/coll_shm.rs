@@ -143,6 +143,28 @@ impl Engine {
         Ok(self.shm_segment(ctx)?.map(|s| s.barrier()))
     }
 
+    /// Allgatherv through single copy on node-local communicators, for large blocks.
+    pub(crate) fn shm_allgatherv(
+        &mut self,
+        ctx: u16,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<bool, PmlError> {
+        // Every rank must decide alike: on the total, which all know.
+        let total: usize = counts.iter().sum();
+        let Some(seg) = self.shm_segment(ctx)? else {
+            return Ok(false);
+        };
+        if !seg.single_copy(total) {
+            return Ok(false);
+        }
+        seg.single_copy_allgather(send, recv, counts, displs)
+            .map_err(PmlError::Transport)?;
+        Ok(true)
+    }
+
     pub(crate) fn shm_bcast(
         &mut self,
         ctx: u16,

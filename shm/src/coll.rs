@@ -423,6 +423,44 @@ impl CollSegment {
         result
     }
 
+    /// Allgather through the members' own buffers: one round publishes every send buffer's
+    /// address; each member reads block r from member r's send buffer straight into
+    /// `recv[displs[r]..]` with single copy; a closing round keeps every buffer alive.
+    pub fn single_copy_allgather(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<(), String> {
+        let n = self.geo.n;
+        let mut mine = [0u8; 16];
+        mine[..8].copy_from_slice(&(send.as_ptr() as u64).to_le_bytes());
+        mine[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+        let mut members = vec![(0u64, 0u32); n];
+        self.flat_round(&mine, 16, &mut |r, b| {
+            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+            members[r] = (word(0), word(8) as u32);
+        });
+        let mut result = Ok(());
+        for r in 0..n {
+            let (at, len) = (displs[r], counts[r]);
+            let Some(dst) = recv.get_mut(at..at + len) else {
+                result = Err(format!(
+                    "shm coll: block of rank {r} lies outside the receive buffer"
+                ));
+                continue;
+            };
+            if r == self.me {
+                dst.copy_from_slice(&send[..len.min(send.len())]);
+            } else if let Err(e) = cma::read(members[r].1, members[r].0, dst) {
+                result = Err(format!("shm coll: reading rank {r}'s buffer: {e}"));
+            }
+        }
+        self.flat_barrier();
+        result
+    }
+
     /// Fan-in then fan-out over the k-ary tree rooted at rank 0.
     pub fn barrier(&mut self) {
         self.gen += 1;
