@@ -539,10 +539,23 @@ fn ranks_do_not_outlive_a_killed_launcher() {
         500 + std::process::id() % 400,
         std::process::id() % 97
     );
-    let mut cmd = kestrel_run(&["-n", "2", "sh", "-c", &format!("exec sleep {secs}")]);
-    cmd.stdout(std::process::Stdio::null())
+    let script =
+        format!("[ \"$PMI_RANK\" = 0 ] && echo \"$KESTREL_SESSION_DIR\"; exec sleep {secs}");
+    let mut cmd = kestrel_run(&["-n", "2", "sh", "-c", &script]);
+    cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
+    let mut session = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut session,
+    )
+    .unwrap();
+    let session = session.trim().to_string();
+    assert!(
+        session.starts_with('/'),
+        "rank 0 did not report its session directory"
+    );
     let needle = format!("sleep {secs}");
     let launcher = child.id();
     let ranks = || -> Vec<u32> {
@@ -559,11 +572,14 @@ fn ranks_do_not_outlive_a_killed_launcher() {
     child.kill().unwrap();
     child.wait().unwrap();
     let t = std::time::Instant::now();
-    while !processes_matching(&needle).is_empty() && t.elapsed() < Duration::from_secs(5) {
+    while !ranks().is_empty() && t.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
     }
+    let survivors = ranks();
+    // A launcher killed outright cannot remove its session directory: the test does.
+    let _ = std::fs::remove_dir_all(&session);
     assert!(
-        processes_matching(&needle).is_empty(),
+        survivors.is_empty(),
         "ranks survived SIGKILL of kestrel-run"
     );
 }
