@@ -341,10 +341,44 @@ impl ShmBtl {
         tracing::debug!(target: "shm", to = self.globals[local], "fast box set up");
     }
 
+    /// Checks a single-copy access of `len` bytes at `offset` of `remote` and returns the
+    /// peer's pid.
+    fn single_copy_peer(
+        &mut self,
+        peer: u32,
+        remote: RemoteRegion,
+        offset: u64,
+        len: usize,
+        what: &str,
+    ) -> Result<u32, SendError> {
+        let l = match self.local(peer) {
+            Some(l) if l != self.me_local => l,
+            _ => return Err(SendError::Unreachable { peer }),
+        };
+        if offset + len as u64 > remote.len {
+            return Err(SendError::Failed(format!(
+                "shm: {what} of {len} bytes at offset {offset} exceeds the {}-byte region rank {peer} exposed",
+                remote.len
+            )));
+        }
+        self.attach(l).map_err(SendError::Failed)?;
+        self.peers[l]
+            .as_ref()
+            .map(|p| p.header.pid)
+            .ok_or(SendError::Unreachable { peer })
+    }
+
     fn report_corrupt(&mut self, from: usize, what: String) {
         self.corrupt += 1;
         tracing::error!(target: "shm", "dropped a malformed message from rank {}: {what}; this points to memory corruption in that process", self.globals[from]);
     }
+}
+
+fn single_copy_error(call: &str, peer: u32, pid: u32, e: nix::Error) -> SendError {
+    SendError::Failed(format!(
+        "shm: {call} rank {peer} (pid {pid}) failed: {e}; if it is EPERM, ptrace is restricted: \
+         set KESTREL_SHM_SINGLE_COPY=none"
+    ))
 }
 
 impl Drop for ShmBtl {
@@ -545,28 +579,9 @@ impl Btl for ShmBtl {
         offset: u64,
         local: &[u8],
     ) -> Result<(), SendError> {
-        let l = match self.local(peer) {
-            Some(l) if l != self.me_local => l,
-            _ => return Err(SendError::Unreachable { peer }),
-        };
-        if offset + local.len() as u64 > remote.len {
-            return Err(SendError::Failed(format!(
-                "shm: put of {} bytes at offset {offset} exceeds the {}-byte region rank {peer} exposed",
-                local.len(),
-                remote.len
-            )));
-        }
-        self.attach(l).map_err(SendError::Failed)?;
-        let p = self.peers[l]
-            .as_ref()
-            .ok_or(SendError::Unreachable { peer })?;
-        cma::write(p.header.pid, remote.addr + offset, local).map_err(|e| {
-            SendError::Failed(format!(
-                "shm: process_vm_writev to rank {peer} (pid {}) failed: {e}; if it is EPERM, ptrace is \
-                 restricted: set KESTREL_SHM_SINGLE_COPY=none",
-                p.header.pid
-            ))
-        })
+        let pid = self.single_copy_peer(peer, remote, offset, local.len(), "put")?;
+        cma::write(pid, remote.addr + offset, local)
+            .map_err(|e| single_copy_error("process_vm_writev to", peer, pid, e))
     }
 
     fn get(
@@ -576,28 +591,9 @@ impl Btl for ShmBtl {
         offset: u64,
         local: &mut [u8],
     ) -> Result<(), SendError> {
-        let l = match self.local(peer) {
-            Some(l) if l != self.me_local => l,
-            _ => return Err(SendError::Unreachable { peer }),
-        };
-        if offset + local.len() as u64 > remote.len {
-            return Err(SendError::Failed(format!(
-                "shm: get of {} bytes at offset {offset} exceeds the {}-byte region rank {peer} exposed",
-                local.len(),
-                remote.len
-            )));
-        }
-        self.attach(l).map_err(SendError::Failed)?;
-        let p = self.peers[l]
-            .as_ref()
-            .ok_or(SendError::Unreachable { peer })?;
-        cma::read(p.header.pid, remote.addr + offset, local).map_err(|e| {
-            SendError::Failed(format!(
-                "shm: process_vm_readv from rank {peer} (pid {}) failed: {e}; if it is EPERM, ptrace is \
-                 restricted: set KESTREL_SHM_SINGLE_COPY=none",
-                p.header.pid
-            ))
-        })
+        let pid = self.single_copy_peer(peer, remote, offset, local.len(), "get")?;
+        cma::read(pid, remote.addr + offset, local)
+            .map_err(|e| single_copy_error("process_vm_readv from", peer, pid, e))
     }
 }
 
@@ -617,13 +613,20 @@ mod tests {
 
     /// `n` endpoints of one node inside this process (single copy reads our own memory).
     fn node(n: u32, extra: &[(&str, &str)]) -> Vec<Box<dyn Btl>> {
+        node_of_job(
+            n,
+            extra,
+            &format!("test{}x{}", std::process::id(), NEXT.fetch_add(1, Relaxed)),
+        )
+    }
+
+    fn node_of_job(n: u32, extra: &[(&str, &str)], job: &str) -> Vec<Box<dyn Btl>> {
         let p = params(extra);
         let ranks: Vec<u32> = (0..n).collect();
-        let job = format!("test{}x{}", std::process::id(), NEXT.fetch_add(1, Relaxed));
         let mut btls = Vec::new();
         let mut cards = Vec::new();
         for r in 0..n {
-            let (b, c) = ShmBtl::new(&p, r, &ranks, &job).unwrap();
+            let (b, c) = ShmBtl::new(&p, r, &ranks, job).unwrap();
             btls.push(b);
             cards.push(c);
         }
@@ -673,7 +676,9 @@ mod tests {
 
     #[test]
     fn segments_are_unlinked_once_every_peer_attached() {
-        let mut eps = node(3, &[]);
+        // A job of its own: other tests of this process create segments concurrently.
+        let job = format!("unlink{}", std::process::id());
+        let mut eps = node_of_job(3, &[], &job);
         let names = || -> usize {
             std::fs::read_dir("/dev/shm")
                 .unwrap()
@@ -681,12 +686,12 @@ mod tests {
                 .filter(|e| {
                     e.file_name()
                         .to_string_lossy()
-                        .contains(&format!("test{}x", std::process::id()))
+                        .starts_with(&format!("kestrel.{job}."))
                 })
                 .count()
         };
         let before = names();
-        assert!(before >= 3);
+        assert_eq!(before, 3);
         for a in 0..3u32 {
             for b in 0..3u32 {
                 if a != b {

@@ -118,20 +118,7 @@ impl CollSegment {
         map.store(16, geo.frag as u64, Relaxed);
         map.store(24, geo.sets as u64, Relaxed);
         map.store(40, geo.degree as u64, Relaxed);
-        Ok((
-            path,
-            CollSegment {
-                map,
-                geo,
-                me,
-                gen: 0,
-                fragments: 0,
-                flat_gen: 0,
-                scratch: Vec::new(),
-                cma: false,
-                spin_yield,
-            },
-        ))
+        Ok((path, CollSegment::new(map, geo, me, spin_yield)))
     }
 
     /// Attaches to a segment created by another member, checking its header.
@@ -170,17 +157,35 @@ impl CollSegment {
             return bad("file smaller than its geometry");
         }
         map.fetch_add(ATTACH, 1, Relaxed);
-        Ok(CollSegment {
+        Ok(CollSegment::new(map, geo, me, spin_yield))
+    }
+
+    fn new(map: Mapping, geo: CollGeometry, me: usize, spin_yield: bool) -> CollSegment {
+        CollSegment {
             map,
             geo,
             me,
             gen: 0,
             fragments: 0,
             flat_gen: 0,
+            spin_yield,
             scratch: Vec::new(),
             cma: false,
-            spin_yield,
-        })
+        }
+    }
+
+    /// One round publishing `addr` (a buffer of this process) with this process's pid; returns
+    /// every member's (address, pid) in rank order.
+    fn exchange_addresses(&mut self, addr: u64) -> Vec<(u64, u32)> {
+        let mut mine = [0u8; 16];
+        mine[..8].copy_from_slice(&addr.to_le_bytes());
+        mine[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+        let mut members = vec![(0u64, 0u32); self.geo.n];
+        self.flat_round(&mine, 16, &mut |r, b| {
+            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+            members[r] = (word(0), word(8) as u32);
+        });
+        members
     }
 
     /// Members that have attached (the creator unlinks the file once all did).
@@ -396,14 +401,7 @@ impl CollSegment {
     /// copy); a closing round keeps every buffer alive until all copies are done.
     pub fn single_copy_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), String> {
         let n = self.geo.n;
-        let mut mine = [0u8; 16];
-        mine[..8].copy_from_slice(&(buf.as_ptr() as u64).to_le_bytes());
-        mine[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
-        let mut members = vec![(0u64, 0u32); n];
-        self.flat_round(&mine, 16, &mut |r, b| {
-            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-            members[r] = (word(0), word(8) as u32);
-        });
+        let members = self.exchange_addresses(buf.as_ptr() as u64);
         let len = buf.len();
         let split = if n == 2 { (len / 2) & !4095 } else { len };
         let result = if self.me == root {
@@ -434,14 +432,7 @@ impl CollSegment {
         displs: &[usize],
     ) -> Result<(), String> {
         let n = self.geo.n;
-        let mut mine = [0u8; 16];
-        mine[..8].copy_from_slice(&(send.as_ptr() as u64).to_le_bytes());
-        mine[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
-        let mut members = vec![(0u64, 0u32); n];
-        self.flat_round(&mine, 16, &mut |r, b| {
-            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-            members[r] = (word(0), word(8) as u32);
-        });
+        let members = self.exchange_addresses(send.as_ptr() as u64);
         let mut result = Ok(());
         for r in 0..n {
             let (at, len) = (displs[r], counts[r]);
