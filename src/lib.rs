@@ -58,6 +58,7 @@ pub fn all_param_specs() -> Vec<&'static ParamSpec> {
     let mut specs = kestrel_transport::core_params::specs();
     specs.extend(kestrel_runtime::params::specs());
     specs.extend(kestrel_shm::params::specs());
+    specs.extend(kestrel_usnic::params::specs());
     specs.extend(kestrel_pml::params::specs());
     specs
 }

@@ -2,4 +2,18 @@
 //! interface discovery, weighted bipartite interface matching, the reliable-datagram core and
 //! multi-rail striping.
 //!
-//! All `unsafe` for libfabric will live in this crate's `-sys` and wrapper modules only.
+//! Module map (see `ARCHITECTURE.md`, "Interface matching" and "Reliability protocol"):
+//! * [`params`]: the transport's registered parameters;
+//! * [`discovery`]: which local interfaces the transport may use, and why others are excluded;
+//! * [`card`]: the business card (JSON for people and tools, binary for the modex);
+//! * [`matching`]: edge weights and the min-cost max-flow pairing of local and remote interfaces;
+//! * [`reliable`]: the sans-IO reliable-datagram core (wire header, window, ACKs, reassembly);
+//! * [`fabric`]: the safe wrapper over libfabric (the only place with `unsafe`, with the
+//!   `kestrel-libfabric-sys` crate).
+
+pub mod card;
+pub mod discovery;
+pub mod fabric;
+pub mod matching;
+pub mod params;
+pub mod reliable;
