@@ -1,4 +1,4 @@
-//! Test hosts as network namespaces, made by `ci/netns-cluster` and removed when the guard
+//! Test hosts as network namespaces, made by `ci/netns-cluster.sh` and removed when the guard
 //! drops. Clusters share the management subnet, so one cluster exists at a time: the guard
 //! holds an exclusive lock on `/tmp/kestrel-netns.lock` for its lifetime.
 
@@ -14,7 +14,7 @@ pub struct Cluster {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster.sh")
 }
 
 impl Cluster {
@@ -30,10 +30,10 @@ impl Cluster {
         let out = Command::new(script())
             .args(["up", &prefix, &n.to_string()])
             .output()
-            .expect("run ci/netns-cluster");
+            .expect("run ci/netns-cluster.sh");
         assert!(
             out.status.success(),
-            "ci/netns-cluster up failed (tests need root and iproute2): {}",
+            "ci/netns-cluster.sh up failed (tests need root and iproute2): {}",
             String::from_utf8_lossy(&out.stderr)
         );
         let hosts = (0..n).map(|i| format!("{prefix}h{i}")).collect();
