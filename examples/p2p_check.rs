@@ -2,8 +2,8 @@
 //! `p2p_check MODE` under `kestrel-run`. Every mode exits non-zero with a message on the first
 //! wrong byte, size, tag, source or order.
 //!
-//! Modes: `random N` (N messages in all, log-uniform sizes 0 B..1 MiB, tags 0..3, received
-//! per tag in a different order than sent), `wildcard`, `truncate`, `probe`, `sizes`,
+//! Modes: `random N [1m|4m]` (N messages in all, sizes log-uniform 0 B..1 MiB or mixed
+//! 0 B..4 MiB, tags 0..3, received per tag in a different order than sent), `wildcard`, `truncate`, `probe`, `sizes`,
 //! `outstanding`, `alltoall ROUNDS`, `sync`, `cancel`, `comms`, `procnull`, `sendrecv`, `stream` (sends
 //! 64 MiB messages from rank 0 to rank 1 until killed).
 
@@ -41,16 +41,32 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
     v
 }
 
+/// How `random` draws message sizes.
+#[derive(Clone, Copy)]
+enum Sizes {
+    /// Log-uniform over 0 B..1 MiB: every size class is exercised without gigabytes of data.
+    LogUniform1M,
+    /// 0 B..4 MiB: log-uniform up to 64 KiB, and one message in 200 uniform in 64 KiB..4 MiB,
+    /// so that 100,000 messages cover every size class up to 4 MiB in about 3 GB.
+    Mixed4M,
+}
+
 /// (tag, size) of message `i` from `src` to `dst`.
-fn message(src: i32, dst: i32, i: usize) -> (i32, usize) {
+fn message(src: i32, dst: i32, i: usize, sizes: Sizes) -> (i32, usize) {
     let mut r = Rng::new(((src as u64) << 40) ^ ((dst as u64) << 20) ^ i as u64);
     let tag = r.below(4) as i32;
-    // Log-uniform over 0 B..1 MiB: every size class is exercised without gigabytes of data.
-    let bits = r.below(21);
-    let size = if bits == 0 {
-        0
-    } else {
-        (r.below(1 << bits) + (1 << (bits - 1))).min(1 << 20) as usize
+    let log_uniform = |r: &mut Rng, max_bits: u64| {
+        let bits = r.below(max_bits + 1);
+        if bits == 0 {
+            0
+        } else {
+            (r.below(1 << bits) + (1 << (bits - 1))).min(1 << max_bits) as usize
+        }
+    };
+    let size = match sizes {
+        Sizes::LogUniform1M => log_uniform(&mut r, 20),
+        Sizes::Mixed4M if r.below(200) == 0 => (64 << 10) + r.below((4 << 20) - (64 << 10) + 1) as usize,
+        Sizes::Mixed4M => log_uniform(&mut r, 16),
     };
     (tag, size)
 }
@@ -67,7 +83,14 @@ fn main() {
     let mode = args.first().map(String::as_str).unwrap_or("");
     let num = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     match mode {
-        "random" => random(&world, num(1, 10_000)),
+        "random" => {
+            let sizes = match args.get(2).map(String::as_str) {
+                None | Some("1m") => Sizes::LogUniform1M,
+                Some("4m") => Sizes::Mixed4M,
+                Some(other) => fail(rank, format!("unknown size distribution '{other}' (1m or 4m)")),
+            };
+            random(&world, num(1, 10_000), sizes)
+        }
         "wildcard" => wildcard(&world),
         "truncate" => truncate(&world),
         "probe" => probe(&world),
@@ -91,7 +114,7 @@ fn main() {
     }
 }
 
-fn random(world: &kestrel::SimpleCommunicator, total: usize) {
+fn random(world: &kestrel::SimpleCommunicator, total: usize, sizes: Sizes) {
     let (rank, size) = (world.rank(), world.size());
     let per_pair = total / (size as usize * (size as usize - 1)).max(1);
     let batch = 64;
@@ -102,7 +125,7 @@ fn random(world: &kestrel::SimpleCommunicator, total: usize) {
             .filter(|&d| d != rank)
             .flat_map(|d| (start..end).map(move |i| (d, i)))
             .map(|(d, i)| {
-                let (tag, len) = message(rank, d, i);
+                let (tag, len) = message(rank, d, i, sizes);
                 (d, tag, pattern(seed(rank, d, i), len))
             })
             .collect();
@@ -120,7 +143,7 @@ fn random(world: &kestrel::SimpleCommunicator, total: usize) {
             for tag in [3, 0, 2, 1] {
                 for src in (0..size).filter(|&s| s != rank) {
                     for i in start..end {
-                        let (t, len) = message(src, rank, i);
+                        let (t, len) = message(src, rank, i, sizes);
                         if t != tag {
                             continue;
                         }
