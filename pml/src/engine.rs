@@ -233,6 +233,10 @@ pub struct Engine {
     btls: Vec<Box<dyn Btl>>,
     route: Vec<u8>,
     nodes: Vec<String>,
+    /// Why the network transport cannot reach a rank (for the no-route error).
+    usnic_unreachable: Vec<Option<String>>,
+    /// Finalize runs a barrier and flushes acknowledged transports first (see `finalize`).
+    network_flush: bool,
     st: State,
     next_ctx: u16,
     yield_when_idle: bool,
@@ -289,7 +293,57 @@ impl Engine {
                 .map_err(|e| PmlError::Runtime(e.to_string()))?;
             shm = Some(b);
         }
+        // The network transport starts when some peer is on another node, or when shared
+        // memory is excluded (`--mca btl self,usnic` forces the network path on one node).
+        let multi_node = nodes.iter().any(|n| *n != me_node);
+        let want_usnic =
+            selection.allows("usnic") && size > 1 && (multi_node || !selection.allows("shm"));
+        let mut usnic = None;
+        let mut usnic_unreachable: Vec<Option<String>> = vec![None; size as usize];
+        if want_usnic {
+            if rank == 0 {
+                let key = kestrel_usnic::btl::new_job_key();
+                rt.put("usnic_key", &key.to_le_bytes())
+                    .map_err(|e| PmlError::Runtime(e.to_string()))?;
+            }
+            usnic = kestrel_usnic::btl::UsnicBtl::new(params, rank, rt.job_id(), &me_node)
+                .map_err(PmlError::Transport)?;
+            if let Some(b) = &usnic {
+                rt.put("usnic", &b.card().encode())
+                    .map_err(|e| PmlError::Runtime(e.to_string()))?;
+            }
+        }
         rt.fence().map_err(|e| PmlError::Runtime(e.to_string()))?;
+        if let Some(mut b) = usnic {
+            let key = rt
+                .get(0, "usnic_key")
+                .map_err(|e| PmlError::Runtime(e.to_string()))?
+                .and_then(|k| <[u8; 8]>::try_from(&k[..]).ok())
+                .map(u64::from_le_bytes)
+                .ok_or_else(|| PmlError::Transport("usnic: rank 0 published no job key (is usnic excluded on rank 0 but not here? set KESTREL_BTL the same on every rank)".into()))?;
+            b.set_key(key);
+            let shm_covers = |r: u32| shm.is_some() && nodes[r as usize] == me_node;
+            for peer in (0..size).filter(|&r| r != rank && !shm_covers(r)) {
+                let card = rt
+                    .get(peer, "usnic")
+                    .map_err(|e| PmlError::Runtime(e.to_string()))?;
+                let Some(bytes) = card else {
+                    usnic_unreachable[peer as usize] = Some(format!("rank {peer} opened no usnic interface (run `kestrel-ifmatch list` on node {} to see why)", nodes[peer as usize]));
+                    continue;
+                };
+                let card = kestrel_usnic::card::ModexCard::decode(&bytes).map_err(|e| {
+                    PmlError::Transport(format!("usnic: card of rank {peer}: {e}"))
+                })?;
+                if let Err(why) = b.add_peer(peer, card) {
+                    tracing::debug!(target: "pml", "{why}");
+                    usnic_unreachable[peer as usize] = Some(why);
+                }
+            }
+            btls.push(Box::new(b));
+        } else if want_usnic {
+            let why = format!("this rank (node {me_node}) has no usable network interface for usnic (run `kestrel-ifmatch list` to see why)");
+            usnic_unreachable.iter_mut().for_each(|u| *u = Some(why.clone()));
+        }
         if let Some(mut b) = shm {
             for &peer in node_ranks.iter().filter(|&&r| r != rank) {
                 let bytes = rt
@@ -325,6 +379,8 @@ impl Engine {
             btls,
             route,
             nodes,
+            usnic_unreachable,
+            network_flush: want_usnic,
             st: State {
                 ctxs: Vec::new(),
                 orphans: HashMap::new(),
@@ -473,10 +529,12 @@ impl Engine {
              {}",
             self.rank,
             self.selected,
-            if here == there {
+            if let Some(why) = self.usnic_unreachable.get(peer as usize).and_then(Option::as_ref) {
+                format!("usnic: {why}")
+            } else if here == there {
                 "include shm (and self) in KESTREL_BTL".to_string()
             } else {
-                "ranks on different nodes need the usnic transport, which this build does not provide yet; run all ranks on one node".to_string()
+                "ranks on different nodes need the usnic transport: include usnic in KESTREL_BTL".to_string()
             }
         ))
     }
@@ -1238,6 +1296,19 @@ impl Engine {
             self.idle_step(&mut idle);
             if idle > 10_000_000 {
                 break;
+            }
+        }
+        // A transport that acknowledges its data (usnic) may still owe a peer a resend after
+        // the last send completed here. Every rank's receives are complete once all ranks
+        // reach this barrier, so what is left to flush afterwards is only acknowledgements
+        // and resends that peers still progressing will answer.
+        // `network_flush` is the same on every rank (it depends on the node list and the btl
+        // parameter only), so either every rank enters this barrier or none does.
+        if self.network_flush {
+            self.coll_barrier(CTX_WORLD)?;
+            let mut idle = 0;
+            while !self.btls.iter_mut().all(|b| b.quiesce()) {
+                self.idle_step(&mut idle);
             }
         }
         rt.barrier().map_err(|e| PmlError::Runtime(e.to_string()))?;

@@ -108,6 +108,17 @@ pub trait Btl {
     fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError>;
     /// Delivers arrived messages; returns how many.
     fn progress(&mut self, deliver: &mut dyn FnMut(Incoming<'_>)) -> usize;
+    /// Whether everything this transport sent has been acknowledged (always, for transports
+    /// whose sends complete locally).
+    fn quiet(&self) -> bool {
+        true
+    }
+    /// Called repeatedly at finalize, after the messaging layer's final barrier, until it
+    /// returns true: flush what is unacknowledged. A transport must not fail the job from
+    /// here on when peers stop answering (they have finalized); it returns true instead.
+    fn quiesce(&mut self) -> bool {
+        self.quiet()
+    }
     /// Whether [`Btl::get`] from `peer` works (probed per peer where permissions can differ).
     fn can_get(&mut self, peer: u32) -> bool {
         self.limits().get && self.reaches(peer)
