@@ -1,0 +1,262 @@
+//! The network transport between namespace hosts (issue 5 acceptance): benchmarks and the
+//! point-to-point and collective suites across hosts, a lossy data network, a rail going down
+//! mid-transfer, a misconfigured MTU, and a stranger spraying datagrams at the endpoints.
+//!
+//! Every job excludes the management network (198.18.0.0/24) so that traffic crosses the two
+//! data networks, where the loss rules and link changes apply.
+
+use std::process::Command;
+use std::time::Duration;
+
+use kestrel_tests::netns::Cluster;
+use kestrel_tests::*;
+
+const DEADLINE: Duration = Duration::from_secs(240);
+const DATA_ONLY: &str = "KESTREL_USNIC_IF_EXCLUDE=198.18.0.0/24";
+
+fn netns_script() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster.sh")
+}
+
+/// `kestrel-run` over `hosts` ("h0:1,h1:1"), data networks only, plus `extra` launcher args.
+fn job(hosts: &str, extra: &[&str]) -> Command {
+    let mut args = vec![
+        "--host",
+        hosts,
+        "--launch-agent",
+        "ip netns exec",
+        "-x",
+        DATA_ONLY,
+    ];
+    args.extend_from_slice(extra);
+    kestrel_run(&args)
+}
+
+fn assert_hosts_empty(cluster: &Cluster) {
+    std::thread::sleep(Duration::from_millis(100));
+    for h in cluster.hosts() {
+        assert!(cluster.pids(h).is_empty(), "processes left in {h}");
+    }
+}
+
+#[test]
+fn osu_latency_and_bw_complete_between_two_hosts() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    for (name, args) in [
+        ("osu_latency", vec!["-m", "0:65536", "-i", "200", "-x", "20"]),
+        ("osu_bw", vec!["-m", "1:4194304", "-i", "20", "-x", "2"]),
+    ] {
+        let mut cmd = job(&hosts, &["--mca", "btl", "self,usnic"]);
+        cmd.arg(bin(name)).args(&args);
+        let out = run(cmd, DEADLINE);
+        assert!(out.success(), "{name}: {}", out.show());
+        let rows = out
+            .stdout
+            .lines()
+            .filter(|l| l.split_whitespace().count() == 2 && !l.starts_with('#'))
+            .count();
+        assert!(rows >= 10, "{name} printed {rows} rows: {}", out.show());
+    }
+    assert_hosts_empty(&cluster);
+}
+
+#[test]
+fn p2p_and_collective_suites_pass_on_four_ranks_over_two_and_four_hosts() {
+    let cluster = Cluster::up(4);
+    let h = cluster.hosts();
+    let two = format!("{}:2,{}:2", h[0], h[1]);
+    let four = format!("{}:1,{}:1,{}:1,{}:1", h[0], h[1], h[2], h[3]);
+    let suites: [&[&str]; 8] = [
+        &["p2p_check", "random", "4000"],
+        &["p2p_check", "wildcard"],
+        &["p2p_check", "truncate"],
+        &["p2p_check", "probe"],
+        &["p2p_check", "sizes"],
+        &["p2p_check", "sync"],
+        &["p2p_check", "alltoall", "4"],
+        &["coll_check"],
+    ];
+    for hosts in [&two, &four] {
+        for suite in suites {
+            let mut cmd = job(hosts, &[]);
+            cmd.arg(example(suite[0])).args(&suite[1..]);
+            let out = run(cmd, DEADLINE);
+            assert!(out.success(), "{suite:?} on {hosts}: {}", out.show());
+            assert!(
+                out.stdout.contains("passed") && out.stdout.contains("usnic"),
+                "{suite:?} on {hosts} did not use usnic: {}",
+                out.show()
+            );
+        }
+    }
+    assert_hosts_empty(&cluster);
+}
+
+#[test]
+fn a_hundred_thousand_messages_arrive_intact_through_five_percent_loss() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    for host in h {
+        let st = Command::new(netns_script())
+            .args(["loss", host, "5"])
+            .status()
+            .expect("run netns-cluster.sh loss");
+        assert!(st.success(), "could not install the loss rule on {host}");
+    }
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = job(&hosts, &["-x", "KESTREL_USNIC_STATS=1"]);
+    cmd.arg(example("p2p_check")).args(["random", "100000", "4m"]);
+    let out = run(cmd, Duration::from_secs(600));
+    assert!(out.success(), "{}", out.show());
+    assert!(out.stdout.contains("p2p_check random: passed on 2 ranks"), "{}", out.show());
+    // The loss rule really dropped traffic, and the transport really resent it.
+    let dropped = nft_drops(&h[0]) + nft_drops(&h[1]);
+    assert!(dropped > 1000, "only {dropped} datagrams dropped: is the rule active?");
+    let resent: u64 = stats_column(&out.stderr, 6);
+    assert!(resent > 0, "no resends with {dropped} drops: {}", out.show());
+    eprintln!("5 % loss: {dropped} datagrams dropped, {resent} resent");
+    assert_hosts_empty(&cluster);
+}
+
+/// Packets the loss rule of `host` dropped.
+fn nft_drops(host: &str) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", host, "nft", "list", "table", "inet", "kestrel_loss"])
+        .output()
+        .expect("run nft");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "packets")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Sum over the stats lines of column `resent` ("T+F" summed) of the `usnic_stats` report.
+fn stats_column(stderr: &str, col: usize) -> u64 {
+    stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("rank ") && l.contains("->"))
+        .filter_map(|l| l.split_whitespace().nth(col))
+        .map(|f| f.split('+').filter_map(|n| n.parse::<u64>().ok()).sum::<u64>())
+        .sum()
+}
+
+#[test]
+fn a_rail_going_down_mid_transfer_moves_the_traffic_to_the_other() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = job(&hosts, &["-x", "KESTREL_USNIC_STATS=1", "-x", "KESTREL_USNIC_FAIL_TIMEOUT_MS=500"]);
+    cmd.arg(example("p2p_check")).args(["random", "40000", "4m"]);
+    let (h1, script) = (h[1].clone(), netns_script());
+    let cutter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        Command::new(script)
+            .args(["link", &h1, "eth1", "down"])
+            .status()
+            .expect("set eth1 down")
+    });
+    let out = run(cmd, DEADLINE);
+    assert!(cutter.join().unwrap().success());
+    assert!(out.success(), "{}", out.show());
+    assert!(out.stdout.contains("p2p_check random: passed on 2 ranks"), "{}", out.show());
+    assert!(
+        out.stderr.contains("failed: no acknowledgement"),
+        "the dead rail was not detected (did the transfer end before the cut?): {}",
+        out.show()
+    );
+    assert!(out.stderr.contains(" dead "), "{}", out.show());
+    assert_hosts_empty(&cluster);
+}
+
+#[test]
+fn a_path_that_drops_large_datagrams_is_diagnosed_as_an_mtu_mismatch() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    // The bridge port of h1's eth2 takes small frames only: the interfaces both say 1500.
+    let port = format!("kv{}e2", h[1]);
+    let st = Command::new("ip")
+        .args(["link", "set", &port, "mtu", "1000"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = job(&hosts, &["-x", "KESTREL_USNIC_PROBE_TIMEOUT_MS=1500"]);
+    cmd.arg(example("p2p_check")).args(["random", "4000"]);
+    let out = run(cmd, DEADLINE);
+    assert!(out.success(), "{}", out.show());
+    assert!(out.stderr.contains("MTU mismatch"), "{}", out.show());
+    assert_hosts_empty(&cluster);
+}
+
+#[test]
+fn datagrams_from_a_stranger_only_move_the_bad_datagram_counter() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = job(&hosts, &["-x", "KESTREL_USNIC_STATS=1"]);
+    cmd.arg(example("p2p_check")).args(["random", "20000"]);
+    let (from, target) = (h[0].clone(), h[1].clone());
+    let sprayer = std::thread::spawn(move || spray(&from, &target, Duration::from_secs(3)));
+    let out = run(cmd, DEADLINE);
+    let sent = sprayer.join().unwrap();
+    assert!(out.success(), "{}", out.show());
+    assert!(sent > 0, "no endpoint was found to spray at");
+    let bad: u64 = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("bad datagrams"))
+        .filter_map(|l| l.split("bad datagrams ").nth(1))
+        .filter_map(|r| r.split_whitespace().next())
+        .filter_map(|n| n.parse::<u64>().ok())
+        .sum();
+    assert!(bad > 0, "{sent} stray datagrams sent but none counted: {}", out.show());
+    eprintln!("stranger sent {sent} datagrams, {bad} counted as bad");
+    assert_hosts_empty(&cluster);
+}
+
+/// From inside host `from` (a stranger to the job), sends random datagrams to every UDP port
+/// bound on `host`'s data addresses, for `how_long`; returns how many were sent.
+fn spray(from: &str, host: &str, how_long: Duration) -> u64 {
+    let start = std::time::Instant::now();
+    let mut sent = 0;
+    while start.elapsed() < how_long {
+        let Ok(out) = Command::new("ip")
+            .args(["netns", "exec", host, "ss", "-Hunl"])
+            .output()
+        else {
+            break;
+        };
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let targets: Vec<(String, String)> = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(3))
+            .filter(|a| a.starts_with("198.18.1.") || a.starts_with("198.18.2."))
+            .filter_map(|a| a.rsplit_once(':'))
+            .map(|(ip, port)| (ip.to_string(), port.to_string()))
+            .collect();
+        if targets.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let mut script = String::from("for i in 1 2 3 4 5 6 7 8 9 10; do\n");
+        for (ip, port) in &targets {
+            script.push_str(&format!(
+                "head -c $((RANDOM % 1400)) /dev/urandom > /dev/udp/{ip}/{port}\n"
+            ));
+        }
+        script.push_str("done\n");
+        let ok = Command::new("ip")
+            .args(["netns", "exec", from, "bash", "-c", &script])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            sent += 10 * targets.len() as u64;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sent
+}
