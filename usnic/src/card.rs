@@ -213,12 +213,13 @@ impl fmt::Display for CardProblem {
                 line,
                 column,
                 message,
-            } => write!(f, "is not valid JSON (line {line}, column {column}: {message})"),
-            CardProblem::MissingField { required } => write!(
+            } => write!(
                 f,
-                "is missing (required here: {})",
-                required.join(", ")
+                "is not valid JSON (line {line}, column {column}: {message})"
             ),
+            CardProblem::MissingField { required } => {
+                write!(f, "is missing (required here: {})", required.join(", "))
+            }
             CardProblem::WrongType { expected, found } => {
                 write!(f, "must be {expected}, found {found}")
             }
@@ -344,8 +345,7 @@ fn check_interface_name(name: &str) -> Result<(), CardProblem> {
     if !name.bytes().all(|b| b.is_ascii_graphic() && b != b'/') {
         return Err(CardProblem::BadName {
             value: name.escape_default().to_string(),
-            reason: "is not an interface name (printable ASCII without spaces or '/')"
-                .to_string(),
+            reason: "is not an interface name (printable ASCII without spaces or '/')".to_string(),
         });
     }
     Ok(())
@@ -668,7 +668,10 @@ fn required<'v>(
     all: &'static [&'static str],
 ) -> Result<&'v Value, InvalidField> {
     obj.get(field).ok_or_else(|| {
-        InvalidField::new(join(path, field), CardProblem::MissingField { required: all })
+        InvalidField::new(
+            join(path, field),
+            CardProblem::MissingField { required: all },
+        )
     })
 }
 
@@ -1027,7 +1030,10 @@ impl fmt::Display for CardDecodeError {
         write!(f, "usnic modex card: ")?;
         match self {
             CardDecodeError::Truncated { field } => {
-                write!(f, "the bytes end inside field {field} (a truncated or corrupt card)")
+                write!(
+                    f,
+                    "the bytes end inside field {field} (a truncated or corrupt card)"
+                )
             }
             CardDecodeError::UnknownVersion { found, supported } => write!(
                 f,
@@ -1040,7 +1046,10 @@ impl fmt::Display for CardDecodeError {
                  (a corrupt card or a newer release)"
             ),
             CardDecodeError::TooManyInterfaces { count, max } => {
-                write!(f, "{count} interfaces, more than the {max} a card may carry")
+                write!(
+                    f,
+                    "{count} interfaces, more than the {max} a card may carry"
+                )
             }
             CardDecodeError::TooManyRoutes { count, max } => {
                 write!(f, "{count} routes, more than the {max} a card may carry")
@@ -1185,7 +1194,11 @@ impl ModexCard {
         HostCard {
             version: JSON_VERSION,
             node: self.node.clone(),
-            interfaces: self.interfaces.iter().map(|i| i.interface.clone()).collect(),
+            interfaces: self
+                .interfaces
+                .iter()
+                .map(|i| i.interface.clone())
+                .collect(),
             routes: self.routes.clone(),
         }
     }
@@ -1195,7 +1208,11 @@ impl ModexCard {
         // Lengths below fit their prefixes because construction and decoding enforce the limits.
         let mut out = Vec::with_capacity(64 + 48 * self.interfaces.len());
         out.push(self.version);
-        out.push(if self.routes.is_some() { FLAG_ROUTES } else { 0 });
+        out.push(if self.routes.is_some() {
+            FLAG_ROUTES
+        } else {
+            0
+        });
         out.push(self.node.len() as u8);
         out.extend_from_slice(self.node.as_bytes());
         out.push(self.interfaces.len() as u8);
@@ -1426,7 +1443,9 @@ mod tests {
             let text = card.to_json(layout);
             assert_eq!(HostCard::from_json_str("x", &text).unwrap(), card);
         }
-        assert!(card.to_json(JsonLayout::Pretty).contains("\n  \"node\": \"h1\""));
+        assert!(card
+            .to_json(JsonLayout::Pretty)
+            .contains("\n  \"node\": \"h1\""));
         assert!(card
             .to_json(JsonLayout::Compact)
             .contains(r#""link_speed_mbps":null"#));
@@ -1468,7 +1487,13 @@ mod tests {
 
         let e = parse_err(&with_interface_field("mtu", "\"9000\""));
         assert_eq!(e.field, "interfaces[0].mtu");
-        assert!(matches!(e.problem, CardProblem::WrongType { expected: "an integer", .. }));
+        assert!(matches!(
+            e.problem,
+            CardProblem::WrongType {
+                expected: "an integer",
+                ..
+            }
+        ));
 
         let e = parse_err(&with_interface_field("prefix_len", "24.5"));
         assert!(matches!(e.problem, CardProblem::WrongType { .. }));
@@ -1552,7 +1577,10 @@ mod tests {
 
         let e = parse_err(&EXAMPLE.replace("link_speed_mbps", "link_speed_mpbs"));
         assert_eq!(e.field, "interfaces[0].link_speed_mpbs");
-        assert!(e.to_string().contains("did you mean 'link_speed_mbps'?"), "{e}");
+        assert!(
+            e.to_string().contains("did you mean 'link_speed_mbps'?"),
+            "{e}"
+        );
         let e = parse_err(&EXAMPLE.replace("\"node\"", "\"hostname\""));
         assert_eq!(e.field, "hostname");
         let e = parse_err(&EXAMPLE.replace("\"metric\"", "\"metrics\""));
@@ -1599,7 +1627,12 @@ mod tests {
             CardProblem::Syntax { line, column, .. } => assert_eq!((*line, *column), (2, 9)),
             other => panic!("{other:?}"),
         }
-        assert!(e.to_string().starts_with("usnic business card 'bad.json': the card is not valid JSON (line 2, column 9"), "{e}");
+        assert!(
+            e.to_string().starts_with(
+                "usnic business card 'bad.json': the card is not valid JSON (line 2, column 9"
+            ),
+            "{e}"
+        );
     }
 
     fn modex_example() -> ModexCard {
@@ -1627,7 +1660,10 @@ mod tests {
         let mut empty_routes = two_interface_card();
         empty_routes.routes = Some(vec![]);
         let m = ModexCard::from_host_card(&empty_routes, vec![vec![9], vec![8]]).unwrap();
-        assert_eq!(ModexCard::decode(&m.encode()).unwrap().routes(), Some(&[][..]));
+        assert_eq!(
+            ModexCard::decode(&m.encode()).unwrap().routes(),
+            Some(&[][..])
+        );
     }
 
     #[test]
@@ -1714,7 +1750,11 @@ mod tests {
         b[at] = 2;
         assert!(matches!(
             ModexCard::decode(&b),
-            Err(CardDecodeError::BadInterfaceIndex { index: 2, interfaces: 2, .. })
+            Err(CardDecodeError::BadInterfaceIndex {
+                index: 2,
+                interfaces: 2,
+                ..
+            })
         ));
         let mut b = bytes.clone();
         let count_at = b.len() - 2 * 10 - 1;
