@@ -208,31 +208,31 @@ pub enum CardProblem {
 impl fmt::Display for CardProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CardProblem::Unreadable { reason } => write!(f, "cannot be read: {reason}"),
+            CardProblem::Unreadable { reason } => write!(f, "cannot read the file: {reason}"),
             CardProblem::Syntax {
                 line,
                 column,
                 message,
             } => write!(
                 f,
-                "is not valid JSON (line {line}, column {column}: {message})"
+                "not valid JSON (line {line}, column {column}: {message})"
             ),
             CardProblem::MissingField { required } => {
-                write!(f, "is missing (required here: {})", required.join(", "))
+                write!(f, "missing (required here: {})", required.join(", "))
             }
             CardProblem::WrongType { expected, found } => {
                 write!(f, "must be {expected}, found {found}")
             }
             CardProblem::OutOfRange { value, allowed } => {
-                write!(f, "value {value} is out of range (allowed: {allowed})")
+                write!(f, "{value} is out of range (allowed: {allowed})")
             }
             CardProblem::BadAddress { value, reason } => write!(f, "'{value}' {reason}"),
             CardProblem::UnknownVersion { found, supported } => {
                 let list: Vec<String> = supported.iter().map(u32::to_string).collect();
                 write!(
                     f,
-                    "version {found} is not supported (this build reads version {}); \
-                     write the card in a supported version",
+                    "{found} is not a supported card version (this build reads version \
+                     {}); write the card in that format",
                     list.join(", ")
                 )
             }
@@ -240,7 +240,7 @@ impl fmt::Display for CardProblem {
                 allowed,
                 suggestion,
             } => {
-                write!(f, "is not a field of the card format")?;
+                write!(f, "not a field of the card format")?;
                 if let Some(s) = suggestion {
                     write!(f, "; did you mean '{s}'?")?;
                 }
@@ -272,9 +272,9 @@ impl InvalidField {
 impl fmt::Display for InvalidField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.field.is_empty() {
-            write!(f, "the card {}", self.problem)
+            write!(f, "{}", self.problem)
         } else {
-            write!(f, "field {} {}", self.field, self.problem)
+            write!(f, "field {}: {}", self.field, self.problem)
         }
     }
 }
@@ -304,9 +304,9 @@ impl fmt::Display for CardError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "usnic business card '{}': ", self.source)?;
         if self.field.is_empty() {
-            write!(f, "the card {}", self.problem)
+            write!(f, "{}", self.problem)
         } else {
-            write!(f, "field {} {}", self.field, self.problem)
+            write!(f, "field {}: {}", self.field, self.problem)
         }
     }
 }
@@ -1472,7 +1472,7 @@ mod tests {
         assert!(matches!(e.problem, CardProblem::OutOfRange { .. }));
         assert_eq!(
             e.to_string(),
-            "usnic business card 'bad.json': field interfaces[1].prefix_len value 33 is out of \
+            "usnic business card 'bad.json': field interfaces[1].prefix_len: 33 is out of \
              range (allowed: 1..=32)"
         );
     }
@@ -1506,7 +1506,9 @@ mod tests {
         assert_eq!(e.field, "interfaces");
         let e = parse_err(r#"[1,2]"#);
         assert_eq!(e.field, "");
-        assert!(e.to_string().contains("the card must be an object"));
+        assert!(e
+            .to_string()
+            .ends_with("'bad.json': must be an object, found an array"));
         let e = parse_err(r#"{"version":1,"node":"h0","interfaces":[],"routes":null}"#);
         assert_eq!(e.field, "routes");
     }
@@ -1628,9 +1630,8 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(
-            e.to_string().starts_with(
-                "usnic business card 'bad.json': the card is not valid JSON (line 2, column 9"
-            ),
+            e.to_string()
+                .starts_with("usnic business card 'bad.json': not valid JSON (line 2, column 9"),
             "{e}"
         );
     }
