@@ -888,7 +888,7 @@ impl Explanation {
                 s,
                 "    label=\"{}\";",
                 dot_escape(&format!(
-                    "{role} {} (job {}, rank {}, {} side)",
+                    "{role} {} (job \"{}\", rank {}, {} side)",
                     p.card.node,
                     p.job,
                     p.rank,
@@ -919,10 +919,8 @@ impl Explanation {
         for c in &self.local_view {
             let Ok(edge) = &c.edge else { continue };
             let parts = edge.weight.parts();
-            let label = format!(
-                "{}\n{} Gb/s, metric {}",
-                edge.via, parts.min_speed_gbps, parts.metric
-            );
+            // The metric is part of `via` for routed pairs and 0 otherwise.
+            let label = format!("{}\n{} Gb/s", edge.via, parts.min_speed_gbps);
             let style = if self.chosen(c.local_if, c.remote_if) {
                 "style=bold, penwidth=3"
             } else {
@@ -1188,6 +1186,40 @@ mod tests {
         assert_eq!(run(&args(&["frob"]), &mut out, &mut err), EXIT_USAGE);
         assert!(String::from_utf8_lossy(&err).contains("unknown command 'frob'"));
         assert_eq!(run(&[], &mut out, &mut err), EXIT_USAGE);
+    }
+
+    fn one_interface(node: &str, rank: u32, addr: &str, routes: &str) -> ProcessCard {
+        let text = format!(
+            r#"{{"version":1,"node":"{node}","interfaces":[{{"name":"eth1","ipv4":"{addr}",
+            "prefix_len":24,"link_speed_mbps":10000,"mtu":1500}}]{routes}}}"#
+        );
+        ProcessCard {
+            job: "j".to_string(),
+            rank,
+            card: HostCard::from_json_str(node, &text).unwrap(),
+        }
+    }
+
+    #[test]
+    fn one_sided_reachability_still_means_no_connection() {
+        let routed = r#","routes":[{"dest":"198.18.1.0/24","interface":"eth1","metric":5}]"#;
+        let plain = one_interface("h0", 0, "198.18.1.10", "");
+        let with_route = one_interface("h1", 1, "198.18.2.20", routed);
+
+        let e = Explanation::new(plain.clone(), with_route.clone(), "a", "b");
+        let message = e.no_reachable_pair().expect("h0 cannot reach h1");
+        assert!(message.starts_with("no reachable interface pair from h0's routes"));
+        assert!(message.contains("although h1 can reach h0"), "{message}");
+        assert!(!e.sides_agree(), "h1 would pair, h0 would not");
+        assert_eq!(e.warnings().len(), 1);
+
+        let e = Explanation::new(with_route, plain, "b", "a");
+        let message = e.no_reachable_pair().expect("h0 cannot answer h1");
+        assert!(message.starts_with("no reachable interface pair from h0's routes"));
+        assert!(
+            message.contains("nothing h1 sends could be acknowledged"),
+            "{message}"
+        );
     }
 
     #[test]
