@@ -7,6 +7,7 @@
 //! * [`discovery`]: which local interfaces the transport may use, and why others are excluded;
 //! * [`card`]: the business card (JSON for people and tools, binary for the modex);
 //! * [`matching`]: edge weights and the min-cost max-flow pairing of local and remote interfaces;
+//! * [`ifmatch`]: the `kestrel-ifmatch` diagnostics command (argument parsing and reports);
 //! * [`reliable`]: the sans-IO reliable-datagram core (wire header, window, ACKs, reassembly);
 //! * [`fabric`]: the safe wrapper over libfabric (the only place with `unsafe`, with the
 //!   `kestrel-libfabric-sys` crate).
@@ -14,6 +15,7 @@
 pub mod card;
 pub mod discovery;
 pub mod fabric;
+pub mod ifmatch;
 pub mod matching;
 pub mod params;
 pub mod reliable;
