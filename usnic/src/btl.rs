@@ -220,7 +220,7 @@ impl UsnicBtl {
             let ipv4 = iface.ipv4.expect("a used interface has an IPv4 address");
             let max_datagram = ep.max_datagram().min(iface.mtu as usize - IP_UDP_HEADERS);
             interfaces.push(ModexInterface {
-                iface: CardInterface {
+                interface: CardInterface {
                     name: iface.name.clone(),
                     ipv4,
                     prefix_len: iface.prefix_len,
@@ -240,11 +240,8 @@ impl UsnicBtl {
         if rails.is_empty() {
             return Ok(None);
         }
-        let card = ModexCard {
-            node: node.to_string(),
-            interfaces,
-            routes: found.card_routes(),
-        };
+        let card = ModexCard::new(node.to_string(), interfaces, found.card_routes())
+            .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
         let host = card.to_host_card();
         let cfg = Config {
             window: params::WINDOW.get(p) as u16,
@@ -308,7 +305,7 @@ impl UsnicBtl {
         let now = Instant::now();
         let mut paths = Vec::new();
         for pr in &pairing.pairs {
-            paths.push(self.open_path(peer, &card, pr.local_if, pr.remote_if as u8, pr.weight.0, now)?);
+            paths.push(self.open_path(peer, &card, pr.local_if, pr.remote_if as u8, pr.weight.value(), now)?);
         }
         tracing::debug!(target: "usnic", peer, pairs = %describe_pairs(&self.card, &card, &paths), "paired");
         let pairing_list = paths.iter().map(|p| (p.rail as u8, p.remote_if)).collect();
@@ -336,26 +333,26 @@ impl UsnicBtl {
         now: Instant,
     ) -> Result<Path, String> {
         let remote = card
-            .interfaces
+            .interfaces()
             .get(remote_if as usize)
             .ok_or_else(|| format!("usnic: rank {peer}'s card has no interface {remote_if}"))?;
         let r = &mut self.rails[rail];
         let addr = r.ep.insert_peer(&remote.fabric_addr).map_err(|e| {
             format!(
                 "usnic: cannot add rank {peer}'s {} ({}) to {}'s address vector: {e}",
-                remote.iface.name, remote.iface.ipv4, r.name
+                remote.interface.name, remote.interface.ipv4, r.name
             )
         })?;
         let max_datagram = r
             .max_datagram
-            .min((remote.iface.mtu as usize).saturating_sub(IP_UDP_HEADERS));
+            .min((remote.interface.mtu as usize).saturating_sub(IP_UDP_HEADERS));
         let cfg = Config {
             max_datagram,
             ..self.cfg.clone()
         };
         let speed = match (
-            self.card.interfaces[rail].iface.link_speed_mbps,
-            remote.iface.link_speed_mbps,
+            self.card.interfaces()[rail].interface.link_speed_mbps,
+            remote.interface.link_speed_mbps,
         ) {
             (Some(a), Some(b)) => a.min(b),
             (Some(a), None) | (None, Some(a)) => a,
@@ -404,9 +401,9 @@ impl UsnicBtl {
                 let st = path.conn.stats();
                 let remote = p
                     .card
-                    .interfaces
+                    .interfaces()
                     .get(path.remote_if as usize)
-                    .map(|i| i.iface.name.as_str())
+                    .map(|i| i.interface.name.as_str())
                     .unwrap_or("?");
                 let _ = writeln!(
                     s,
@@ -523,7 +520,7 @@ impl UsnicBtl {
                 continue;
             };
             if now.duration_since(*since) > self.probe_timeout {
-                let remote = &p.card.interfaces[path.remote_if as usize].iface;
+                let remote = &p.card.interfaces()[path.remote_if as usize].interface;
                 let rail = &self.rails[path.rail];
                 let why = match (*small, *large) {
                     (true, false) => format!(
@@ -721,7 +718,7 @@ impl UsnicBtl {
         let p = self.peers[peer as usize].as_ref().expect("active peer");
         let mut why = String::new();
         for path in &p.paths {
-            let remote = &p.card.interfaces[path.remote_if as usize].iface;
+            let remote = &p.card.interfaces()[path.remote_if as usize].interface;
             let reason = match &path.state {
                 PathState::Dead(r) => r.as_str(),
                 _ => "unknown",
@@ -736,7 +733,7 @@ impl UsnicBtl {
             "usnic: rank {} lost every network path to rank {peer} on node {}:{why}\n\
              The job cannot continue. Check the links between these interfaces (ip link, cables, switch ports); \
              usnic_fail_timeout_ms sets how long a silent path is tolerated.",
-            self.rank, p.card.node
+            self.rank, p.card.node()
         );
         tracing::error!(target: "usnic", "{msg}");
         eprintln!("{msg}");
@@ -784,7 +781,7 @@ fn describe_pairs(mine: &ModexCard, theirs: &ModexCard, paths: &[Path]) -> Strin
         .map(|p| {
             format!(
                 "{}->{}",
-                mine.interfaces[p.rail].iface.name, theirs.interfaces[p.remote_if as usize].iface.name
+                mine.interfaces()[p.rail].interface.name, theirs.interfaces()[p.remote_if as usize].interface.name
             )
         })
         .collect::<Vec<_>>()
@@ -819,9 +816,9 @@ impl Btl for UsnicBtl {
     fn limits(&self) -> Limits {
         let bandwidth = self
             .card
-            .interfaces
+            .interfaces()
             .iter()
-            .map(|i| i.iface.link_speed_mbps.unwrap_or(10_000))
+            .map(|i| i.interface.link_speed_mbps.unwrap_or(10_000))
             .sum();
         Limits {
             eager_limit: self.eager_limit,
