@@ -1378,4 +1378,157 @@ eth3\t000312C6\t00000000\t0000\t0\t0\t0\t00FFFFFF\t0\t0\t0
             Err(UsnicError::ConflictingFilters { .. })
         ));
     }
+
+    /// Runs a command for the namespace fixture, failing the test with its stderr.
+    fn run(cmd: &[&str]) {
+        let out = std::process::Command::new(cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A network namespace with two veth links, removed on drop.
+    struct NetnsFixture {
+        name: String,
+    }
+
+    impl Drop for NetnsFixture {
+        fn drop(&mut self) {
+            // Deleting the namespace destroys the veth ends inside it, and with them the pairs.
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", &self.name])
+                .status();
+        }
+    }
+
+    const NETNS_CHILD_VAR: &str = "KESTREL_USNIC_TEST_NETNS_CHILD";
+
+    #[test]
+    fn discovery_inside_a_network_namespace() {
+        let have_ip = std::process::Command::new("ip")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !nix::unistd::geteuid().is_root() || !have_ip {
+            eprintln!("skipped: creating a network namespace needs root and iproute2");
+            return;
+        }
+        let name = format!("kdisc{}", std::process::id());
+        let fixture = NetnsFixture { name: name.clone() };
+        let (up_outer, up_inner) = (format!("{name}a"), format!("{name}b"));
+        let (dead_outer, dead_inner) = (format!("{name}c"), format!("{name}d"));
+        run(&["ip", "netns", "add", &name]);
+        // Datagrams between two endpoints on the same address travel over lo, which a new
+        // namespace has down.
+        run(&["ip", "-n", &name, "link", "set", "lo", "up"]);
+        for (outer, inner, addr) in [
+            (&up_outer, &up_inner, "198.18.77.2/24"),
+            (&dead_outer, &dead_inner, "198.18.78.2/24"),
+        ] {
+            run(&[
+                "ip", "link", "add", outer, "type", "veth", "peer", "name", inner,
+            ]);
+            run(&["ip", "link", "set", inner, "netns", &name]);
+            run(&["ip", "-n", &name, "addr", "add", addr, "dev", inner]);
+            run(&["ip", "-n", &name, "link", "set", inner, "up"]);
+        }
+        // Only the first pair gets its outer end up: the second stays without carrier.
+        run(&["ip", "link", "set", &up_outer, "up"]);
+
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &name])
+            .arg(exe)
+            .args([
+                "discovery::tests::netns_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(NETNS_CHILD_VAR, format!("{up_inner},{dead_inner}"))
+            .env("KESTREL_USNIC_LINK_SPEED", format!("{up_inner}:25000"))
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "child failed:\n{text}");
+        assert!(
+            text.contains("1 passed"),
+            "the child test did not run:\n{text}"
+        );
+        drop(fixture);
+    }
+
+    #[test]
+    #[ignore = "runs inside a namespace, started by discovery_inside_a_network_namespace"]
+    fn netns_child() {
+        let names = std::env::var(NETNS_CHILD_VAR).expect("started by the namespace test");
+        let (up, dead) = names.split_once(',').unwrap();
+        let params = Params::from_env(&params::specs()).unwrap();
+        let d = discover(&params).unwrap();
+        let by = |n: &str| {
+            d.interfaces
+                .iter()
+                .find(|i| i.name == n)
+                .unwrap_or_else(|| panic!("{n} missing from {:?}", d.interfaces))
+                .clone()
+        };
+        let used = by(up);
+        assert_eq!(used.verdict, Verdict::Used, "{used:?}");
+        assert_eq!(used.ipv4, Some(Ipv4Addr::new(198, 18, 77, 2)));
+        assert_eq!(used.prefix_len, 24);
+        assert_eq!(used.mtu, 1500);
+        assert_eq!(used.provider.as_deref(), Some("udp"));
+        assert_eq!(used.domain.as_deref(), Some(up));
+        assert_eq!(
+            (used.link_speed_mbps, used.speed_source),
+            (Some(25000), SpeedSource::Override)
+        );
+        assert_eq!(
+            by(dead).verdict,
+            Verdict::Excluded(ExclusionReason::Down { admin_up: true })
+        );
+        assert_eq!(
+            by("lo").verdict,
+            Verdict::Excluded(ExclusionReason::Loopback)
+        );
+        assert_eq!(d.used().count(), 1);
+        assert!(d.routes.iter().any(|r| r.interface == up
+            && r.dest == Ipv4Addr::new(198, 18, 77, 0)
+            && r.prefix_len == 24));
+
+        // Endpoints work inside the namespace too.
+        let iface = fabric_interface(&used).unwrap();
+        let mut a = crate::fabric::DgramEndpoint::open(&iface, 4).unwrap();
+        let mut b = crate::fabric::DgramEndpoint::open(&iface, 4).unwrap();
+        assert_eq!(
+            b.socket_addr().map(|s| *s.ip()),
+            Some(Ipv4Addr::new(198, 18, 77, 2))
+        );
+        let to_b = a.insert_peer(&b.address()).unwrap();
+        a.send_with(to_b, |buf| {
+            buf[..4].copy_from_slice(b"ping");
+            4
+        })
+        .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut got = Vec::new();
+        while got.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no datagram within 5 s"
+            );
+            b.poll(|d| got.push(d.to_vec())).unwrap();
+        }
+        assert_eq!(got, vec![b"ping".to_vec()]);
+    }
 }
