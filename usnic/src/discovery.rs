@@ -1437,8 +1437,10 @@ eth3\t000312C6\t00000000\t0000\t0\t0\t0\t00FFFFFF\t0\t0\t0
             run(&["ip", "-n", &name, "addr", "add", addr, "dev", inner]);
             run(&["ip", "-n", &name, "link", "set", inner, "up"]);
         }
-        // Only the first pair gets its outer end up: the second stays without carrier.
-        run(&["ip", "link", "set", &up_outer, "up"]);
+        // Only the first pair gets its outer end up: the second stays without carrier. The
+        // first also gets a small MTU, which must cap the endpoint's datagrams.
+        run(&["ip", "link", "set", &up_outer, "mtu", "1400", "up"]);
+        run(&["ip", "-n", &name, "link", "set", &up_inner, "mtu", "1400"]);
 
         let exe = std::env::current_exe().unwrap();
         let out = std::process::Command::new("ip")
@@ -1486,7 +1488,7 @@ eth3\t000312C6\t00000000\t0000\t0\t0\t0\t00FFFFFF\t0\t0\t0
         assert_eq!(used.verdict, Verdict::Used, "{used:?}");
         assert_eq!(used.ipv4, Some(Ipv4Addr::new(198, 18, 77, 2)));
         assert_eq!(used.prefix_len, 24);
-        assert_eq!(used.mtu, 1500);
+        assert_eq!(used.mtu, 1400);
         assert_eq!(used.provider.as_deref(), Some("udp"));
         assert_eq!(used.domain.as_deref(), Some(up));
         assert_eq!(
@@ -1514,6 +1516,7 @@ eth3\t000312C6\t00000000\t0000\t0\t0\t0\t00FFFFFF\t0\t0\t0
             b.socket_addr().map(|s| *s.ip()),
             Some(Ipv4Addr::new(198, 18, 77, 2))
         );
+        assert_eq!(b.max_datagram(), 1400 - 28, "the link MTU caps udp's 1472");
         let to_b = a.insert_peer(&b.address()).unwrap();
         a.send_with(to_b, |buf| {
             buf[..4].copy_from_slice(b"ping");

@@ -46,6 +46,9 @@ const SUPPORTED_MR_MODE: i32 =
 /// IPv4 header (without options) plus UDP header: what a datagram loses to the wire.
 const IPV4_UDP_HEADERS: usize = 20 + 8;
 
+/// Initial address-vector size: a hint, the providers' AVs grow past it.
+const AV_SIZE_HINT: usize = 256;
+
 /// Completions taken from the CQ per `fi_cq_read` call.
 const CQ_BATCH: usize = 16;
 
@@ -846,7 +849,7 @@ impl DgramEndpoint {
         let mut av_attr = sys::fi_av_attr {
             // SAFETY: domain_attr belongs to our copy and was checked non-null at listing.
             type_: unsafe { (*info.get().domain_attr).av_type },
-            count: 64,
+            count: AV_SIZE_HINT,
             ..Default::default()
         };
         let mut raw_av = ptr::null_mut();
@@ -1202,9 +1205,7 @@ impl DgramEndpoint {
                 break;
             }
             if ret == -(sys::FI_EAVAIL as isize) {
-                let err = self.read_error_completion();
-                self.flush_pending()?;
-                return Err(err);
+                return Err(self.read_error_completion());
             }
             if ret < 0 {
                 return Err(FabricError::from_code("fi_cq_read", &self.site, ret as i64));
@@ -1521,6 +1522,19 @@ mod tests {
         wrong_family[1] ^= 0xff;
         let e = a.insert_peer(&wrong_family).unwrap_err();
         assert!(e.to_string().contains("not an IPv4"), "{e}");
+    }
+
+    #[test]
+    fn the_address_vector_grows_past_its_size_hint() {
+        let (mut a, ..) = pair(2);
+        let template = a.address();
+        let mut seen = std::collections::HashSet::new();
+        for port in 0..(AV_SIZE_HINT as u16 * 2) {
+            let mut raw = template.clone();
+            raw[2..4].copy_from_slice(&(40000 + port).to_be_bytes());
+            let peer = a.insert_peer(&raw).unwrap();
+            assert!(seen.insert(peer), "two peers share handle {peer:?}");
+        }
     }
 
     #[test]
