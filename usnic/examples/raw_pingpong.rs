@@ -1,0 +1,288 @@
+//! Raw libfabric ping-pong over one DGRAM interface: the floor the usnic transport's latency is
+//! compared against (no reliability, no matching, just `fi_send` and a busy-polled CQ).
+//!
+//! ```text
+//! raw_pingpong [--interface IPV4] [--provider udp|usnic] [--size N] [--iters N] [--warmup N]
+//!     two threads of this process, one endpoint each (default interface 127.0.0.1)
+//! raw_pingpong serve --interface IPV4 [...]
+//!     prints its address, answers one client, exits
+//! raw_pingpong ping ADDRESS_HEX --interface IPV4 [...]
+//!     the client for `serve` (for example from another network namespace)
+//! ```
+//!
+//! Reports the median one-way latency (half the round trip) and a few other percentiles.
+//! A datagram lost for more than a second ends the run with an error instead of hanging.
+
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use kestrel_usnic::fabric::{dgram_interfaces, DgramEndpoint, FabricInterface, PeerAddr};
+
+/// Send and receive buffers per endpoint: ping-pong keeps one in flight, a few spare cover
+/// completions not yet reaped.
+const DEPTH: usize = 16;
+/// How long one round trip may take before the run is declared broken.
+const LOSS_TIMEOUT: Duration = Duration::from_secs(1);
+/// First byte of the handshake datagrams (payloads are all zero otherwise).
+const HELLO: u8 = 0xa5;
+const READY: u8 = 0x5a;
+
+struct Options {
+    mode: Mode,
+    interface: Option<Ipv4Addr>,
+    provider: String,
+    size: usize,
+    iters: usize,
+    warmup: usize,
+}
+
+enum Mode {
+    Threads,
+    Serve,
+    Ping(Vec<u8>),
+}
+
+fn usage() -> String {
+    "usage: raw_pingpong [serve | ping ADDRESS_HEX] [--interface IPV4] [--provider udp|usnic] \
+     [--size BYTES] [--iters N] [--warmup N]"
+        .into()
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut args = std::env::args().skip(1);
+    let mut o = Options {
+        mode: Mode::Threads,
+        interface: None,
+        provider: "udp".into(),
+        size: 8,
+        iters: 10_000,
+        warmup: 1_000,
+    };
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "serve" => o.mode = Mode::Serve,
+            "ping" => o.mode = Mode::Ping(hex_decode(&value("ping")?)?),
+            "--interface" => {
+                let v = value("--interface")?;
+                o.interface = Some(v.parse().map_err(|_| format!("bad IPv4 address {v}"))?)
+            }
+            "--provider" => o.provider = value("--provider")?,
+            "--size" => o.size = number(&value("--size")?)?,
+            "--iters" => o.iters = number(&value("--iters")?)?.max(1),
+            "--warmup" => o.warmup = number(&value("--warmup")?)?,
+            "-h" | "--help" => return Err(usage()),
+            other => return Err(format!("unknown argument {other}\n{}", usage())),
+        }
+    }
+    Ok(o)
+}
+
+fn number(text: &str) -> Result<usize, String> {
+    text.parse().map_err(|_| format!("{text} is not a number"))
+}
+
+fn hex_encode(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hex_decode(text: &str) -> Result<Vec<u8>, String> {
+    if !text.len().is_multiple_of(2) {
+        return Err(format!("{text} is not an even number of hex digits"));
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).map_err(|_| format!("{text} is not hex")))
+        .collect()
+}
+
+fn find_interface(o: &Options) -> Result<FabricInterface, String> {
+    let want = o.interface.unwrap_or(Ipv4Addr::LOCALHOST);
+    dgram_interfaces(Some(&o.provider))
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .find(|i| i.ipv4() == Some(want))
+        .ok_or_else(|| {
+            format!(
+                "provider {} offers no interface with address {want}",
+                o.provider
+            )
+        })
+}
+
+/// Sends one datagram of `size` bytes whose first byte is `tag`, retrying while slots are busy.
+fn send(ep: &mut DgramEndpoint, to: PeerAddr, size: usize, tag: u8) -> Result<(), String> {
+    let deadline = Instant::now() + LOSS_TIMEOUT;
+    loop {
+        match ep.send_with(to, |buf| {
+            buf[..size].fill(0);
+            if size > 0 {
+                buf[0] = tag;
+            }
+            size
+        }) {
+            Ok(()) => return Ok(()),
+            Err(kestrel_usnic::fabric::SendError::Full) if Instant::now() < deadline => {
+                ep.poll(|_| {}).map_err(|e| e.to_string())?;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Busy-polls until one datagram arrives; returns a copy of its first bytes.
+fn receive(ep: &mut DgramEndpoint, timeout: Duration) -> Result<Vec<u8>, String> {
+    let deadline = Instant::now() + timeout;
+    let mut got: Option<Vec<u8>> = None;
+    loop {
+        ep.poll(|d| {
+            if got.is_none() {
+                got = Some(d.to_vec());
+            }
+        })
+        .map_err(|e| e.to_string())?;
+        if let Some(d) = got {
+            return Ok(d);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no datagram within {timeout:?} (lost?)"));
+        }
+    }
+}
+
+/// The client side: `iters + warmup` round trips; returns the measured round-trip times.
+fn client(ep: &mut DgramEndpoint, server: PeerAddr, o: &Options) -> Result<Vec<Duration>, String> {
+    let mut rtts = Vec::with_capacity(o.iters);
+    for i in 0..o.warmup + o.iters {
+        let start = Instant::now();
+        send(ep, server, o.size, 0)?;
+        receive(ep, LOSS_TIMEOUT).map_err(|e| format!("round trip {i}: {e}"))?;
+        if i >= o.warmup {
+            rtts.push(start.elapsed());
+        }
+    }
+    Ok(rtts)
+}
+
+/// The server side: echoes `count` datagrams.
+fn echo(ep: &mut DgramEndpoint, client: PeerAddr, o: &Options, count: usize) -> Result<(), String> {
+    for i in 0..count {
+        receive(ep, LOSS_TIMEOUT * 10).map_err(|e| format!("ping {i}: {e}"))?;
+        send(ep, client, o.size, 0)?;
+    }
+    Ok(())
+}
+
+fn report(iface: &FabricInterface, o: &Options, mut rtts: Vec<Duration>) {
+    rtts.sort();
+    let pick = |q: f64| {
+        let i = ((rtts.len() - 1) as f64 * q).round() as usize;
+        rtts[i].as_secs_f64() * 1e6 / 2.0
+    };
+    println!(
+        "raw_pingpong: provider {}, interface {} ({}), {} B, {} iterations: median one-way \
+         latency {:.2} us (min {:.2}, p90 {:.2}, p99 {:.2})",
+        iface.provider(),
+        iface.domain(),
+        iface.ipv4().map_or("?".into(), |a| a.to_string()),
+        o.size,
+        rtts.len(),
+        pick(0.5),
+        pick(0.0),
+        pick(0.9),
+        pick(0.99)
+    );
+}
+
+fn run_threads(o: Options) -> Result<(), String> {
+    let iface = find_interface(&o)?;
+    let mut a = DgramEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    let mut b = DgramEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    check_size(&a, &o)?;
+    let b_at_a = a.insert_peer(&b.address()).map_err(|e| e.to_string())?;
+    let a_at_b = b.insert_peer(&a.address()).map_err(|e| e.to_string())?;
+    let count = o.warmup + o.iters;
+    let rtts = std::thread::scope(|s| {
+        let server = s.spawn(|| echo(&mut b, a_at_b, &o, count));
+        let measured = client(&mut a, b_at_a, &o);
+        let served = server
+            .join()
+            .map_err(|_| "server thread panicked".to_string())?;
+        served.and(measured)
+    })?;
+    report(&iface, &o, rtts);
+    Ok(())
+}
+
+fn check_size(ep: &DgramEndpoint, o: &Options) -> Result<(), String> {
+    if o.size == 0 || o.size > ep.max_datagram() {
+        return Err(format!(
+            "--size must be from 1 to {} (this endpoint's max_datagram)",
+            ep.max_datagram()
+        ));
+    }
+    Ok(())
+}
+
+fn run_serve(o: Options) -> Result<(), String> {
+    let iface = find_interface(&o)?;
+    let mut ep = DgramEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    check_size(&ep, &o)?;
+    println!("address {}", hex_encode(&ep.address()));
+    // The hello carries the client's address after its tag byte.
+    let hello = receive(&mut ep, Duration::from_secs(120))?;
+    if hello.first() != Some(&HELLO) {
+        return Err("the first datagram was not a hello from raw_pingpong ping".into());
+    }
+    let client = ep.insert_peer(&hello[1..]).map_err(|e| e.to_string())?;
+    send(&mut ep, client, 1, READY)?;
+    echo(&mut ep, client, &o, o.warmup + o.iters)?;
+    eprintln!("raw_pingpong: served {} round trips", o.warmup + o.iters);
+    Ok(())
+}
+
+fn run_ping(o: Options, server_address: &[u8]) -> Result<(), String> {
+    let iface = find_interface(&o)?;
+    let mut ep = DgramEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    check_size(&ep, &o)?;
+    let server = ep.insert_peer(server_address).map_err(|e| e.to_string())?;
+    let own = ep.address();
+    let mut ready = false;
+    for _ in 0..50 {
+        ep.send_with(server, |buf| {
+            buf[0] = HELLO;
+            buf[1..=own.len()].copy_from_slice(&own);
+            own.len() + 1
+        })
+        .map_err(|e| e.to_string())?;
+        if let Ok(reply) = receive(&mut ep, Duration::from_millis(100)) {
+            ready = reply.first() == Some(&READY);
+            break;
+        }
+    }
+    if !ready {
+        return Err("the server did not answer the hello within 5 s".into());
+    }
+    let rtts = client(&mut ep, server, &o)?;
+    report(&iface, &o, rtts);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let result =
+        parse_args().and_then(
+            |mut o| match std::mem::replace(&mut o.mode, Mode::Threads) {
+                Mode::Threads => run_threads(o),
+                Mode::Serve => run_serve(o),
+                Mode::Ping(address) => run_ping(o, &address),
+            },
+        );
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("raw_pingpong: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
