@@ -32,9 +32,9 @@ use std::time::{Duration, Instant};
 use kestrel_transport::btl::{Btl, Incoming, Limits, SendError};
 use kestrel_transport::params::Params;
 
-use crate::card::{CardInterface, HostCard, ModexCard, ModexInterface};
+use crate::card::{CardInterface, CardRoute, HostCard, ModexCard, ModexInterface};
 use crate::discovery::{self, Verdict};
-use crate::fabric::{DgramEndpoint, FabricInterface, PeerAddr};
+use crate::fabric::{DgramEndpoint, PeerAddr};
 use crate::matching::{self, Pairing, ProcessCard};
 use crate::params;
 use crate::reliable::wire::{self, Header, Kind};
@@ -209,16 +209,14 @@ impl UsnicBtl {
         let mut rails = Vec::new();
         let mut interfaces = Vec::new();
         for iface in &found.interfaces {
-            if iface.verdict != Verdict::Used {
-                tracing::debug!(target: "usnic", "interface {} not used: {}", iface.name, iface.verdict);
+            if let Verdict::Excluded(why) = &iface.verdict {
+                tracing::debug!(target: "usnic", "interface {} not used: {why}", iface.name);
                 continue;
             }
-            let Some(fi) = found.fabric_interface(&iface.name) else {
-                continue;
-            };
-            let ep = open_endpoint(fi, depth)?;
+            let fi = discovery::fabric_interface(iface).map_err(|e| e.to_string())?;
+            let ep = DgramEndpoint::open(&fi, depth).map_err(|e| e.to_string())?;
             let ipv4 = iface.ipv4.expect("a used interface has an IPv4 address");
-            let max_datagram = ep.max_datagram().min(iface.mtu as usize - IP_UDP_HEADERS);
+            let max_datagram = ep.max_datagram();
             interfaces.push(ModexInterface {
                 interface: CardInterface {
                     name: iface.name.clone(),
@@ -240,7 +238,20 @@ impl UsnicBtl {
         if rails.is_empty() {
             return Ok(None);
         }
-        let card = ModexCard::new(node.to_string(), interfaces, found.card_routes())
+        // Routes through interfaces the card does not list say nothing about reachability
+        // over the transport's interfaces.
+        let routes = found
+            .routes
+            .iter()
+            .filter(|r| rails.iter().any(|rail: &Rail| rail.name == r.interface))
+            .map(|r| CardRoute {
+                dest: r.dest,
+                dest_prefix_len: r.prefix_len,
+                interface: r.interface.clone(),
+                metric: r.metric,
+            })
+            .collect();
+        let card = ModexCard::new(node.to_string(), interfaces, Some(routes))
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
         let host = card.to_host_card();
         let cfg = Config {
@@ -483,7 +494,7 @@ impl UsnicBtl {
         };
         for path in p.paths.iter_mut() {
             let rail = &mut self.rails[path.rail];
-            while rail.ep.can_send() {
+            while rail.ep.free_tx_slots() > 0 {
                 let Some(n) = path.conn.poll_transmit(now, &mut self.scratch) else {
                     break;
                 };
@@ -554,7 +565,7 @@ impl UsnicBtl {
             *next_probe = now + self.probe_interval;
             let rail = &mut self.rails[path.rail];
             for (size, big) in [(wire::HEADER_LEN + 8, false), (path.max_datagram, true)] {
-                if (big && *large) || (!big && *small) || !rail.ep.can_send() {
+                if (big && *large) || (!big && *small) || !rail.ep.free_tx_slots() > 0 {
                     continue;
                 }
                 let h = Header::probe(key, me, path.rail as u8, path.remote_if, Kind::Probe);
@@ -769,10 +780,6 @@ fn on_hello(job: &str, me: u32, p: &mut Peer, body: &[u8]) {
             if lower_is_me { "mine" } else { "theirs" }
         );
     }
-}
-
-fn open_endpoint(fi: &FabricInterface, depth: usize) -> Result<DgramEndpoint, String> {
-    DgramEndpoint::open(fi, depth).map_err(|e| e.to_string())
 }
 
 fn describe_pairs(mine: &ModexCard, theirs: &ModexCard, paths: &[Path]) -> String {

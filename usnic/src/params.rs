@@ -44,6 +44,96 @@ pub static LINK_SPEED: Param<String> = Param::new(ParamSpec {
     description: "Link speed overrides in Mb/s as a comma list of interface:speed (eth1:25000,eth2:10000); they replace what /sys/class/net/IF/speed reports.",
 });
 
+/// `KESTREL_USNIC_EAGER_LIMIT`: largest message sent eagerly over the network.
+pub static EAGER_LIMIT: Param<u64> = Param::new(ParamSpec {
+    name: "usnic_eager_limit",
+    component: "usnic",
+    kind: ParamKind::Size { min: 1024, max: 4 << 20 },
+    default: "64K",
+    description: "Largest message (with its header) sent eagerly between nodes; larger ones use the rendezvous pipeline.",
+});
+
+/// `KESTREL_USNIC_MAX_SEND`: largest single send (pipeline fragment) over the network.
+pub static MAX_SEND: Param<u64> = Param::new(ParamSpec {
+    name: "usnic_max_send",
+    component: "usnic",
+    kind: ParamKind::Size { min: 4096, max: 4 << 20 },
+    default: "64K",
+    description: "Bytes per rendezvous pipeline fragment between nodes (each is cut into datagrams and striped across rails).",
+});
+
+/// `KESTREL_USNIC_STRIPE_MIN`: messages at least this large are striped across rails.
+pub static STRIPE_MIN: Param<u64> = Param::new(ParamSpec {
+    name: "usnic_stripe_min",
+    component: "usnic",
+    kind: ParamKind::Size { min: 0, max: 64 << 20 },
+    default: "16K",
+    description: "Messages of at least this many bytes go to the rail with the fewest bytes sent per link speed; smaller ones take the best rail.",
+});
+
+/// `KESTREL_USNIC_WINDOW`: segments in flight per path.
+pub static WINDOW: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_window",
+    component: "usnic",
+    kind: ParamKind::Int { min: 16, max: 16384 },
+    default: "4096",
+    description: "Datagrams sent but not yet acknowledged per (peer, rail) path.",
+});
+
+/// `KESTREL_USNIC_RTO_US`: first retransmission timeout.
+pub static RTO_US: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_rto_us",
+    component: "usnic",
+    kind: ParamKind::Int { min: 100, max: 10_000_000 },
+    default: "5000",
+    description: "Microseconds before an unacknowledged datagram is resent (doubles per retry up to a cap).",
+});
+
+/// `KESTREL_USNIC_ACK_DELAY_US`: how long a receiver waits for data to piggyback an ACK on.
+pub static ACK_DELAY_US: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_ack_delay_us",
+    component: "usnic",
+    kind: ParamKind::Int { min: 0, max: 1_000_000 },
+    default: "100",
+    description: "Microseconds a receiver holds back an ACK hoping to piggyback it on data going the other way.",
+});
+
+/// `KESTREL_USNIC_FAIL_TIMEOUT_MS`: silence after which a path is declared dead.
+pub static FAIL_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_fail_timeout_ms",
+    component: "usnic",
+    kind: ParamKind::Int { min: 10, max: 3_600_000 },
+    default: "2000",
+    description: "Milliseconds without any acknowledgement of outstanding data before a path is dead and its traffic moves to the other rails.",
+});
+
+/// `KESTREL_USNIC_PROBE_TIMEOUT_MS`: how long the first-contact connectivity check may take.
+pub static PROBE_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_probe_timeout_ms",
+    component: "usnic",
+    kind: ParamKind::Int { min: 10, max: 3_600_000 },
+    default: "10000",
+    description: "Milliseconds for a path's small and MTU-sized probes to be answered before the path is declared dead (with a diagnosis).",
+});
+
+/// `KESTREL_USNIC_QUEUE_DEPTH`: send and receive buffers per endpoint.
+pub static QUEUE_DEPTH: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_queue_depth",
+    component: "usnic",
+    kind: ParamKind::Int { min: 8, max: 65536 },
+    default: "512",
+    description: "Datagram buffers posted for sending and for receiving on each rail's endpoint.",
+});
+
+/// `KESTREL_USNIC_STATS`: print per-peer, per-rail counters at finalize.
+pub static STATS: Param<bool> = Param::new(ParamSpec {
+    name: "usnic_stats",
+    component: "usnic",
+    kind: ParamKind::Bool,
+    default: "false",
+    description: "Print per-peer and per-rail counters (sent, resent, ACKs, duplicates, out-of-window, bad datagrams) at finalize.",
+});
+
 /// Every parameter this crate registers.
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
@@ -51,6 +141,16 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         IF_INCLUDE.spec(),
         IF_EXCLUDE.spec(),
         LINK_SPEED.spec(),
+        EAGER_LIMIT.spec(),
+        MAX_SEND.spec(),
+        STRIPE_MIN.spec(),
+        WINDOW.spec(),
+        RTO_US.spec(),
+        ACK_DELAY_US.spec(),
+        FAIL_TIMEOUT_MS.spec(),
+        PROBE_TIMEOUT_MS.spec(),
+        QUEUE_DEPTH.spec(),
+        STATS.spec(),
     ]
 }
 
