@@ -18,7 +18,7 @@
 //! probe, repeated until answered. A path whose probes stay unanswered for `usnic_probe_timeout_ms`
 //! is declared dead with a diagnosis (MTU mismatch when only the small probe came back, the
 //! pair unreachable when neither did). A path that stops acknowledging data for
-//! `usnic_fail_timeout_ms` is dead too; its unacknowledged messages go out on the remaining
+//! `usnic_fail_after_ms` is dead too; its unacknowledged messages go out on the remaining
 //! paths. When no path to a peer is left the job stops with a message naming the peer, the
 //! interfaces and the timeout.
 //!
@@ -254,13 +254,7 @@ impl UsnicBtl {
         let card = ModexCard::new(node.to_string(), interfaces, Some(routes))
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
         let host = card.to_host_card();
-        let cfg = Config {
-            window: params::WINDOW.get(p) as u16,
-            rto_initial: Duration::from_micros(params::RTO_US.get(p) as u64),
-            ack_delay: Duration::from_micros(params::ACK_DELAY_US.get(p) as u64),
-            fail_after: Duration::from_millis(params::FAIL_TIMEOUT_MS.get(p) as u64),
-            ..Config::default()
-        };
+        let cfg = Config::from_params(p, wire::HEADER_LEN + 1).map_err(|e| e.to_string())?;
         Ok(Some(UsnicBtl {
             rank,
             job: job.to_string(),
@@ -682,7 +676,7 @@ impl UsnicBtl {
                 let failed = path.conn.is_failed();
                 if failed && path.usable() {
                     let why = format!(
-                        "no acknowledgement for {} ms (usnic_fail_timeout_ms)",
+                        "no acknowledgement for {} ms (usnic_fail_after_ms)",
                         self.cfg.fail_after.as_millis()
                     );
                     tracing::warn!(target: "usnic", "path {} -> rank {peer} interface {} failed: {why}; moving its traffic to the other rails",
@@ -743,7 +737,7 @@ impl UsnicBtl {
         let msg = format!(
             "usnic: rank {} lost every network path to rank {peer} on node {}:{why}\n\
              The job cannot continue. Check the links between these interfaces (ip link, cables, switch ports); \
-             usnic_fail_timeout_ms sets how long a silent path is tolerated.",
+             usnic_fail_after_ms sets how long a silent path is tolerated.",
             self.rank, p.card.node()
         );
         tracing::error!(target: "usnic", "{msg}");

@@ -71,42 +71,6 @@ pub static STRIPE_MIN: Param<u64> = Param::new(ParamSpec {
     description: "Messages of at least this many bytes go to the rail with the fewest bytes sent per link speed; smaller ones take the best rail.",
 });
 
-/// `KESTREL_USNIC_WINDOW`: segments in flight per path.
-pub static WINDOW: Param<i64> = Param::new(ParamSpec {
-    name: "usnic_window",
-    component: "usnic",
-    kind: ParamKind::Int { min: 16, max: 16384 },
-    default: "4096",
-    description: "Datagrams sent but not yet acknowledged per (peer, rail) path.",
-});
-
-/// `KESTREL_USNIC_RTO_US`: first retransmission timeout.
-pub static RTO_US: Param<i64> = Param::new(ParamSpec {
-    name: "usnic_rto_us",
-    component: "usnic",
-    kind: ParamKind::Int { min: 100, max: 10_000_000 },
-    default: "5000",
-    description: "Microseconds before an unacknowledged datagram is resent (doubles per retry up to a cap).",
-});
-
-/// `KESTREL_USNIC_ACK_DELAY_US`: how long a receiver waits for data to piggyback an ACK on.
-pub static ACK_DELAY_US: Param<i64> = Param::new(ParamSpec {
-    name: "usnic_ack_delay_us",
-    component: "usnic",
-    kind: ParamKind::Int { min: 0, max: 1_000_000 },
-    default: "100",
-    description: "Microseconds a receiver holds back an ACK hoping to piggyback it on data going the other way.",
-});
-
-/// `KESTREL_USNIC_FAIL_TIMEOUT_MS`: silence after which a path is declared dead.
-pub static FAIL_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
-    name: "usnic_fail_timeout_ms",
-    component: "usnic",
-    kind: ParamKind::Int { min: 10, max: 3_600_000 },
-    default: "2000",
-    description: "Milliseconds without any acknowledgement of outstanding data before a path is dead and its traffic moves to the other rails.",
-});
-
 /// `KESTREL_USNIC_PROBE_TIMEOUT_MS`: how long the first-contact connectivity check may take.
 pub static PROBE_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
     name: "usnic_probe_timeout_ms",
@@ -144,10 +108,6 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         EAGER_LIMIT.spec(),
         MAX_SEND.spec(),
         STRIPE_MIN.spec(),
-        WINDOW.spec(),
-        RTO_US.spec(),
-        ACK_DELAY_US.spec(),
-        FAIL_TIMEOUT_MS.spec(),
         PROBE_TIMEOUT_MS.spec(),
         QUEUE_DEPTH.spec(),
         STATS.spec(),
