@@ -238,22 +238,11 @@ impl UsnicBtl {
         if rails.is_empty() {
             return Ok(None);
         }
-        // Routes through interfaces the card does not list say nothing about reachability
-        // over the transport's interfaces.
-        let routes = found
-            .routes
-            .iter()
-            .filter(|r| rails.iter().any(|rail: &Rail| rail.name == r.interface))
-            .map(|r| CardRoute {
-                dest: r.dest,
-                dest_prefix_len: r.prefix_len,
-                interface: r.interface.clone(),
-                metric: r.metric,
-            })
-            .collect();
-        let card = ModexCard::new(node.to_string(), interfaces, Some(routes))
+        let host = HostCard::from_discovery(&found, node)
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
-        let host = card.to_host_card();
+        let addrs = interfaces.into_iter().map(|i: ModexInterface| i.fabric_addr).collect();
+        let card = ModexCard::from_host_card(&host, addrs)
+            .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
         let cfg = Config::from_params(p, wire::HEADER_LEN + 1).map_err(|e| e.to_string())?;
         Ok(Some(UsnicBtl {
             rank,

@@ -507,6 +507,47 @@ fn check_whole_card(
 // ---------------------------------------------------------------------------------------------
 // JSON
 
+    /// This host's card as the transport publishes it: the interfaces discovery marked as used
+    /// (in discovery order, which is the rail order), and the routes that leave through them.
+    pub fn from_discovery(
+        found: &crate::discovery::Discovery,
+        node: &str,
+    ) -> Result<HostCard, InvalidField> {
+        let interfaces: Vec<CardInterface> = found
+            .used()
+            .filter_map(|i| {
+                Some(CardInterface {
+                    name: i.name.clone(),
+                    ipv4: i.ipv4?,
+                    prefix_len: i.prefix_len,
+                    link_speed_mbps: i.link_speed_mbps,
+                    mtu: i.mtu,
+                })
+            })
+            .collect();
+        // Routes through interfaces the card does not list say nothing about reachability
+        // over the transport's interfaces.
+        let routes = found
+            .routes
+            .iter()
+            .filter(|r| interfaces.iter().any(|i| i.name == r.interface))
+            .map(|r| CardRoute {
+                dest: r.dest,
+                dest_prefix_len: r.prefix_len,
+                interface: r.interface.clone(),
+                metric: r.metric,
+            })
+            .collect();
+        let card = HostCard {
+            version: JSON_VERSION,
+            node: node.to_string(),
+            interfaces,
+            routes: Some(routes),
+        };
+        card.validate()?;
+        Ok(card)
+    }
+
 impl HostCard {
     /// Parses and validates a JSON card; `source` names it in errors (usually the file name).
     pub fn from_json_str(source: &str, text: &str) -> Result<HostCard, CardError> {

@@ -88,14 +88,28 @@ struct Subcommand {
 }
 
 /// Every subcommand; the usage text lists exactly these.
-const SUBCOMMANDS: &[Subcommand] = &[Subcommand {
+const SUBCOMMANDS: &[Subcommand] = &[
+    Subcommand {
+        name: "list",
+        synopsis: "list [--json]",
+        summary: "This host's interfaces as the usnic transport sees them: used, or excluded and why.",
+        run: run_list,
+    },
+    Subcommand {
+        name: "card",
+        synopsis: "card [--node NAME] [--compact]",
+        summary: "This host's business card as JSON: what a rank publishes in the modex.",
+        run: run_card,
+    },
+    Subcommand {
     name: "explain",
     synopsis:
         "explain LOCAL.json REMOTE.json [--local-rank N] [--remote-rank M] [--job J]\n          \
                [--format table|json|dot] [--png FILE]",
     summary: "How the usnic transport pairs the interfaces of two business cards, and why.",
     run: run_explain,
-}];
+    },
+];
 
 fn usage() -> String {
     let mut text = format!(
@@ -106,7 +120,9 @@ fn usage() -> String {
         let _ = writeln!(text, "  {PROGRAM} {}\n      {}", cmd.synopsis, cmd.summary);
     }
     text.push_str(
-        "\nexplain options:\n  \
+        "\nThe usnic parameters (KESTREL_USNIC_IF_INCLUDE, KESTREL_USNIC_IF_EXCLUDE,\n\
+         KESTREL_USNIC_LINK_SPEED, KESTREL_USNIC_PROVIDER) apply to list and card as to a job.\n\
+         \nexplain options:\n  \
          --local-rank N   rank of the process holding LOCAL.json (default 0)\n  \
          --remote-rank M  rank of the process holding REMOTE.json (default 1)\n  \
          --job J          job id of both processes (default \"job\")\n  \
@@ -1227,5 +1243,147 @@ mod tests {
         let rows = vec![row(&["a", "bbb", "c"]), row(&["dddd", "e", "f f "])];
         assert_eq!(align(&rows), "  a     bbb  c\n  dddd  e    f f\n");
         assert_eq!(dot_escape("a\"b\\c\nd\u{7}"), "a\\\"b\\\\c\\nd");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// list and card: this host, as discovery sees it
+
+fn discover_here(err: &mut dyn Write) -> Option<crate::discovery::Discovery> {
+    let specs = crate::params::specs();
+    let params = match kestrel_transport::params::Params::from_env(&specs) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(err, "{PROGRAM}: {e}");
+            return None;
+        }
+    };
+    match crate::discovery::discover(&params) {
+        Ok(found) => Some(found),
+        Err(e) => {
+            let _ = writeln!(err, "{PROGRAM}: {e}");
+            None
+        }
+    }
+}
+
+fn run_list(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let json = match args {
+        [] => false,
+        [a] if a == "--json" => true,
+        _ => {
+            let _ = writeln!(err, "{PROGRAM}: list takes only --json; run '{PROGRAM} --help'");
+            return EXIT_USAGE;
+        }
+    };
+    let Some(found) = discover_here(err) else {
+        return EXIT_TOOL_FAILED;
+    };
+    if json {
+        let text = serde_json::to_string_pretty(&found).expect("discovery serializes");
+        let _ = writeln!(out, "{text}");
+        return EXIT_OK;
+    }
+    let mut rows = vec![[
+        "interface".to_string(),
+        "provider/domain".to_string(),
+        "ipv4".to_string(),
+        "speed".to_string(),
+        "mtu".to_string(),
+        "verdict".to_string(),
+    ]];
+    for i in &found.interfaces {
+        let speed = match (i.link_speed_mbps, &i.speed_source) {
+            (Some(s), src) => format!("{s} Mb/s ({})", speed_source_name(src)),
+            (None, _) => "unknown".to_string(),
+        };
+        rows.push([
+            i.name.clone(),
+            match (&i.provider, &i.domain) {
+                (Some(p), Some(d)) => format!("{p}/{d}"),
+                (Some(p), None) => p.clone(),
+                _ => "-".to_string(),
+            },
+            i.ipv4
+                .map(|a| format!("{a}/{}", i.prefix_len))
+                .unwrap_or_else(|| "-".to_string()),
+            speed,
+            if i.mtu == 0 { "-".to_string() } else { i.mtu.to_string() },
+            match &i.verdict {
+                crate::discovery::Verdict::Used => "used".to_string(),
+                crate::discovery::Verdict::Excluded(why) => format!("excluded: {why}"),
+            },
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if found.used().next().is_none() {
+        let _ = writeln!(
+            err,
+            "{PROGRAM}: no interface is usable: ranks on other nodes cannot be reached over usnic from here"
+        );
+    }
+    EXIT_OK
+}
+
+fn speed_source_name(s: &crate::discovery::SpeedSource) -> &'static str {
+    match s {
+        crate::discovery::SpeedSource::Sysfs => "sysfs",
+        crate::discovery::SpeedSource::Override => "KESTREL_USNIC_LINK_SPEED",
+        crate::discovery::SpeedSource::Unknown => "unknown",
+    }
+}
+
+fn run_card(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let mut node = std::env::var("KESTREL_NODE_ID")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| {
+            nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "localhost".into())
+        });
+    let mut layout = crate::card::JsonLayout::Pretty;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--node" => match it.next() {
+                Some(n) => node = n.clone(),
+                None => {
+                    let _ = writeln!(err, "{PROGRAM}: --node needs a name");
+                    return EXIT_USAGE;
+                }
+            },
+            "--compact" => layout = crate::card::JsonLayout::Compact,
+            other => {
+                let _ = writeln!(err, "{PROGRAM}: card does not take '{other}'; run '{PROGRAM} --help'");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let Some(found) = discover_here(err) else {
+        return EXIT_TOOL_FAILED;
+    };
+    match HostCard::from_discovery(&found, &node) {
+        Ok(card) => {
+            let _ = writeln!(out, "{}", card.to_json(layout));
+            EXIT_OK
+        }
+        Err(e) => {
+            let _ = writeln!(err, "{PROGRAM}: this host's card is invalid: {e}");
+            EXIT_TOOL_FAILED
+        }
     }
 }
