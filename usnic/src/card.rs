@@ -507,6 +507,7 @@ fn check_whole_card(
 // ---------------------------------------------------------------------------------------------
 // JSON
 
+impl HostCard {
     /// This host's card as the transport publishes it: the interfaces discovery marked as used
     /// (in discovery order, which is the rail order), and the routes that leave through them.
     pub fn from_discovery(
@@ -548,7 +549,6 @@ fn check_whole_card(
         Ok(card)
     }
 
-impl HostCard {
     /// Parses and validates a JSON card; `source` names it in errors (usually the file name).
     pub fn from_json_str(source: &str, text: &str) -> Result<HostCard, CardError> {
         let value: Value = serde_json::from_str(text).map_err(|e| CardError {

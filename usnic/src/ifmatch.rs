@@ -1272,7 +1272,10 @@ fn run_list(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         [] => false,
         [a] if a == "--json" => true,
         _ => {
-            let _ = writeln!(err, "{PROGRAM}: list takes only --json; run '{PROGRAM} --help'");
+            let _ = writeln!(
+                err,
+                "{PROGRAM}: list takes only --json; run '{PROGRAM} --help'"
+            );
             return EXIT_USAGE;
         }
     };
@@ -1308,7 +1311,11 @@ fn run_list(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 .map(|a| format!("{a}/{}", i.prefix_len))
                 .unwrap_or_else(|| "-".to_string()),
             speed,
-            if i.mtu == 0 { "-".to_string() } else { i.mtu.to_string() },
+            if i.mtu == 0 {
+                "-".to_string()
+            } else {
+                i.mtu.to_string()
+            },
             match &i.verdict {
                 crate::discovery::Verdict::Used => "used".to_string(),
                 crate::discovery::Verdict::Excluded(why) => format!("excluded: {why}"),
@@ -1368,7 +1375,10 @@ fn run_card(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             },
             "--compact" => layout = crate::card::JsonLayout::Compact,
             other => {
-                let _ = writeln!(err, "{PROGRAM}: card does not take '{other}'; run '{PROGRAM} --help'");
+                let _ = writeln!(
+                    err,
+                    "{PROGRAM}: card does not take '{other}'; run '{PROGRAM} --help'"
+                );
                 return EXIT_USAGE;
             }
         }
