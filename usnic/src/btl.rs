@@ -79,6 +79,27 @@ impl BadDatagrams {
     }
 }
 
+/// The outcome of probing one path (`kestrel-ifmatch check`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathReport {
+    /// The peer's job rank.
+    pub peer: u32,
+    /// The peer's node.
+    pub peer_node: String,
+    /// Local interface and address.
+    pub local: String,
+    /// Remote interface and address.
+    pub remote: String,
+    /// Bytes of the large probe.
+    pub mtu_probe: usize,
+    /// A small probe came back.
+    pub small_ok: bool,
+    /// An MTU-sized probe came back.
+    pub large_ok: bool,
+    /// What is wrong, when something is.
+    pub diagnosis: Option<String>,
+}
+
 /// One local interface with its endpoint.
 struct Rail {
     name: String,
@@ -706,6 +727,86 @@ impl UsnicBtl {
             }
         }
         self.rehome = left;
+    }
+
+    /// The connectivity check of `kestrel-ifmatch check`: probes every path to every peer with
+    /// a small and an MTU-sized datagram until each path is answered or `timeout` passes, while
+    /// answering the peers' probes; then keeps answering until no probe has arrived for
+    /// `linger` (peers may still be checking). Sends no data and never ends the process.
+    pub fn connectivity_check(&mut self, timeout: Duration, linger: Duration) -> Vec<PathReport> {
+        let start = Instant::now();
+        self.probe_timeout = timeout;
+        for &peer in &self.active {
+            if let Some(p) = self.peers[peer as usize].as_mut() {
+                p.contacted = true;
+                for path in p.paths.iter_mut() {
+                    path.state = PathState::Probing {
+                        small: false,
+                        large: false,
+                        since: start,
+                        next_probe: start,
+                    };
+                }
+            }
+        }
+        let mut last_heard = Instant::now();
+        loop {
+            let now = Instant::now();
+            for i in 0..self.active.len() {
+                let peer = self.active[i];
+                self.send_probes(peer, now);
+            }
+            let mut inbox: Vec<(usize, Vec<u8>)> = Vec::new();
+            for (i, rail) in self.rails.iter_mut().enumerate() {
+                let _ = rail.ep.poll(|d| inbox.push((i, d.to_vec())));
+            }
+            if !inbox.is_empty() {
+                last_heard = now;
+            }
+            for (rail, d) in &inbox {
+                self.on_datagram(*rail, now, d, &mut |_| {});
+            }
+            let resolved = self.peers.iter().flatten().all(|p| {
+                p.paths
+                    .iter()
+                    .all(|x| !matches!(x.state, PathState::Probing { .. }))
+            });
+            if resolved && now.duration_since(last_heard) > linger {
+                break;
+            }
+            if now.duration_since(start) > timeout + linger {
+                break;
+            }
+            if inbox.is_empty() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        let mut out = Vec::new();
+        for p in self.peers.iter().flatten() {
+            for path in &p.paths {
+                let remote = &p.card.interfaces()[path.remote_if as usize].interface;
+                let rail = &self.rails[path.rail];
+                let (small, large, diagnosis) = match &path.state {
+                    PathState::Up => (true, true, None),
+                    PathState::Probing { small, large, .. } => (*small, *large, Some("still unanswered".to_string())),
+                    PathState::Dead(why) => {
+                        let small = why.starts_with("small probes were answered");
+                        (small, false, Some(why.clone()))
+                    }
+                };
+                out.push(PathReport {
+                    peer: p.rank,
+                    peer_node: p.card.node().to_string(),
+                    local: format!("{} ({})", rail.name, rail.ipv4),
+                    remote: format!("{} ({})", remote.name, remote.ipv4),
+                    mtu_probe: path.max_datagram,
+                    small_ok: small,
+                    large_ok: large,
+                    diagnosis,
+                });
+            }
+        }
+        out
     }
 
     fn all_paths_lost(&self, peer: u32) -> ! {
