@@ -4,5 +4,7 @@ use kestrel_transport::params::ParamSpec;
 
 /// Every parameter this crate registers.
 pub fn specs() -> Vec<&'static ParamSpec> {
-    vec![]
+    let mut specs = vec![];
+    specs.extend(crate::reliable::config::specs());
+    specs
 }
