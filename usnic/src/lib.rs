@@ -12,6 +12,7 @@
 //! * [`fabric`]: the safe wrapper over libfabric (the only place with `unsafe`, with the
 //!   `kestrel-libfabric-sys` crate).
 
+pub mod btl;
 pub mod card;
 pub mod discovery;
 pub mod fabric;

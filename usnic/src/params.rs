@@ -100,7 +100,7 @@ pub static STATS: Param<bool> = Param::new(ParamSpec {
 
 /// Every parameter this crate registers.
 pub fn specs() -> Vec<&'static ParamSpec> {
-    vec![
+    let mut specs = vec![
         PROVIDER.spec(),
         IF_INCLUDE.spec(),
         IF_EXCLUDE.spec(),
@@ -111,7 +111,9 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         PROBE_TIMEOUT_MS.spec(),
         QUEUE_DEPTH.spec(),
         STATS.spec(),
-    ]
+    ];
+    specs.extend(crate::reliable::config::specs());
+    specs
 }
 
 #[cfg(test)]

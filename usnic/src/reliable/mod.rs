@@ -1,1 +1,31 @@
-//! (being written)
+//! The reliable-datagram core of the usnic transport: one reliable, ordered message channel
+//! per (peer, rail) over datagrams that can be lost, duplicated, reordered or padded.
+//!
+//! This module owns the protocol and nothing of the I/O: it is sans-IO (quinn-proto style).
+//! The transport decodes each received datagram with [`wire::decode`] (dropping and counting
+//! what fails: wrong key, bad length, unknown kind), routes it by `(src_rank, src_rail,
+//! dst_rail)` to its [`Connection`], and sends what [`Connection::poll_transmit`] writes. Time
+//! enters only as `Instant` arguments. This module must never do I/O, read the clock, or
+//! contain `unsafe` code.
+//!
+//! * [`wire`]: the 32-byte header, its checked decoder and its encoder;
+//! * [`config`]: [`Config`], its limits, and the registered `usnic_*` parameters it comes from;
+//! * [`conn`]: the per-(peer, rail) state machine ([`Connection`]);
+//! * [`fuzzing`]: the body of the `decode_header` fuzz target and its seed corpus;
+//! * [`sim`]: a two-ended simulated link with virtual time, loss, duplication, reordering,
+//!   delay and an MTU, used by the tests and reusable by benchmarks.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod conn;
+pub mod fuzzing;
+pub mod sim;
+pub mod wire;
+
+pub use config::{Config, ConfigError};
+pub use conn::{ConnStats, Connection, SendError};
+pub use wire::{decode, encode, Body, DataFields, Header, WireError, HEADER_LEN};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1177 @@
+//! One reliable, ordered message channel to one peer over one rail, as a deterministic state
+//! machine.
+//!
+//! This module owns the sender window, loss detection, retransmission, acknowledgement
+//! scheduling, reassembly and delivery order of one (peer, rail) pair. It must never do I/O,
+//! read the clock (time comes in as `now` arguments, which must not go backwards), allocate per
+//! datagram on the steady path, or panic on anything a peer sends.
+//!
+//! # Protocol
+//!
+//! * Messages are cut into segments of at most `max_datagram - HEADER_LEN` payload bytes, each
+//!   with a 16-bit sequence number; a message of 0 bytes is one empty segment.
+//! * The sender keeps at most `window` segments unacknowledged. ACKs are cumulative (the last
+//!   in-order segment received), piggybacked on every DATA, and otherwise sent alone after
+//!   `ack_delay`, after `ack_every` in-order segments, or at once when something arrived out
+//!   of order, twice, or outside the window (the sender learns of a loss from those).
+//! * Standalone ACKs also carry a 64-segment selective-ACK bitmap after the cumulative ACK,
+//!   and in their `seq` field the newest segment the receiver got. The receiver buffers
+//!   out-of-order segments anywhere in the window (selective receive).
+//! * Loss detection, in transmission order (every transmission gets a number, `order`): a
+//!   segment is lost when `reorder_threshold` segments transmitted after it (and sent only
+//!   once, so that which copy arrived is unambiguous) have been acknowledged, cumulatively or
+//!   selectively; with `selective_ack` off, `reorder_threshold` duplicate standalone ACKs
+//!   retransmit the first unacknowledged segment, once per value of the cumulative ACK;
+//!   and when the oldest transmission still unanswered is older than the retransmission
+//!   timeout, every segment neither acknowledged nor reported received is retransmitted and
+//!   the timeout doubles (up to `rto_max`; any acknowledgement progress, cumulative or
+//!   selective, resets it once a round trip has been measured). The timeout follows RFC 6298 from round-trip samples of
+//!   segments sent once (Karn), clamped to `[rto_min, rto_max]`.
+//! * With data outstanding and no cumulative progress for `fail_after`, the connection fails:
+//!   it stops sending data, and [`Connection::take_unacknowledged`] hands every message not
+//!   fully acknowledged back, in order, for another rail.
+//!
+//! # Calling order
+//!
+//! Method groups as in quinn-proto: getters; `handle_*` (input from the network or a timer);
+//! mutators (`send`, `take_unacknowledged`, `recycle`); `poll_*` (output). After any input or
+//! mutation, call `poll_deliver` until `None`, then `poll_transmit` until `None`, then
+//! `poll_timeout` to learn when to call `handle_timeout`.
+//!
+//! # Memory bounds
+//!
+//! * send side: the bytes of accepted, unacknowledged messages (`max_send_queue_bytes`, beyond
+//!   which `send` reports [`SendError::WouldBlock`]) plus one record per unacknowledged segment
+//!   (`window`) and a transmission log of at most `4 * window + 64` entries;
+//! * receive side: out-of-order segments within the window, one message in reassembly
+//!   (`max_message`), and complete messages up to `max_recv_queue_bytes` (past that the
+//!   receiver stops advancing until [`Connection::poll_deliver`] drains them).
+//!
+//! A message can be delivered by the peer even though its last ACK never came back; after a
+//! failover the layer above may therefore see it twice and must deduplicate (the pml's per-peer
+//! sequence numbers do).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use super::config::{Config, ConfigError};
+use super::wire::{self, seq_diff, Body, DataFields, Header, HEADER_LEN};
+
+/// Why [`Connection::send`] refused a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// The send queue is full; retry after acknowledgements arrive (after `handle_datagram`).
+    WouldBlock,
+    /// The message exceeds `max_message`; the layer above must split it.
+    TooLarge {
+        /// Length of the message.
+        len: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// The connection has failed; take its unacknowledged messages to another rail.
+    Failed,
+    /// The connection was closed by `take_unacknowledged`.
+    Closed,
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SendError::WouldBlock => write!(f, "usnic reliable connection: send queue full, retry after progress"),
+            SendError::TooLarge { len, max } => write!(
+                f,
+                "usnic reliable connection: message of {len} bytes exceeds the {max}-byte limit; split it above the reliability layer or raise KESTREL_USNIC_MAX_MESSAGE"
+            ),
+            SendError::Failed => write!(f, "usnic reliable connection: the rail to this peer has failed; resend its unacknowledged messages on another rail"),
+            SendError::Closed => write!(f, "usnic reliable connection: closed after failover"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Counters of one connection (per peer and rail).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    /// Messages accepted by `send`.
+    pub messages_queued: u64,
+    /// Messages whose every segment the peer acknowledged.
+    pub messages_acked: u64,
+    /// Messages handed out by `poll_deliver`.
+    pub messages_delivered: u64,
+    /// DATA segments sent for the first time.
+    pub segments_sent: u64,
+    /// Payload bytes of those.
+    pub payload_bytes_sent: u64,
+    /// Segments retransmitted because the retransmission timer expired.
+    pub resent_timeout: u64,
+    /// Segments retransmitted early (duplicate ACK, or later segments acknowledged).
+    pub resent_fast: u64,
+    /// Expiries of the retransmission timer.
+    pub rto_events: u64,
+    /// Standalone ACKs sent.
+    pub acks_sent: u64,
+    /// Standalone ACKs received.
+    pub acks_received: u64,
+    /// Standalone ACKs received that acknowledged nothing new while data was outstanding.
+    pub dup_acks: u64,
+    /// Segments first acknowledged selectively (bitmap or newest-received field).
+    pub sacked: u64,
+    /// ACKs for segments never sent (ignored).
+    pub bogus_acks: u64,
+    /// New DATA segments accepted within the window.
+    pub segments_received: u64,
+    /// DATA segments received again (already delivered or already buffered).
+    pub duplicates: u64,
+    /// DATA segments beyond the receive window.
+    pub out_of_window: u64,
+    /// Datagrams whose key, rank or rails do not belong to this connection.
+    pub misrouted: u64,
+    /// Segments that break framing (wrong offset, message too large, inconsistent fields).
+    pub protocol_errors: u64,
+    /// PROBE / PROBE_REPLY datagrams passed here (the transport above should handle them).
+    pub probes_ignored: u64,
+    /// Times the receiver stopped advancing because undelivered messages reached the bound.
+    pub recv_stalls: u64,
+}
+
+impl fmt::Display for ConnStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "msgs {}/{}/{} (queued/acked/delivered) segs sent {} ({} B) resent {}+{} (timeout+fast, {} timer expiries) acks {}/{} (out/in, {} dup, {} sacked, {} bogus) segs recv {} dup {} out-of-window {} misrouted {} protocol-errors {} stalls {}",
+            self.messages_queued,
+            self.messages_acked,
+            self.messages_delivered,
+            self.segments_sent,
+            self.payload_bytes_sent,
+            self.resent_timeout,
+            self.resent_fast,
+            self.rto_events,
+            self.acks_sent,
+            self.acks_received,
+            self.dup_acks,
+            self.sacked,
+            self.bogus_acks,
+            self.segments_received,
+            self.duplicates,
+            self.out_of_window,
+            self.misrouted,
+            self.protocol_errors,
+            self.recv_stalls,
+        )
+    }
+}
+
+/// Buffers kept for reuse, so that steady traffic does not allocate.
+const POOL_BUFFERS: usize = 256;
+/// Larger buffers are freed rather than kept (a 4 MiB reassembly buffer is not worth holding).
+const POOL_MAX_CAPACITY: usize = 64 << 10;
+/// Backoff doublings beyond which the timeout is at `rto_max` anyway.
+const MAX_BACKOFF: u32 = 16;
+
+#[derive(Debug, Default)]
+struct BufferPool {
+    free: Vec<Vec<u8>>,
+}
+
+impl BufferPool {
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        match self.free.pop() {
+            Some(mut v) => {
+                v.clear();
+                v.reserve(len);
+                v
+            }
+            None => Vec::with_capacity(len),
+        }
+    }
+
+    fn give(&mut self, v: Vec<u8>) {
+        if v.capacity() != 0 && v.capacity() <= POOL_MAX_CAPACITY && self.free.len() < POOL_BUFFERS
+        {
+            self.free.push(v);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct OutMessage {
+    am: u8,
+    data: Vec<u8>,
+}
+
+/// An unacknowledged segment, at `in_flight[seq - snd_una]`.
+#[derive(Debug, Clone, Copy)]
+struct SentSegment {
+    /// Absolute number of its message (`messages[msg - msg_base]`).
+    msg: u64,
+    offset: u32,
+    len: u16,
+    /// The message's final segment.
+    last: bool,
+    /// Time of the latest transmission.
+    sent_at: Instant,
+    /// Transmission number of the latest transmission.
+    order: u64,
+    transmissions: u32,
+    /// The receiver reported it buffered (it is no longer retransmitted).
+    sacked: bool,
+    /// Declared lost and queued in `resend`.
+    lost: bool,
+}
+
+/// One transmission, in `tx_log` (in transmission order).
+#[derive(Debug, Clone, Copy)]
+struct TxRecord {
+    sent_at: Instant,
+    order: u64,
+    seq: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LossReason {
+    Timeout,
+    Fast,
+}
+
+/// A segment received ahead of the next expected one.
+#[derive(Debug)]
+struct RecvSegment {
+    am: u8,
+    msg_len: u32,
+    offset: u32,
+    data: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Assembly {
+    am: u8,
+    msg_len: u32,
+    buf: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    /// No acknowledgement progress for `fail_after`; data is no longer sent.
+    Failed,
+    /// `take_unacknowledged` was called; nothing is sent or accepted.
+    Closed,
+}
+
+/// Round-trip estimation after RFC 6298.
+#[derive(Debug, Clone, Copy, Default)]
+struct RttEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    backoff: u32,
+}
+
+impl RttEstimator {
+    fn sample(&mut self, rtt: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(srtt) => {
+                let err = srtt.abs_diff(rtt);
+                self.rttvar = (self.rttvar * 3 + err) / 4;
+                self.srtt = Some((srtt * 7 + rtt) / 8);
+            }
+        }
+    }
+
+    /// The path delivers: drop the backoff, unless no round trip was ever measured. Then the
+    /// backed-off timeout is kept until a sample exists (RFC 6298 5.7), or a first timeout
+    /// shorter than the path's round trip would retransmit every segment before its ACK and
+    /// Karn's rule would never let a sample through.
+    fn progress(&mut self) {
+        if self.srtt.is_some() {
+            self.backoff = 0;
+        }
+    }
+
+    fn rto(&self, cfg: &Config) -> Duration {
+        let base = match self.srtt {
+            None => cfg.rto_initial,
+            Some(srtt) => (srtt + self.rttvar * 4).clamp(cfg.rto_min, cfg.rto_max),
+        };
+        base.saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
+            .min(cfg.rto_max)
+    }
+}
+
+/// `at + after <= now`, without the overflow panic of `Instant + Duration`.
+fn expired(at: Instant, after: Duration, now: Instant) -> bool {
+    at.checked_add(after)
+        .is_some_and(|deadline| deadline <= now)
+}
+
+/// The reliable channel to one peer over one rail. See the module doc for the protocol and the
+/// calling order.
+#[derive(Debug)]
+pub struct Connection {
+    cfg: Config,
+    key: u64,
+    local: (u32, u8),
+    remote: (u32, u8),
+    state: State,
+    stats: ConnStats,
+    pool: BufferPool,
+
+    // --- sender ---
+    /// Accepted messages not yet fully acknowledged, oldest first.
+    messages: VecDeque<OutMessage>,
+    /// Absolute number of `messages[0]`.
+    msg_base: u64,
+    /// Next unsegmented byte: message number and offset.
+    cut_msg: u64,
+    cut_offset: u32,
+    queued_bytes: usize,
+    /// Oldest unacknowledged sequence number (`in_flight[0]`).
+    snd_una: u16,
+    in_flight: VecDeque<SentSegment>,
+    /// Segments declared lost, to retransmit (entries whose segment was acknowledged since are
+    /// skipped).
+    resend: VecDeque<(u16, LossReason)>,
+    /// Every transmission still possibly unanswered, in transmission order. Its front is
+    /// kept live (see `is_live`) so the timer deadline is the front's.
+    tx_log: VecDeque<TxRecord>,
+    next_order: u64,
+    /// Highest transmission number known delivered (0: none yet).
+    delivered_order: u64,
+    /// The `snd_una` duplicate ACKs already caused a retransmission for.
+    fast_resent_una: Option<u16>,
+    /// Duplicate ACKs received since `snd_una` last moved.
+    dup_acks_for_una: u16,
+    /// Last cumulative progress, or when data became outstanding.
+    last_progress: Instant,
+    rtt: RttEstimator,
+
+    // --- receiver ---
+    /// Next sequence number expected in order.
+    rcv_next: u16,
+    /// The segment received last, new or a duplicate of a buffered one (echoed in standalone
+    /// ACKs as `latest`).
+    rcv_latest: u16,
+    /// `ooo[i]` holds segment `rcv_next + i` if it arrived early; grows only as far as needed.
+    ooo: VecDeque<Option<RecvSegment>>,
+    assembling: Option<Assembly>,
+    ready: VecDeque<(u8, Vec<u8>)>,
+    ready_bytes: usize,
+    /// A standalone ACK must go out before any data (loss or duplicate signal to the sender).
+    ack_signal: bool,
+    /// An ACK is due now (piggybacked on data if there is any).
+    ack_now: bool,
+    ack_deadline: Option<Instant>,
+    unacked_segments: u32,
+}
+
+impl Connection {
+    /// A connection from `local` (rank, rail) to `remote` (rank, rail), for a job with `key`.
+    /// Sequence numbers start at 0 both ways unless [`Connection::with_initial_sequences`]
+    /// says otherwise.
+    pub fn new(
+        cfg: Config,
+        key: u64,
+        local: (u32, u8),
+        remote: (u32, u8),
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(Connection {
+            cfg,
+            key,
+            local,
+            remote,
+            state: State::Open,
+            stats: ConnStats::default(),
+            pool: BufferPool::default(),
+            messages: VecDeque::new(),
+            msg_base: 0,
+            cut_msg: 0,
+            cut_offset: 0,
+            queued_bytes: 0,
+            snd_una: 0,
+            in_flight: VecDeque::new(),
+            resend: VecDeque::new(),
+            tx_log: VecDeque::new(),
+            next_order: 1,
+            delivered_order: 0,
+            fast_resent_una: None,
+            dup_acks_for_una: 0,
+            last_progress: now,
+            rtt: RttEstimator::default(),
+            rcv_next: 0,
+            rcv_latest: u16::MAX,
+            ooo: VecDeque::new(),
+            assembling: None,
+            ready: VecDeque::new(),
+            ready_bytes: 0,
+            ack_signal: false,
+            ack_now: false,
+            ack_deadline: None,
+            unacked_segments: 0,
+        })
+    }
+
+    /// Starts the sequence spaces at `send` (this side's first segment) and `recv` (the peer's
+    /// first segment), as exchanged out of band (a new connection on a rail that was used
+    /// before should not start where the old one did). Only before any traffic; later calls
+    /// are ignored.
+    pub fn with_initial_sequences(mut self, send: u16, recv: u16) -> Self {
+        let fresh = self.stats.segments_sent == 0
+            && self.stats.segments_received == 0
+            && self.in_flight.is_empty()
+            && self.ooo.is_empty();
+        if fresh {
+            self.snd_una = send;
+            self.rcv_next = recv;
+            self.rcv_latest = recv.wrapping_sub(1);
+        } else {
+            tracing::warn!(target: "usnic", "initial sequence numbers set after traffic started; ignored");
+        }
+        self
+    }
+
+    // ------------------------------------------------------------------ getters
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ConnStats {
+        &self.stats
+    }
+
+    /// (rank, rail) of this side.
+    pub fn local(&self) -> (u32, u8) {
+        self.local
+    }
+
+    /// (rank, rail) of the peer.
+    pub fn remote(&self) -> (u32, u8) {
+        self.remote
+    }
+
+    /// No acknowledgement progress for `fail_after` while data was outstanding.
+    pub fn is_failed(&self) -> bool {
+        self.state == State::Failed
+    }
+
+    /// Closed by [`Connection::take_unacknowledged`].
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// When the peer last acknowledged something new (or data became outstanding), for
+    /// failure messages.
+    pub fn last_ack_progress(&self) -> Instant {
+        self.last_progress
+    }
+
+    /// Some accepted message is not fully acknowledged.
+    pub fn has_unacknowledged(&self) -> bool {
+        !self.messages.is_empty()
+    }
+
+    /// Nothing to send, nothing unacknowledged, no ACK owed, nothing waiting for delivery.
+    pub fn is_idle(&self) -> bool {
+        self.messages.is_empty() && !self.ack_pending() && self.ready.is_empty()
+    }
+
+    /// Unacknowledged segments.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Bytes of accepted, unacknowledged messages.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    /// The current retransmission timeout (with backoff).
+    pub fn rto(&self) -> Duration {
+        self.rtt.rto(&self.cfg)
+    }
+
+    /// The smoothed round-trip time, once measured.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt
+    }
+
+    /// Everything but the counters, to check that an input changed nothing.
+    #[cfg(test)]
+    pub(crate) fn fingerprint(&mut self) -> String {
+        let stats = std::mem::take(&mut self.stats);
+        let s = format!("{self:?}");
+        self.stats = stats;
+        s
+    }
+
+    fn ack_pending(&self) -> bool {
+        self.ack_signal || self.ack_now || self.ack_deadline.is_some()
+    }
+
+    // ------------------------------------------------------------------ handle_*
+
+    /// Takes one datagram already decoded (and its key checked) by [`wire::decode`].
+    /// Datagrams of another peer, rail or key, and inconsistent headers, are counted and
+    /// ignored; nothing here can panic.
+    pub fn handle_datagram(&mut self, now: Instant, header: &Header, payload: &[u8]) {
+        if self.state == State::Closed {
+            return;
+        }
+        if header.key != self.key
+            || header.src_rank != self.remote.0
+            || header.src_rail != self.remote.1
+            || header.dst_rail != self.local.1
+        {
+            self.stats.misrouted += 1;
+            return;
+        }
+        if payload.len() != usize::from(header.payload_len) || wire::check_rules(header).is_err() {
+            self.stats.protocol_errors += 1;
+            return;
+        }
+        match header.body {
+            Body::Data(d) => {
+                if let Some(ack) = d.ack {
+                    self.on_ack(now, ack, None, false);
+                }
+                self.on_data(now, &d, payload);
+            }
+            Body::Ack { ack, sack, latest } => {
+                self.stats.acks_received += 1;
+                self.on_ack(now, ack, Some((sack, latest)), true);
+            }
+            Body::Probe | Body::ProbeReply => self.stats.probes_ignored += 1,
+        }
+    }
+
+    /// Runs the timers that are due at `now`: delayed ACK, retransmission, failure.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == State::Closed {
+            return;
+        }
+        if self.ack_deadline.is_some_and(|d| d <= now) {
+            self.ack_deadline = None;
+            self.ack_now = true;
+        }
+        if self.state != State::Open || self.in_flight.is_empty() {
+            return;
+        }
+        if expired(self.last_progress, self.cfg.fail_after, now) {
+            self.state = State::Failed;
+            tracing::warn!(
+                target: "usnic",
+                peer_rank = self.remote.0,
+                peer_rail = self.remote.1,
+                local_rail = self.local.1,
+                outstanding = self.in_flight.len(),
+                "no acknowledgement progress for {:?}; rail declared failed",
+                self.cfg.fail_after
+            );
+            return;
+        }
+        self.trim_tx_log();
+        let rto = self.rtt.rto(&self.cfg);
+        if self
+            .tx_log
+            .front()
+            .is_some_and(|r| expired(r.sent_at, rto, now))
+        {
+            self.stats.rto_events += 1;
+            // Everything still unanswered is declared lost (RFC 6675, RACK-TLP): one expiry is
+            // one recovery round. Expiring only the records older than the timeout would cut
+            // recovery into many small rounds whenever retransmissions went out at different
+            // times, each waiting for its own expiry.
+            let mut lost = 0usize;
+            for rec in std::mem::take(&mut self.tx_log) {
+                if self.is_live(&rec) {
+                    self.mark_lost(rec.seq, LossReason::Timeout);
+                    lost += 1;
+                }
+            }
+            self.rtt.backoff = (self.rtt.backoff + 1).min(MAX_BACKOFF);
+            tracing::debug!(
+                target: "usnic",
+                peer_rank = self.remote.0,
+                peer_rail = self.remote.1,
+                lost,
+                next_rto_us = self.rtt.rto(&self.cfg).as_micros() as u64,
+                "retransmission timer expired"
+            );
+        }
+    }
+
+    // ------------------------------------------------------------------ mutators
+
+    /// Queues one message made of `parts` concatenated (copied; the caller's buffers are free
+    /// on return), tagged with active-message tag `am`.
+    pub fn send(&mut self, am: u8, parts: &[&[u8]]) -> Result<(), SendError> {
+        match self.state {
+            State::Open => {}
+            State::Failed => return Err(SendError::Failed),
+            State::Closed => return Err(SendError::Closed),
+        }
+        let len = parts.iter().fold(0usize, |a, p| a.saturating_add(p.len()));
+        if len > self.cfg.max_message {
+            return Err(SendError::TooLarge {
+                len,
+                max: self.cfg.max_message,
+            });
+        }
+        if !self.messages.is_empty() && self.queued_bytes + len > self.cfg.max_send_queue_bytes {
+            return Err(SendError::WouldBlock);
+        }
+        let mut data = self.pool.take(len);
+        for p in parts {
+            data.extend_from_slice(p);
+        }
+        self.messages.push_back(OutMessage { am, data });
+        self.queued_bytes += len;
+        self.stats.messages_queued += 1;
+        Ok(())
+    }
+
+    /// Closes the connection and returns every message not fully acknowledged, in send order,
+    /// so the layer above can send them over another rail. Complete received messages stay
+    /// available to [`Connection::poll_deliver`]; a partly received one is dropped (its sender
+    /// still holds it).
+    pub fn take_unacknowledged(&mut self) -> Vec<(u8, Vec<u8>)> {
+        let out: Vec<(u8, Vec<u8>)> = self.messages.drain(..).map(|m| (m.am, m.data)).collect();
+        self.msg_base += out.len() as u64;
+        self.cut_msg = self.msg_base;
+        self.cut_offset = 0;
+        self.queued_bytes = 0;
+        self.in_flight.clear();
+        self.resend.clear();
+        self.tx_log.clear();
+        for seg in self.ooo.drain(..).flatten() {
+            self.pool.give(seg.data);
+        }
+        self.assembling = None;
+        self.ack_signal = false;
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.state = State::Closed;
+        out
+    }
+
+    /// Gives a buffer from [`Connection::poll_deliver`] back for reuse (optional; avoids an
+    /// allocation per small message).
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.give(buf);
+    }
+
+    // ------------------------------------------------------------------ poll_*
+
+    /// The next complete message, in send order: (active-message tag, bytes). Each message is
+    /// returned exactly once. The buffer is the caller's; [`Connection::recycle`] takes it back.
+    pub fn poll_deliver(&mut self) -> Option<(u8, Vec<u8>)> {
+        let was_stalled = self.recv_stalled();
+        let (am, data) = self.ready.pop_front()?;
+        self.ready_bytes -= data.len();
+        self.stats.messages_delivered += 1;
+        if was_stalled && !self.recv_stalled() && self.drain_buffered() > 0 {
+            self.ack_now = true;
+        }
+        Some((am, data))
+    }
+
+    /// Writes the next datagram (header and payload) into `buf` and returns its length, or
+    /// `None` when nothing is to be sent now. `buf` must hold `max_datagram` bytes (a smaller
+    /// one gets nothing). Order: a loss/duplicate ACK, retransmissions, new segments within
+    /// the window (each carrying the cumulative ACK), then a due standalone ACK.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if self.state == State::Closed || buf.len() < self.cfg.max_datagram {
+            return None;
+        }
+        if self.ack_signal {
+            return self.write_ack(buf);
+        }
+        if self.state == State::Open {
+            while let Some((seq, reason)) = self.resend.pop_front() {
+                let Some(idx) = self.index_of(seq) else {
+                    continue;
+                };
+                if !self.in_flight[idx].lost {
+                    continue;
+                }
+                match reason {
+                    LossReason::Timeout => self.stats.resent_timeout += 1,
+                    LossReason::Fast => self.stats.resent_fast += 1,
+                }
+                let n = self.transmit(idx, now, buf);
+                self.trim_tx_log();
+                return n;
+            }
+            if self.in_flight.len() < usize::from(self.cfg.window) && self.cut_next(now) {
+                let idx = self.in_flight.len() - 1;
+                let n = self.transmit(idx, now, buf);
+                if n.is_some() {
+                    self.stats.segments_sent += 1;
+                    self.stats.payload_bytes_sent += u64::from(self.in_flight[idx].len);
+                }
+                return n;
+            }
+        }
+        if self.ack_now || self.ack_deadline.is_some_and(|d| d <= now) {
+            return self.write_ack(buf);
+        }
+        None
+    }
+
+    /// When [`Connection::handle_timeout`] should next run (delayed ACK, retransmission,
+    /// failure), or `None` if no timer is armed.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next = self.ack_deadline;
+        let mut arm = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        if self.state == State::Open && !self.in_flight.is_empty() {
+            arm(self.last_progress.checked_add(self.cfg.fail_after));
+            let rto = self.rtt.rto(&self.cfg);
+            if let Some(rec) = self.tx_log.iter().find(|r| self.is_live(r)) {
+                arm(rec.sent_at.checked_add(rto));
+            }
+        }
+        next
+    }
+
+    // ------------------------------------------------------------------ sender internals
+
+    fn index_of(&self, seq: u16) -> Option<usize> {
+        let d = seq_diff(seq, self.snd_una);
+        (d >= 0 && (d as usize) < self.in_flight.len()).then_some(d as usize)
+    }
+
+    /// A transmission record still matters: its segment is unacknowledged, not reported
+    /// received, not already queued for retransmission, and this is its latest transmission.
+    fn is_live(&self, rec: &TxRecord) -> bool {
+        self.index_of(rec.seq).is_some_and(|i| {
+            let s = &self.in_flight[i];
+            s.order == rec.order && !s.sacked && !s.lost
+        })
+    }
+
+    fn trim_tx_log(&mut self) {
+        while let Some(rec) = self.tx_log.front() {
+            if self.is_live(rec) {
+                break;
+            }
+            self.tx_log.pop_front();
+        }
+        // Dead records behind a live front are dropped when they reach the front; bound
+        // their number so memory stays proportional to the window.
+        if self.tx_log.len() > 4 * usize::from(self.cfg.window) + 64 {
+            let mut log = std::mem::take(&mut self.tx_log);
+            log.retain(|r| self.is_live(r));
+            self.tx_log = log;
+        }
+    }
+
+    fn mark_lost(&mut self, seq: u16, reason: LossReason) {
+        if let Some(i) = self.index_of(seq) {
+            let seg = &mut self.in_flight[i];
+            if !seg.lost && !seg.sacked {
+                seg.lost = true;
+                self.resend.push_back((seq, reason));
+            }
+        }
+    }
+
+    /// Cuts the next segment from the unsegmented data, if any, into `in_flight`.
+    fn cut_next(&mut self, now: Instant) -> bool {
+        let Some(msg) = self
+            .cut_msg
+            .checked_sub(self.msg_base)
+            .and_then(|i| self.messages.get(i as usize))
+        else {
+            return false;
+        };
+        let remaining = msg.data.len() - self.cut_offset as usize;
+        let len = remaining.min(self.cfg.max_payload());
+        let last = len == remaining;
+        if self.in_flight.is_empty() {
+            // Failure is measured from when data became outstanding.
+            self.last_progress = now;
+        }
+        self.in_flight.push_back(SentSegment {
+            msg: self.cut_msg,
+            offset: self.cut_offset,
+            len: len as u16,
+            last,
+            sent_at: now,
+            order: 0,
+            transmissions: 0,
+            sacked: false,
+            lost: false,
+        });
+        if last {
+            self.cut_msg += 1;
+            self.cut_offset = 0;
+        } else {
+            self.cut_offset += len as u32;
+        }
+        true
+    }
+
+    /// Writes segment `in_flight[idx]` into `buf` and records the transmission.
+    fn transmit(&mut self, idx: usize, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let seq = self.snd_una.wrapping_add(idx as u16);
+        let seg = self.in_flight[idx];
+        let msg = seg
+            .msg
+            .checked_sub(self.msg_base)
+            .and_then(|i| self.messages.get(i as usize))?;
+        let header = Header {
+            key: self.key,
+            src_rank: self.local.0,
+            src_rail: self.local.1,
+            dst_rail: self.remote.1,
+            payload_len: seg.len,
+            body: Body::Data(DataFields {
+                seq,
+                ack: Some(self.rcv_next.wrapping_sub(1)),
+                am: msg.am,
+                msg_len: msg.data.len() as u32,
+                offset: seg.offset,
+            }),
+        };
+        let start = seg.offset as usize;
+        let end = start + usize::from(seg.len);
+        let total = HEADER_LEN + usize::from(seg.len);
+        if let Err(e) = wire::write_header(&header, buf) {
+            tracing::error!(target: "usnic", "cannot encode a DATA header: {e}");
+            return None;
+        }
+        buf[HEADER_LEN..total].copy_from_slice(&msg.data[start..end]);
+        let order = self.next_order;
+        self.next_order += 1;
+        let s = &mut self.in_flight[idx];
+        s.sent_at = now;
+        s.order = order;
+        s.transmissions += 1;
+        s.lost = false;
+        self.tx_log.push_back(TxRecord {
+            sent_at: now,
+            order,
+            seq,
+        });
+        // The cumulative ACK rode along; a loss signal still needs its standalone ACK.
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.unacked_segments = 0;
+        Some(total)
+    }
+
+    /// Processes a cumulative ACK and, from standalone ACKs, the selective part:
+    /// `(bitmap, newest segment received)`.
+    fn on_ack(&mut self, now: Instant, ack: u16, selective: Option<(u64, u16)>, standalone: bool) {
+        if self.state == State::Closed {
+            return;
+        }
+        let advance = seq_diff(ack.wrapping_add(1), self.snd_una);
+        if advance < 0 {
+            return; // an old ACK, overtaken by a newer one
+        }
+        let advance = advance as usize;
+        if advance > self.in_flight.len() {
+            self.stats.bogus_acks += 1;
+            return;
+        }
+        let mut sample: Option<(u64, Instant)> = None;
+        // Only a segment sent once says unambiguously which transmission arrived (Karn): a
+        // retransmitted one may be answered for its first copy, and taking its latest
+        // transmission number would declare everything sent in between lost.
+        let mut note = |seg: &SentSegment, delivered: &mut u64| {
+            if seg.transmissions == 1 {
+                *delivered = (*delivered).max(seg.order);
+                if sample.is_none_or(|(o, _)| seg.order > o) {
+                    sample = Some((seg.order, seg.sent_at));
+                }
+            }
+        };
+        if advance > 0 {
+            for _ in 0..advance {
+                let Some(seg) = self.in_flight.pop_front() else {
+                    break;
+                };
+                if !seg.sacked {
+                    note(&seg, &mut self.delivered_order);
+                }
+                if seg.last && seg.msg == self.msg_base {
+                    if let Some(m) = self.messages.pop_front() {
+                        self.queued_bytes -= m.data.len();
+                        self.pool.give(m.data);
+                    }
+                    self.msg_base += 1;
+                    self.stats.messages_acked += 1;
+                }
+            }
+            self.snd_una = self.snd_una.wrapping_add(advance as u16);
+            self.last_progress = now;
+            self.rtt.progress();
+            self.fast_resent_una = None;
+            self.dup_acks_for_una = 0;
+        } else if standalone && !self.in_flight.is_empty() {
+            self.stats.dup_acks += 1;
+            // Without selective information, each duplicate ACK stands for one more segment
+            // received past the first hole; `reorder_threshold` of them make it a loss (TCP's
+            // three duplicate ACKs). With it, the order rule below sees the same thing more
+            // precisely, and a duplicate ACK caused by a duplicated datagram is no evidence.
+            if !self.cfg.selective_ack && self.fast_resent_una != Some(self.snd_una) {
+                self.dup_acks_for_una += 1;
+                if self.dup_acks_for_una >= self.cfg.reorder_threshold {
+                    self.fast_resent_una = Some(self.snd_una);
+                    self.mark_lost(self.snd_una, LossReason::Fast);
+                }
+            }
+        }
+        if let (Some((mut bits, latest)), true) = (selective, self.cfg.selective_ack) {
+            let mut newly = |seq: u16, this: &mut Connection| {
+                if let Some(i) = this.index_of(seq) {
+                    let seg = &mut this.in_flight[i];
+                    if !seg.sacked {
+                        seg.sacked = true;
+                        seg.lost = false;
+                        let seg = *seg;
+                        this.stats.sacked += 1;
+                        note(&seg, &mut this.delivered_order);
+                    }
+                }
+            };
+            let sacked_before = self.stats.sacked;
+            while bits != 0 {
+                let bit = bits.trailing_zeros() as u16;
+                bits &= bits - 1;
+                newly(ack.wrapping_add(2 + bit), self);
+            }
+            if seq_diff(latest, ack) > 0 {
+                newly(latest, self);
+            }
+            if self.stats.sacked != sacked_before {
+                self.rtt.progress();
+            }
+        }
+        if let Some((_, sent_at)) = sample {
+            self.rtt.sample(now.saturating_duration_since(sent_at));
+        }
+        self.detect_lost_by_order();
+        self.trim_tx_log();
+    }
+
+    /// Declares lost every live transmission followed by `reorder_threshold` delivered ones.
+    fn detect_lost_by_order(&mut self) {
+        let threshold = u64::from(self.cfg.reorder_threshold);
+        while let Some(rec) = self.tx_log.front().copied() {
+            if !self.is_live(&rec) {
+                self.tx_log.pop_front();
+            } else if rec.order + threshold <= self.delivered_order {
+                self.tx_log.pop_front();
+                self.mark_lost(rec.seq, LossReason::Fast);
+            } else {
+                break;
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ receiver internals
+
+    fn recv_stalled(&self) -> bool {
+        self.ready_bytes >= self.cfg.max_recv_queue_bytes
+    }
+
+    fn on_data(&mut self, now: Instant, d: &DataFields, payload: &[u8]) {
+        let dist = seq_diff(d.seq, self.rcv_next);
+        if dist < 0 {
+            // Delivered already: our ACK was probably lost; repeat it at once.
+            self.stats.duplicates += 1;
+            self.ack_signal = true;
+            return;
+        }
+        let idx = dist as usize;
+        if idx >= usize::from(self.cfg.window) {
+            self.stats.out_of_window += 1;
+            self.ack_signal = true;
+            return;
+        }
+        if d.msg_len as usize > self.cfg.max_message {
+            self.protocol_error(d.seq, "message larger than max_message");
+            return;
+        }
+        let slot_free = self.ooo.get(idx).is_none_or(|s| s.is_none());
+        if !slot_free {
+            // Buffered already: the sender missed the news (its ACK was lost, or the segment is
+            // beyond the bitmap). Echo it, or the sender would keep declaring it lost.
+            self.stats.duplicates += 1;
+            self.rcv_latest = d.seq;
+            self.ack_signal = true;
+            return;
+        }
+        if idx == 0 && !self.recv_stalled() {
+            if !self.consume(d.seq, d.am, d.msg_len, d.offset, payload) {
+                return;
+            }
+            self.stats.segments_received += 1;
+            self.rcv_latest = d.seq;
+            self.rcv_next = self.rcv_next.wrapping_add(1);
+            self.ooo.pop_front();
+            let drained = self.drain_buffered();
+            if drained > 0 {
+                // A hole just closed: tell the sender at once, its window opens.
+                self.ack_now = true;
+            }
+            self.schedule_ack(now, 1 + drained);
+            return;
+        }
+        self.stats.segments_received += 1;
+        self.rcv_latest = d.seq;
+        while self.ooo.len() <= idx {
+            self.ooo.push_back(None);
+        }
+        let mut data = self.pool.take(payload.len());
+        data.extend_from_slice(payload);
+        self.ooo[idx] = Some(RecvSegment {
+            am: d.am,
+            msg_len: d.msg_len,
+            offset: d.offset,
+            data,
+        });
+        if idx == 0 {
+            // In order but the application is behind: held, not acknowledged.
+            self.stats.recv_stalls += 1;
+        } else {
+            // Out of order: the sender learns of the hole from this ACK.
+            self.ack_signal = true;
+        }
+    }
+
+    fn schedule_ack(&mut self, now: Instant, segments: u32) {
+        self.unacked_segments = self.unacked_segments.saturating_add(segments);
+        if self.unacked_segments >= u32::from(self.cfg.ack_every) {
+            self.ack_now = true;
+        } else if self.ack_deadline.is_none() {
+            self.ack_deadline = Some(now.checked_add(self.cfg.ack_delay).unwrap_or(now));
+        }
+    }
+
+    /// Moves buffered in-order segments into messages; returns how many.
+    fn drain_buffered(&mut self) -> u32 {
+        let mut n = 0;
+        while !self.recv_stalled() && matches!(self.ooo.front(), Some(Some(_))) {
+            let Some(Some(seg)) = self.ooo.pop_front() else {
+                break;
+            };
+            let seq = self.rcv_next;
+            if self.consume(seq, seg.am, seg.msg_len, seg.offset, &seg.data) {
+                self.rcv_next = self.rcv_next.wrapping_add(1);
+                n += 1;
+                self.pool.give(seg.data);
+            } else {
+                self.ooo.push_front(None);
+                self.pool.give(seg.data);
+                break;
+            }
+        }
+        n
+    }
+
+    /// Appends the in-order segment to its message; false (and counted) if it does not fit
+    /// the framing, in which case it is dropped unacknowledged.
+    fn consume(&mut self, seq: u16, am: u8, msg_len: u32, offset: u32, payload: &[u8]) -> bool {
+        let total = msg_len as usize;
+        match self.assembling.as_mut() {
+            None => {
+                if offset != 0 {
+                    self.protocol_error(seq, "a message must start at offset 0");
+                    return false;
+                }
+                if payload.len() == total {
+                    let mut buf = self.pool.take(total);
+                    buf.extend_from_slice(payload);
+                    self.push_ready(am, buf);
+                } else {
+                    let mut buf = Vec::with_capacity(total);
+                    buf.extend_from_slice(payload);
+                    self.assembling = Some(Assembly { am, msg_len, buf });
+                }
+            }
+            Some(a) => {
+                if a.am != am || a.msg_len != msg_len || offset as usize != a.buf.len() {
+                    self.protocol_error(
+                        seq,
+                        "fragment does not continue the message in reassembly",
+                    );
+                    return false;
+                }
+                a.buf.extend_from_slice(payload);
+                if a.buf.len() == total {
+                    if let Some(a) = self.assembling.take() {
+                        self.push_ready(a.am, a.buf);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn push_ready(&mut self, am: u8, buf: Vec<u8>) {
+        self.ready_bytes += buf.len();
+        self.ready.push_back((am, buf));
+    }
+
+    fn protocol_error(&mut self, seq: u16, what: &str) {
+        self.stats.protocol_errors += 1;
+        tracing::warn!(
+            target: "usnic",
+            peer_rank = self.remote.0,
+            peer_rail = self.remote.1,
+            seq,
+            "segment dropped: {what} (a peer of another build or a stale connection?)"
+        );
+    }
+
+    /// A standalone ACK: cumulative ACK, the bitmap of buffered segments after the first hole,
+    /// and the newest segment received.
+    fn write_ack(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let mut sack = 0u64;
+        for (bit, slot) in self.ooo.iter().skip(1).take(64).enumerate() {
+            if slot.is_some() {
+                sack |= 1 << bit;
+            }
+        }
+        let header = Header {
+            key: self.key,
+            src_rank: self.local.0,
+            src_rail: self.local.1,
+            dst_rail: self.remote.1,
+            payload_len: 0,
+            body: Body::Ack {
+                ack: self.rcv_next.wrapping_sub(1),
+                sack,
+                latest: self.rcv_latest,
+            },
+        };
+        if let Err(e) = wire::write_header(&header, buf) {
+            tracing::error!(target: "usnic", "cannot encode an ACK header: {e}");
+            return None;
+        }
+        self.stats.acks_sent += 1;
+        self.ack_signal = false;
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.unacked_segments = 0;
+        Some(HEADER_LEN)
+    }
+}
