@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 use kestrel_transport::btl::{Btl, Incoming, Limits, SendError};
 use kestrel_transport::params::Params;
 
-use crate::card::{CardInterface, CardRoute, HostCard, ModexCard, ModexInterface};
+use crate::card::{CardInterface, HostCard, ModexCard, ModexInterface};
 use crate::discovery::{self, Verdict};
 use crate::fabric::{DgramEndpoint, PeerAddr};
 use crate::matching::{self, Pairing, ProcessCard};
 use crate::params;
-use crate::reliable::wire::{self, Header, Kind};
+use crate::reliable::wire::{self, Body, Header};
 use crate::reliable::{Config, Connection};
 
 /// Active-message tags at or above this value belong to the transport itself.
@@ -127,7 +127,6 @@ struct Path {
     remote_if: u8,
     addr: PeerAddr,
     conn: Connection,
-    weight: u64,
     speed_mbps: u32,
     max_datagram: usize,
     bytes_sent: u64,
@@ -264,7 +263,8 @@ impl UsnicBtl {
         let addrs = interfaces.into_iter().map(|i: ModexInterface| i.fabric_addr).collect();
         let card = ModexCard::from_host_card(&host, addrs)
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
-        let cfg = Config::from_params(p, wire::HEADER_LEN + 1).map_err(|e| e.to_string())?;
+        let smallest = rails.iter().map(|r| r.max_datagram).min().unwrap_or(1472);
+        let cfg = Config::from_params(p, smallest).map_err(|e| format!("usnic: {e}"))?;
         Ok(Some(UsnicBtl {
             rank,
             job: job.to_string(),
@@ -320,7 +320,7 @@ impl UsnicBtl {
         let now = Instant::now();
         let mut paths = Vec::new();
         for pr in &pairing.pairs {
-            paths.push(self.open_path(peer, &card, pr.local_if, pr.remote_if as u8, pr.weight.value(), now)?);
+            paths.push(self.open_path(peer, &card, pr.local_if, pr.remote_if as u8, now)?);
         }
         tracing::debug!(target: "usnic", peer, pairs = %describe_pairs(&self.card, &card, &paths), "paired");
         let pairing_list = paths.iter().map(|p| (p.rail as u8, p.remote_if)).collect();
@@ -344,7 +344,6 @@ impl UsnicBtl {
         card: &ModexCard,
         rail: usize,
         remote_if: u8,
-        weight: u64,
         now: Instant,
     ) -> Result<Path, String> {
         let remote = card
@@ -377,8 +376,8 @@ impl UsnicBtl {
             rail,
             remote_if,
             addr,
-            conn: Connection::new(cfg, self.key, (self.rank, rail as u8), (peer, remote_if), now),
-            weight,
+            conn: Connection::new(cfg, self.key, (self.rank, rail as u8), (peer, remote_if), now)
+                .map_err(|e| format!("usnic: path to rank {peer}: {e}"))?,
             speed_mbps: speed.max(1),
             max_datagram,
             bytes_sent: 0,
@@ -432,7 +431,7 @@ impl UsnicBtl {
                         PathState::Dead(_) => "dead",
                     },
                     path.counters.messages,
-                    st.sent,
+                    st.segments_sent,
                     st.resent_timeout,
                     st.resent_fast,
                     st.acks_sent,
@@ -572,10 +571,9 @@ impl UsnicBtl {
                 if (big && *large) || (!big && *small) || !rail.ep.free_tx_slots() > 0 {
                     continue;
                 }
-                let h = Header::probe(key, me, path.rail as u8, path.remote_if, Kind::Probe);
+                let (from, to) = (path.rail as u8, path.remote_if);
                 let _ = rail.ep.send_with(path.addr, |buf| {
-                    let n = wire::encode_probe(&h, size, &mut buf[..size]);
-                    n
+                    write_probe(key, me, from, to, Body::Probe, size, buf)
                 });
                 path.counters.probes_sent += 1;
             }
@@ -586,7 +584,7 @@ impl UsnicBtl {
     fn on_datagram(&mut self, rail: usize, now: Instant, bytes: &[u8], deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
         let (h, payload) = match wire::decode(bytes, self.key) {
             Ok(v) => v,
-            Err(wire::WireError::BadKey { .. }) => {
+            Err(wire::WireError::BadKey) => {
                 self.rails[rail].bad.bad_key += 1;
                 return 0;
             }
@@ -611,22 +609,21 @@ impl UsnicBtl {
             self.rails[rail].bad.unknown_sender += 1;
             return 0;
         };
-        match h.kind {
-            Kind::Probe => {
+        match h.body {
+            Body::Probe => {
                 let key = self.key;
                 let me = self.rank;
                 let path = &p.paths[i];
                 let r = &mut self.rails[rail];
-                let reply = Header::probe(key, me, rail as u8, path.remote_if, Kind::ProbeReply);
+                let to = path.remote_if;
+                // Echo the probe's size: the reply tells the prober which size class arrived.
                 let size = bytes.len();
-                let big = size > wire::HEADER_LEN + 8;
                 let _ = r.ep.send_with(path.addr, |buf| {
-                    // Echo the probe's size class: the reply tells the prober which one arrived.
-                    wire::encode_probe(&reply, if big { size.min(buf.len()) } else { size }, buf)
+                    write_probe(key, me, rail as u8, to, Body::ProbeReply, size, buf)
                 });
                 0
             }
-            Kind::ProbeReply => {
+            Body::ProbeReply => {
                 let path = &mut p.paths[i];
                 path.counters.probe_replies += 1;
                 if let PathState::Probing { small, large, .. } = &mut path.state {
@@ -641,13 +638,8 @@ impl UsnicBtl {
                 }
                 0
             }
-            Kind::Data | Kind::Ack => {
-                let _ = payload;
+            Body::Data(_) | Body::Ack { .. } => {
                 p.paths[i].conn.handle_datagram(now, &h, payload);
-                // Data from the peer proves the path works even before the probes return.
-                if matches!(h.kind, Kind::Data) && matches!(p.paths[i].state, PathState::Probing { .. }) && !p.contacted {
-                    p.contacted = true;
-                }
                 let mut n = 0;
                 while let Some((am, data)) = p.paths[i].conn.poll_deliver() {
                     if data.len() < MSG_ID_LEN {
@@ -663,10 +655,11 @@ impl UsnicBtl {
                         if am == AM_HELLO {
                             on_hello(&self.job, self.rank, p, body);
                         }
-                        continue;
+                    } else {
+                        deliver(Incoming { peer, am, data: body });
+                        n += 1;
                     }
-                    deliver(Incoming { peer, am, data: body });
-                    n += 1;
+                    p.paths[i].conn.recycle(data);
                 }
                 n
             }
@@ -834,6 +827,24 @@ impl UsnicBtl {
         eprintln!("{msg}");
         std::process::exit(1);
     }
+}
+
+/// Writes a probe (or probe reply) of `size` bytes in all into `buf`; returns its length.
+fn write_probe(key: u64, me: u32, from: u8, to: u8, body: Body, size: usize, buf: &mut [u8]) -> usize {
+    let size = size.clamp(wire::HEADER_LEN, buf.len());
+    let h = Header {
+        key,
+        src_rank: me,
+        src_rail: from,
+        dst_rail: to,
+        payload_len: (size - wire::HEADER_LEN) as u16,
+        body,
+    };
+    if wire::write_header(&h, buf).is_err() {
+        return 0;
+    }
+    buf[wire::HEADER_LEN..size].fill(0x5a);
+    size
 }
 
 fn on_hello(job: &str, me: u32, p: &mut Peer, body: &[u8]) {
