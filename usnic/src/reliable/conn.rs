@@ -133,7 +133,8 @@ pub struct ConnStats {
     pub protocol_errors: u64,
     /// PROBE / PROBE_REPLY datagrams passed here (the transport above should handle them).
     pub probes_ignored: u64,
-    /// Times the receiver stopped advancing because undelivered messages reached the bound.
+    /// In-order segments held unacknowledged because undelivered messages reached
+    /// `max_recv_queue_bytes`.
     pub recv_stalls: u64,
 }
 
@@ -272,6 +273,8 @@ struct RttEstimator {
 
 impl RttEstimator {
     fn sample(&mut self, rtt: Duration) {
+        // A valid measurement replaces whatever the backoff guessed.
+        self.backoff = 0;
         match self.srtt {
             None => {
                 self.srtt = Some(rtt);

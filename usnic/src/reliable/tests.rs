@@ -797,3 +797,34 @@ fn poll_transmit_needs_a_full_datagram_buffer_and_output_always_decodes() {
     assert!(matches!(h.body, Body::Data(d) if d.seq == 0 && d.ack == Some(u16::MAX) && d.am == 1));
     assert_eq!(n, HEADER_LEN + 11);
 }
+
+/// CPU cost of one 8-byte round trip through two connections (send, transmit, decode,
+/// handle, deliver, both ways), buffers recycled as a transport would. Run in release:
+/// `cargo test --release -p kestrel-usnic ping_pong_cpu -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing; meaningful only in a release build"]
+fn ping_pong_cpu_cost_per_round_trip() {
+    let t0 = Instant::now();
+    let mut a = Connection::new(cfg(), KEY, (0, 0), (1, 0), t0).unwrap();
+    let mut b = Connection::new(cfg(), KEY, (1, 0), (0, 0), t0).unwrap();
+    let mut buf = vec![0u8; 1472];
+    let rounds = 1_000_000u32;
+    let mut hop = |from: &mut Connection, to: &mut Connection, now: Instant| {
+        from.send(1, &[&[7u8; 8]]).unwrap();
+        let n = from.poll_transmit(now, &mut buf).unwrap();
+        let (h, payload) = wire::decode(&buf[..n], KEY).unwrap();
+        to.handle_datagram(now, &h, payload);
+        let (_, msg) = to.poll_deliver().unwrap();
+        to.recycle(msg);
+    };
+    let start = std::time::Instant::now();
+    for i in 0..rounds {
+        let now = t0 + Duration::from_micros(u64::from(i) * 10);
+        hop(&mut a, &mut b, now);
+        hop(&mut b, &mut a, now);
+    }
+    let per = start.elapsed() / rounds;
+    println!("ping-pong CPU cost: {per:?} per round trip (two messages)");
+    assert_eq!(a.stats().acks_sent + b.stats().acks_sent, 0);
+    assert!(per < Duration::from_micros(2), "{per:?}");
+}
