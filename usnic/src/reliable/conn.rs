@@ -42,7 +42,8 @@
 //!
 //! * send side: the bytes of accepted, unacknowledged messages (`max_send_queue_bytes`, beyond
 //!   which `send` reports [`SendError::WouldBlock`]) plus one record per unacknowledged segment
-//!   (`window`) and a transmission log of at most `4 * window + 64` entries;
+//!   (`window`) and a transmission log compacted back under `4 * window + 64` entries after
+//!   every ACK;
 //! * receive side: out-of-order segments within the window, one message in reassembly
 //!   (`max_message`), and complete messages up to `max_recv_queue_bytes` (past that the
 //!   receiver stops advancing until [`Connection::poll_deliver`] drains them).

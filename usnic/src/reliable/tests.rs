@@ -828,3 +828,39 @@ fn ping_pong_cpu_cost_per_round_trip() {
     assert_eq!(a.stats().acks_sent + b.stats().acks_sent, 0);
     assert!(per < Duration::from_micros(2), "{per:?}");
 }
+
+/// Many seeds of the harshest mixes, both SACK modes, small and default windows:
+/// `cargo test --release -p kestrel-usnic seed_sweep -- --ignored` (about a minute).
+#[test]
+#[ignore = "long; run in release before changing loss recovery"]
+fn seed_sweep_under_heavy_impairments() {
+    for seed in 0..40u64 {
+        let link = LinkConfig {
+            loss: [0.05, 0.3][seed as usize % 2],
+            duplicate: 0.05,
+            reorder: 0.05,
+            reorder_delay: Duration::from_micros(100),
+            jitter: Duration::from_micros(30),
+            ..LinkConfig::clean()
+        };
+        let c = Config {
+            selective_ack: seed % 4 < 2,
+            window: if seed % 3 == 0 { 32 } else { 4096 },
+            ..cfg()
+        };
+        let mut s = Sim::new(
+            c.clone(),
+            c,
+            link.clone(),
+            link,
+            random_sizes(200, 200_000, seed),
+            random_sizes(200, 20_000, seed + 1000),
+            seed,
+        )
+        .unwrap();
+        let r = s
+            .drive(Limits::default())
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        println!("seed {seed}: {:?}", r.elapsed);
+    }
+}
