@@ -568,7 +568,7 @@ impl UsnicBtl {
             *next_probe = now + self.probe_interval;
             let rail = &mut self.rails[path.rail];
             for (size, big) in [(wire::HEADER_LEN + 8, false), (path.max_datagram, true)] {
-                if (big && *large) || (!big && *small) || !rail.ep.free_tx_slots() > 0 {
+                if (big && *large) || (!big && *small) || rail.ep.free_tx_slots() == 0 {
                     continue;
                 }
                 let (from, to) = (path.rail as u8, path.remote_if);

@@ -48,8 +48,9 @@ pub struct Config {
     pub max_recv_queue_bytes: usize,
     /// Largest message; also the largest reassembly buffer a peer can make this side allocate.
     pub max_message: usize,
-    /// Whether standalone ACKs carry the 64-segment selective-ACK bitmap to the sender's
-    /// loss detection (the bitmap is always sent; this decides whether it is used).
+    /// Whether the sender's loss detection uses the selective part of standalone ACKs (the
+    /// 64-segment bitmap and the newest-segment echo, always sent). Without it, recovery rests
+    /// on cumulative ACKs: `reorder_threshold` duplicate ACKs and the timer.
     pub selective_ack: bool,
 }
 
@@ -314,7 +315,7 @@ pub static SELECTIVE_ACK: Param<bool> = Param::new(ParamSpec {
     component: "usnic",
     kind: ParamKind::Bool,
     default: "true",
-    description: "Use the 64-segment selective-ACK bitmap of standalone ACKs to retransmit only what was lost.",
+    description: "Use the selective part of ACKs (64-segment bitmap, newest-segment echo) to retransmit only what was lost.",
 });
 
 /// The parameters of the reliable-datagram core.

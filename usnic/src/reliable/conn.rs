@@ -42,7 +42,8 @@
 //!
 //! * send side: the bytes of accepted, unacknowledged messages (`max_send_queue_bytes`, beyond
 //!   which `send` reports [`SendError::WouldBlock`]) plus one record per unacknowledged segment
-//!   (`window`) and a transmission log of at most `4 * window + 64` entries;
+//!   (`window`) and a transmission log compacted back under `4 * window + 64` entries after
+//!   every ACK;
 //! * receive side: out-of-order segments within the window, one message in reassembly
 //!   (`max_message`), and complete messages up to `max_recv_queue_bytes` (past that the
 //!   receiver stops advancing until [`Connection::poll_deliver`] drains them).
@@ -133,7 +134,8 @@ pub struct ConnStats {
     pub protocol_errors: u64,
     /// PROBE / PROBE_REPLY datagrams passed here (the transport above should handle them).
     pub probes_ignored: u64,
-    /// Times the receiver stopped advancing because undelivered messages reached the bound.
+    /// In-order segments held unacknowledged because undelivered messages reached
+    /// `max_recv_queue_bytes`.
     pub recv_stalls: u64,
 }
 
@@ -272,6 +274,8 @@ struct RttEstimator {
 
 impl RttEstimator {
     fn sample(&mut self, rtt: Duration) {
+        // A valid measurement replaces whatever the backoff guessed.
+        self.backoff = 0;
         match self.srtt {
             None => {
                 self.srtt = Some(rtt);

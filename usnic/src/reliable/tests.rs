@@ -797,3 +797,70 @@ fn poll_transmit_needs_a_full_datagram_buffer_and_output_always_decodes() {
     assert!(matches!(h.body, Body::Data(d) if d.seq == 0 && d.ack == Some(u16::MAX) && d.am == 1));
     assert_eq!(n, HEADER_LEN + 11);
 }
+
+/// CPU cost of one 8-byte round trip through two connections (send, transmit, decode,
+/// handle, deliver, both ways), buffers recycled as a transport would. Run in release:
+/// `cargo test --release -p kestrel-usnic ping_pong_cpu -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing; meaningful only in a release build"]
+fn ping_pong_cpu_cost_per_round_trip() {
+    let t0 = Instant::now();
+    let mut a = Connection::new(cfg(), KEY, (0, 0), (1, 0), t0).unwrap();
+    let mut b = Connection::new(cfg(), KEY, (1, 0), (0, 0), t0).unwrap();
+    let mut buf = vec![0u8; 1472];
+    let rounds = 1_000_000u32;
+    let mut hop = |from: &mut Connection, to: &mut Connection, now: Instant| {
+        from.send(1, &[&[7u8; 8]]).unwrap();
+        let n = from.poll_transmit(now, &mut buf).unwrap();
+        let (h, payload) = wire::decode(&buf[..n], KEY).unwrap();
+        to.handle_datagram(now, &h, payload);
+        let (_, msg) = to.poll_deliver().unwrap();
+        to.recycle(msg);
+    };
+    let start = std::time::Instant::now();
+    for i in 0..rounds {
+        let now = t0 + Duration::from_micros(u64::from(i) * 10);
+        hop(&mut a, &mut b, now);
+        hop(&mut b, &mut a, now);
+    }
+    let per = start.elapsed() / rounds;
+    println!("ping-pong CPU cost: {per:?} per round trip (two messages)");
+    assert_eq!(a.stats().acks_sent + b.stats().acks_sent, 0);
+    assert!(per < Duration::from_micros(2), "{per:?}");
+}
+
+/// Many seeds of the harshest mixes, both SACK modes, small and default windows:
+/// `cargo test --release -p kestrel-usnic seed_sweep -- --ignored` (about a minute).
+#[test]
+#[ignore = "long; run in release before changing loss recovery"]
+fn seed_sweep_under_heavy_impairments() {
+    for seed in 0..40u64 {
+        let link = LinkConfig {
+            loss: [0.05, 0.3][seed as usize % 2],
+            duplicate: 0.05,
+            reorder: 0.05,
+            reorder_delay: Duration::from_micros(100),
+            jitter: Duration::from_micros(30),
+            ..LinkConfig::clean()
+        };
+        let c = Config {
+            selective_ack: seed % 4 < 2,
+            window: if seed % 3 == 0 { 32 } else { 4096 },
+            ..cfg()
+        };
+        let mut s = Sim::new(
+            c.clone(),
+            c,
+            link.clone(),
+            link,
+            random_sizes(200, 200_000, seed),
+            random_sizes(200, 20_000, seed + 1000),
+            seed,
+        )
+        .unwrap();
+        let r = s
+            .drive(Limits::default())
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        println!("seed {seed}: {:?}", r.elapsed);
+    }
+}
