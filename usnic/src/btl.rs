@@ -45,6 +45,9 @@ const AM_INTERNAL: u8 = 0xF0;
 /// "Here is my pairing": sent once per path at first contact (see [`UsnicBtl::on_hello`]).
 const AM_HELLO: u8 = 0xF1;
 
+/// How often progress looks at timers (retransmission, ACK delay, probes, failure).
+const TIMER_SCAN: Duration = Duration::from_micros(100);
+
 /// Bytes of the message id that leads every message.
 const MSG_ID_LEN: usize = 8;
 
@@ -104,9 +107,19 @@ pub struct PathReport {
 struct Rail {
     name: String,
     ipv4: std::net::Ipv4Addr,
-    ep: DgramEndpoint,
+    /// Taken out while the endpoint is polled, so that the datagram handler can use the rest
+    /// of the transport; present at every other time.
+    endpoint: Option<DgramEndpoint>,
     max_datagram: usize,
     bad: BadDatagrams,
+}
+
+impl Rail {
+    fn ep(&mut self) -> &mut DgramEndpoint {
+        self.endpoint
+            .as_mut()
+            .expect("the endpoint is back in its rail outside polling")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,6 +205,12 @@ pub struct UsnicBtl {
     print_stats: bool,
     next_timer_scan: Instant,
     scratch: Vec<u8>,
+    /// Peers whose connections may have something to send (ACKs, resends).
+    touched: Vec<u32>,
+    /// Probe replies owed: (rail, address, remote rail, size).
+    probe_replies: Vec<(usize, PeerAddr, u8, usize)>,
+    /// Set at finalize: silent peers have finalized, they are not failures.
+    finalizing: bool,
     /// (peer, messages) taken from a dead path, waiting for room on another one.
     rehome: Vec<(u32, Vec<(u8, Vec<u8>)>)>,
 }
@@ -250,7 +269,7 @@ impl UsnicBtl {
             rails.push(Rail {
                 name: iface.name.clone(),
                 ipv4,
-                ep,
+                endpoint: Some(ep),
                 max_datagram,
                 bad: BadDatagrams::default(),
             });
@@ -283,6 +302,9 @@ impl UsnicBtl {
             print_stats: params::STATS.get(p),
             next_timer_scan: Instant::now(),
             scratch: vec![0; 65536],
+            touched: Vec::new(),
+            probe_replies: Vec::new(),
+            finalizing: false,
             rehome: Vec::new(),
         }))
     }
@@ -351,7 +373,7 @@ impl UsnicBtl {
             .get(remote_if as usize)
             .ok_or_else(|| format!("usnic: rank {peer}'s card has no interface {remote_if}"))?;
         let r = &mut self.rails[rail];
-        let addr = r.ep.insert_peer(&remote.fabric_addr).map_err(|e| {
+        let addr = r.ep().insert_peer(&remote.fabric_addr).map_err(|e| {
             format!(
                 "usnic: cannot add rank {peer}'s {} ({}) to {}'s address vector: {e}",
                 remote.interface.name, remote.interface.ipv4, r.name
@@ -497,13 +519,13 @@ impl UsnicBtl {
         };
         for path in p.paths.iter_mut() {
             let rail = &mut self.rails[path.rail];
-            while rail.ep.free_tx_slots() > 0 {
+            while rail.ep().free_tx_slots() > 0 {
                 let Some(n) = path.conn.poll_transmit(now, &mut self.scratch) else {
                     break;
                 };
                 let data = &self.scratch[..n];
                 if rail
-                    .ep
+                    .ep()
                     .send_with(path.addr, |buf| {
                         buf[..n].copy_from_slice(data);
                         n
@@ -568,11 +590,11 @@ impl UsnicBtl {
             *next_probe = now + self.probe_interval;
             let rail = &mut self.rails[path.rail];
             for (size, big) in [(wire::HEADER_LEN + 8, false), (path.max_datagram, true)] {
-                if (big && *large) || (!big && *small) || rail.ep.free_tx_slots() == 0 {
+                if (big && *large) || (!big && *small) || rail.ep().free_tx_slots() == 0 {
                     continue;
                 }
                 let (from, to) = (path.rail as u8, path.remote_if);
-                let _ = rail.ep.send_with(path.addr, |buf| {
+                let _ = rail.ep().send_with(path.addr, |buf| {
                     write_probe(key, me, from, to, Body::Probe, size, buf)
                 });
                 path.counters.probes_sent += 1;
@@ -611,16 +633,11 @@ impl UsnicBtl {
         };
         match h.body {
             Body::Probe => {
-                let key = self.key;
-                let me = self.rank;
-                let path = &p.paths[i];
-                let r = &mut self.rails[rail];
-                let to = path.remote_if;
                 // Echo the probe's size: the reply tells the prober which size class arrived.
-                let size = bytes.len();
-                let _ = r.ep.send_with(path.addr, |buf| {
-                    write_probe(key, me, rail as u8, to, Body::ProbeReply, size, buf)
-                });
+                // Sent once polling of this rail ends (its endpoint is busy now).
+                let path = &p.paths[i];
+                self.probe_replies
+                    .push((rail, path.addr, path.remote_if, bytes.len()));
                 0
             }
             Body::ProbeReply => {
@@ -640,6 +657,7 @@ impl UsnicBtl {
             }
             Body::Data(_) | Body::Ack { .. } => {
                 p.paths[i].conn.handle_datagram(now, &h, payload);
+                self.touched.push(peer);
                 let mut n = 0;
                 while let Some((am, data)) = p.paths[i].conn.poll_deliver() {
                     if data.len() < MSG_ID_LEN {
@@ -676,7 +694,7 @@ impl UsnicBtl {
                 if path.conn.poll_timeout().is_some_and(|t| t <= now) {
                     path.conn.handle_timeout(now);
                 }
-                let failed = path.conn.is_failed();
+                let failed = path.conn.is_failed() && !self.finalizing;
                 if failed && path.usable() {
                     let why = format!(
                         "no acknowledgement for {} ms (usnic_fail_after_ms)",
@@ -693,7 +711,7 @@ impl UsnicBtl {
             if !orphaned.is_empty() {
                 self.rehome.push((peer, orphaned));
             }
-            if !p.paths.iter().any(Path::usable) {
+            if !p.paths.iter().any(Path::usable) && !self.finalizing {
                 self.all_paths_lost(peer);
             }
         }
@@ -720,6 +738,31 @@ impl UsnicBtl {
             }
         }
         self.rehome = left;
+    }
+
+    /// Polls every rail's endpoint and handles what arrived; returns the datagrams seen.
+    fn poll_rails(&mut self, now: Instant, deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
+        let mut seen = 0;
+        for i in 0..self.rails.len() {
+            let Some(mut ep) = self.rails[i].endpoint.take() else {
+                continue;
+            };
+            let polled = ep.poll(|d| {
+                seen += 1;
+                self.on_datagram(i, now, d, deliver);
+            });
+            if let Err(e) = polled {
+                tracing::warn!(target: "usnic", "polling {}: {e}", self.rails[i].name);
+            }
+            for (rail, addr, to, size) in self.probe_replies.drain(..) {
+                let (key, me) = (self.key, self.rank);
+                let _ = ep.send_with(addr, |buf| {
+                    write_probe(key, me, rail as u8, to, Body::ProbeReply, size, buf)
+                });
+            }
+            self.rails[i].endpoint = Some(ep);
+        }
+        seen
     }
 
     /// The connectivity check of `kestrel-ifmatch check`: probes every path to every peer with
@@ -749,15 +792,9 @@ impl UsnicBtl {
                 let peer = self.active[i];
                 self.send_probes(peer, now);
             }
-            let mut inbox: Vec<(usize, Vec<u8>)> = Vec::new();
-            for (i, rail) in self.rails.iter_mut().enumerate() {
-                let _ = rail.ep.poll(|d| inbox.push((i, d.to_vec())));
-            }
-            if !inbox.is_empty() {
+            let heard = self.poll_rails(now, &mut |_| {});
+            if heard > 0 {
                 last_heard = now;
-            }
-            for (rail, d) in &inbox {
-                self.on_datagram(*rail, now, d, &mut |_| {});
             }
             let resolved = self.peers.iter().flatten().all(|p| {
                 p.paths
@@ -770,7 +807,7 @@ impl UsnicBtl {
             if now.duration_since(start) > timeout + linger {
                 break;
             }
-            if inbox.is_empty() {
+            if heard == 0 {
                 std::thread::sleep(Duration::from_micros(200));
             }
         }
@@ -975,31 +1012,48 @@ impl Btl for UsnicBtl {
 
     fn progress(&mut self, deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
         let now = Instant::now();
-        let mut n = 0;
-        let mut inbox: Vec<(usize, Vec<u8>)> = Vec::new();
-        for (i, rail) in self.rails.iter_mut().enumerate() {
-            let _ = rail.ep.poll(|d| inbox.push((i, d.to_vec())));
-        }
-        let mut touched = Vec::new();
-        for (rail, d) in &inbox {
-            n += self.on_datagram(*rail, now, d, deliver);
-            if let Ok((h, _)) = wire::decode(d, self.key) {
-                touched.push(h.src_rank);
-            }
-        }
+        let mut delivered = 0;
+        let datagrams = self.poll_rails(now, &mut |m| {
+            delivered += 1;
+            deliver(m)
+        });
         if now >= self.next_timer_scan {
-            self.next_timer_scan = now + Duration::from_micros(200);
+            self.next_timer_scan = now + TIMER_SCAN;
             self.scan_timers(now);
-            touched.extend_from_slice(&self.active);
+            let active = std::mem::take(&mut self.active);
+            self.touched.extend_from_slice(&active);
+            self.active = active;
         }
-        touched.sort_unstable();
-        touched.dedup();
-        for peer in touched {
-            if self.peers.get(peer as usize).is_some_and(Option::is_some) {
+        if !self.touched.is_empty() {
+            let mut touched = std::mem::take(&mut self.touched);
+            touched.sort_unstable();
+            touched.dedup();
+            for &peer in &touched {
                 self.flush(peer, now);
             }
+            touched.clear();
+            self.touched = touched;
         }
-        n + inbox.len().min(1)
+        delivered + datagrams.min(1)
+    }
+
+    fn quiet(&self) -> bool {
+        self.peers
+            .iter()
+            .flatten()
+            .all(|p| p.paths.iter().all(|x| !x.usable() || !x.conn.has_unacknowledged()))
+    }
+
+    fn quiesce(&mut self) -> bool {
+        // Peers that have finalized stop acknowledging: from now on a silent path means
+        // "done", not "broken".
+        self.finalizing = true;
+        self.quiet()
+            || self.peers.iter().flatten().all(|p| {
+                p.paths
+                    .iter()
+                    .all(|x| !x.conn.has_unacknowledged() || x.conn.is_failed())
+            })
     }
 }
 
