@@ -228,6 +228,11 @@ impl PmiClient for Singleton {
     }
 }
 
+/// The longest PMI-1 request line a client may send, newline included. PMI-1 servers read a
+/// request into a fixed buffer of this size: MPICH's simple PMI and Slurm's pmi2 plugin, which
+/// reads once and parses whatever arrived, so a longer line turns into garbage requests.
+const PMI1_MAX_LINE: usize = 1024;
+
 trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
 
@@ -361,6 +366,20 @@ impl WireClient {
 
     fn send(&mut self, during: &str, cmd: &Command) -> Result<(), PmiError> {
         let bytes = self.framing.encode(cmd).map_err(PmiError::Encode)?;
+        if self.framing == Framing::V1 && bytes.len() > PMI1_MAX_LINE {
+            let longest = cmd
+                .pairs
+                .iter()
+                .max_by_key(|(_, v)| v.len())
+                .map(|(k, _)| k.clone())
+                .unwrap_or_else(|| cmd.name.clone());
+            return Err(PmiError::Encode(EncodeError {
+                key: longest,
+                reason: "makes the PMI-1 request longer than the 1024 bytes a PMI-1 server \
+                         reads at once (Slurm's pmi2 plugin mangles longer lines); use a \
+                         shorter value, or PMI-2 (KESTREL_PMI=pmi2)",
+            }));
+        }
         self.stream
             .write_all(&bytes)
             .map_err(|e| self.io(during, e))
@@ -538,6 +557,13 @@ impl WireClient {
             "my_kvsname",
         )?;
         self.job_id = self.field("get_my_kvsname", &kvs, "kvsname")?.to_string();
+        // The largest put must fit in one request line together with the command, the KVS
+        // name and the longest key.
+        let put_overhead =
+            "cmd=put kvsname= key= value=\n".len() + self.job_id.len() + self.max_key;
+        self.max_value = self
+            .max_value
+            .min(PMI1_MAX_LINE.saturating_sub(put_overhead));
         // Rank and size come from the environment (PMI_RANK/PMI_SIZE) or the PMI_PORT initack;
         // old servers also answer get_rank/get_size, which we fall back to.
         self.rank = match known_rank {
@@ -810,6 +836,16 @@ mod tests {
             (c.kind(), c.rank(), c.size(), c.job_id()),
             ("pmi1", 2, 4, "kvs_7")
         );
+        // A put of the largest value with the longest key still fits in one 1024-byte line.
+        let line = "cmd=put kvsname=kvs_7 key= value=\n".len() + 64 + c.max_value_len();
+        assert_eq!(line, PMI1_MAX_LINE);
+        // A longer line is refused before it reaches the server (which would mangle it).
+        let e = c.put("k", &"x".repeat(PMI1_MAX_LINE)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("'value' makes the PMI-1 request longer than the 1024"),
+            "{e}"
+        );
         c.put("k", "v").unwrap();
         c.fence().unwrap();
         assert_eq!(c.get(0, "k").unwrap().as_deref(), Some("v"));
@@ -874,8 +910,10 @@ mod tests {
             ),
             (
                 "v2:cmd=fullinit;pmijobid=12.0;pmirank=1;threaded=FALSE;",
-                v2("cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=1;size=2;\
-                    appnum=-1;debugged=FALSE;pmiverbose=FALSE;"),
+                v2(
+                    "cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=1;size=2;\
+                    appnum=-1;debugged=FALSE;pmiverbose=FALSE;",
+                ),
             ),
             (
                 "v2:cmd=job-getid;",

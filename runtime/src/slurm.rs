@@ -999,7 +999,11 @@ mod tests {
                 ("SLURM_PROCID", "0"),
                 ("SLURM_NTASKS", "-2"),
             ],
-            &[("SLURM_STEP_ID", ""), ("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")],
+            &[
+                ("SLURM_STEP_ID", ""),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "2"),
+            ],
         ];
         for vars in genuine_singletons {
             assert_eq!(srun_without_pmi(&env(vars)), None, "vars {vars:?}");

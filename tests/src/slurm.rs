@@ -1,0 +1,175 @@
+//! A private one-node Slurm cluster made by `ci/slurm-cluster` for the duration of a test, and
+//! torn down when the guard drops (also when the test fails).
+//!
+//! One cluster exists at a time: the guard holds an exclusive lock on
+//! `/tmp/kestrel-slurm-tests.lock` for its lifetime, so tests of one binary, and of concurrent
+//! test runs, take turns. The cluster lives in a fixed directory and on its own ports (not
+//! Slurm's defaults, so a cluster someone started by hand with the script's defaults is left
+//! alone); a cluster that a killed earlier run left there is taken down first.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where the test cluster lives.
+const DIR: &str = "/tmp/kestrel-slurm-tests";
+/// slurmctld's port (slurmd uses the next one).
+const PORT: &str = "6917";
+/// Programs the cluster needs, with their Debian packages.
+const PROGRAMS: &[(&str, &str)] = &[
+    ("slurmctld", "slurmctld"),
+    ("slurmd", "slurmd"),
+    ("srun", "slurm-client"),
+    ("salloc", "slurm-client"),
+    ("sbatch", "slurm-client"),
+    ("munged", "munge"),
+];
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/slurm-cluster")
+}
+
+fn on_path(name: &str) -> bool {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .any(|d| Path::new(d).join(name).exists())
+}
+
+/// A running one-node cluster; dropping it stops the daemons and removes its directory.
+pub struct Cluster {
+    node: String,
+    first_job_id: u64,
+    down: bool,
+    _lock: File,
+}
+
+impl Cluster {
+    /// Starts a cluster whose node is called `node` (`None`: this machine's short host name).
+    ///
+    /// Returns `None`, after a loud message on stderr, only when Slurm is not installed and the
+    /// test is not running in CI; in CI (`CI` set, as `.ci/run` has it) a missing Slurm is a
+    /// failure, because `ci/setup.sh` installs it.
+    pub fn up(test: &str, node: Option<&str>) -> Option<Cluster> {
+        let missing: Vec<String> = PROGRAMS
+            .iter()
+            .filter(|(p, _)| !on_path(p))
+            .map(|(p, pkg)| format!("{p} ({pkg})"))
+            .collect();
+        if !missing.is_empty() {
+            let msg = format!(
+                "Slurm is not installed (missing {}); `bash ci/setup.sh` installs slurm-wlm and \
+                 munge",
+                missing.join(", ")
+            );
+            assert!(std::env::var_os("CI").is_none(), "{msg}");
+            eprintln!("\n*** SKIPPED {test}: {msg} ***\n");
+            return None;
+        }
+        let lock = File::create("/tmp/kestrel-slurm-tests.lock").expect("create the Slurm lock");
+        lock.lock().expect("lock /tmp/kestrel-slurm-tests.lock");
+        let _ = Command::new(script()).args(["down", DIR]).output();
+        // Job ids start somewhere new for every cluster: /dev/shm files are named after them,
+        // and the leftover check below looks only at this cluster's range.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64 ^ d.as_secs())
+            .unwrap_or(0);
+        let first_job_id = 1_000_000 + (nanos ^ (std::process::id() as u64) << 7) % 50_000_000;
+        let mut cmd = Command::new(script());
+        cmd.args(["up", DIR])
+            .env("KESTREL_SLURM_PORT", PORT)
+            .env("KESTREL_SLURM_FIRST_JOB_ID", first_job_id.to_string());
+        if let Some(n) = node {
+            cmd.env("KESTREL_SLURM_NODE", n);
+        } else {
+            cmd.env_remove("KESTREL_SLURM_NODE");
+        }
+        let out = cmd.output().expect("run ci/slurm-cluster");
+        assert!(
+            out.status.success(),
+            "ci/slurm-cluster up failed (needs root):\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let node = node.map(String::from).unwrap_or_else(|| {
+            let h = nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .expect("this machine's host name");
+            h.split('.').next().unwrap_or(&h).to_string()
+        });
+        Some(Cluster {
+            node,
+            first_job_id,
+            down: false,
+            _lock: lock,
+        })
+    }
+
+    /// The node's Slurm name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// A Slurm client command (`srun`, `salloc`, `sbatch`...) aimed at this cluster, with no
+    /// Slurm or PMI variable inherited from whatever started the tests.
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy().into_owned();
+            if k.starts_with("SLURM_") || k.starts_with("PMI_") || k.starts_with("KESTREL_") {
+                c.env_remove(&k);
+            }
+        }
+        c.env("SLURM_CONF", format!("{DIR}/slurm.conf"));
+        c
+    }
+
+    /// Shared-memory and session files named after a job of this cluster (`kestrel.<job>_*`).
+    pub fn job_files(&self) -> Vec<String> {
+        let range = self.first_job_id..self.first_job_id + 10_000;
+        crate::job_files()
+            .into_iter()
+            .filter(|f| {
+                let name = f.rsplit('/').next().unwrap_or("");
+                name.strip_prefix("kestrel.")
+                    .and_then(|rest| rest.split('_').next())
+                    .and_then(|id| id.parse::<u64>().ok())
+                    .is_some_and(|id| range.contains(&id))
+            })
+            .collect()
+    }
+
+    /// Stops the cluster and reports what it left: processes still mentioning its directory
+    /// and whether the directory is still there. Empty when clean.
+    pub fn shut_down(mut self) -> Vec<String> {
+        self.down = true;
+        let out = Command::new(script())
+            .args(["down", DIR])
+            .output()
+            .expect("run ci/slurm-cluster down");
+        let mut left = Vec::new();
+        if !out.status.success() {
+            left.push(format!(
+                "ci/slurm-cluster down failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        for pid in crate::processes_matching(DIR) {
+            left.push(format!("process {pid} still mentions {DIR}"));
+        }
+        if Path::new(DIR).exists() {
+            left.push(format!("{DIR} still exists"));
+        }
+        left
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !self.down {
+            let _ = Command::new(script()).args(["down", DIR]).output();
+        }
+    }
+}
