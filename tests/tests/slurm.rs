@@ -21,7 +21,7 @@ fn path(p: &Path) -> &str {
 /// The hello lines of an `n`-rank job: exactly ranks 0..n, each once, all on `node`.
 fn assert_hello(out: &Outcome, n: u32, node: &str) {
     assert!(out.success(), "{}", out.show());
-    let lines = lines_starting(&out.stdout, &format!("Hello from rank "));
+    let lines = lines_starting(&out.stdout, "Hello from rank ");
     let mut want: Vec<String> = (0..n)
         .map(|r| format!("Hello from rank {r} of {n} on {node}"))
         .collect();
@@ -74,7 +74,7 @@ fn direct_launch_with_srun_pmi2() {
 
     // Slurm's plugin also answers PMI-1; blobs larger than one PMI value, allgathers and the
     // node layout come out the same through both.
-    let nodes = vec![node.as_str(); 4].join(",");
+    let nodes = [node.as_str(); 4].join(",");
     for pmi in ["pmi2", "pmi1"] {
         let mut c = srun("modex_check", &[]);
         c.env("KESTREL_PMI", pmi)
