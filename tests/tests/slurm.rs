@@ -88,6 +88,32 @@ fn direct_launch_with_srun_pmi2() {
             out.show()
         );
     }
+
+    // A task that fails takes its step down (KillOnBadExit, as MPI sites set it) instead of
+    // leaving the others waiting in a PMI fence...
+    let mut c = cluster.command("srun");
+    let fail_one = r#"if [ "$SLURM_PROCID" = 1 ]; then exit 3; fi; exec "$0" "$1""#;
+    c.args(["--mpi=pmi2", "-n", "2", "sh", "-c", fail_one])
+        .args([path(&example("hello")), &mark]);
+    let out = run(c, DEADLINE);
+    assert!(!out.success() && !out.timed_out, "{}", out.show());
+    assert!(
+        out.elapsed < Duration::from_secs(15),
+        "took {:?}",
+        out.elapsed
+    );
+    // ...and ranks that exit without finalizing leave segment files that only the job's
+    // epilog (ci/slurm-epilog) can remove.
+    let out = run(srun("p2p_check", &["no-such-mode"]), DEADLINE);
+    assert!(
+        !out.success() && out.stderr.contains("unknown mode"),
+        "{}",
+        out.show()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !cluster.job_files().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_clean(cluster, &mark);
 }
 
