@@ -1,4 +1,4 @@
-//! A private one-node Slurm cluster made by `ci/slurm-cluster` for the duration of a test, and
+//! A private Slurm cluster (one node, or one per network-namespace host) made by `ci/slurm-cluster` for the duration of a test, and
 //! torn down when the guard drops (also when the test fails).
 //!
 //! One cluster exists at a time: the guard holds an exclusive lock on
@@ -36,9 +36,9 @@ fn on_path(name: &str) -> bool {
         .any(|d| Path::new(d).join(name).exists())
 }
 
-/// A running one-node cluster; dropping it stops the daemons and removes its directory.
+/// A running cluster; dropping it stops the daemons and removes its directory.
 pub struct Cluster {
-    node: String,
+    nodes: Vec<String>,
     first_job_id: u64,
     down: bool,
     _lock: File,
@@ -51,6 +51,32 @@ impl Cluster {
     /// test is not running in CI; in CI (`CI` set, as `.ci/run` has it) a missing Slurm is a
     /// failure, because `ci/setup.sh` installs it.
     pub fn up(test: &str, node: Option<&str>) -> Option<Cluster> {
+        let node = node.map(String::from).unwrap_or_else(|| {
+            let h = nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .expect("this machine's host name");
+            h.split('.').next().unwrap_or(&h).to_string()
+        });
+        Self::start(test, vec![("KESTREL_SLURM_NODE", node.clone())], vec![node])
+    }
+
+    /// Starts a cluster with one node per host of `hosts` (named like the hosts, each with its
+    /// slurmd inside the host's network namespace). Same skipping rule as [`Cluster::up`].
+    pub fn on_netns_hosts(test: &str, hosts: &crate::netns::Cluster) -> Option<Cluster> {
+        let names = hosts.hosts().to_vec();
+        let prefix = names[0]
+            .strip_suffix("h0")
+            .expect("namespace hosts are named PREFIXh0, PREFIXh1...")
+            .to_string();
+        let env = vec![
+            ("KESTREL_SLURM_NETNS", prefix),
+            ("KESTREL_SLURM_NETNS_COUNT", names.len().to_string()),
+        ];
+        Self::start(test, env, names)
+    }
+
+    fn start(test: &str, env: Vec<(&str, String)>, nodes: Vec<String>) -> Option<Cluster> {
         let missing: Vec<String> = PROGRAMS
             .iter()
             .filter(|(p, _)| !on_path(p))
@@ -80,11 +106,15 @@ impl Cluster {
         cmd.args(["up", DIR])
             .env("KESTREL_SLURM_PORT", PORT)
             .env("KESTREL_SLURM_FIRST_JOB_ID", first_job_id.to_string());
-        if let Some(n) = node {
-            cmd.env("KESTREL_SLURM_NODE", n);
-        } else {
-            cmd.env_remove("KESTREL_SLURM_NODE");
+        for var in [
+            "KESTREL_SLURM_NODE",
+            "KESTREL_SLURM_NETNS",
+            "KESTREL_SLURM_NETNS_COUNT",
+            "KESTREL_SLURM_CPUS",
+        ] {
+            cmd.env_remove(var);
         }
+        cmd.envs(env);
         let out = cmd.output().expect("run ci/slurm-cluster");
         assert!(
             out.status.success(),
@@ -92,24 +122,22 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let node = node.map(String::from).unwrap_or_else(|| {
-            let h = nix::unistd::gethostname()
-                .ok()
-                .and_then(|h| h.into_string().ok())
-                .expect("this machine's host name");
-            h.split('.').next().unwrap_or(&h).to_string()
-        });
         Some(Cluster {
-            node,
+            nodes,
             first_job_id,
             down: false,
             _lock: lock,
         })
     }
 
-    /// The node's Slurm name.
+    /// The (first) node's Slurm name.
     pub fn node(&self) -> &str {
-        &self.node
+        &self.nodes[0]
+    }
+
+    /// Every node's Slurm name.
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
     }
 
     /// A Slurm client command (`srun`, `salloc`, `sbatch`...) aimed at this cluster, with no

@@ -287,3 +287,52 @@ fn kestrel_run_in_an_sbatch_script() {
     );
     assert_clean(cluster, &mark);
 }
+
+#[test]
+fn two_namespace_hosts_form_one_slurm_cluster() {
+    // One slurmd per network-namespace host, slurmctld beside them: srun starts ranks on both
+    // hosts and Slurm's PMI-2 tree joins their fences; kestrel-run inside the allocation
+    // reaches both hosts with srun. (Messages between the hosts wait for the usnic transport.)
+    let hosts = kestrel_tests::netns::Cluster::up(2);
+    let Some(cluster) = Cluster::on_netns_hosts("two_namespace_hosts", &hosts) else {
+        return;
+    };
+    let n = cluster.nodes().to_vec();
+    let expect = format!("{0},{0},{1},{1}", n[0], n[1]);
+    let mark = marker("slurm-netns");
+    let check = example("modex_check");
+    let last_rank = format!("rank 3 ok: size 4, node {}, local ranks [2, 3]", n[1]);
+
+    let mut c = cluster.command("srun");
+    c.args([
+        "--mpi=pmi2",
+        "-N",
+        "2",
+        "--ntasks-per-node=2",
+        path(&check),
+        &mark,
+    ])
+    .env("KESTREL_EXPECT_NODES", &expect);
+    let out = run(c, DEADLINE);
+    assert_passed(&out, "modex check passed on 4 ranks");
+    assert!(out.stdout.contains(&last_rank), "{}", out.show());
+
+    let mut c = cluster.command("salloc");
+    c.args([
+        "-Q",
+        "-N",
+        "2",
+        "--ntasks-per-node=2",
+        path(&bin("kestrel-run")),
+    ])
+    .args(["-x", "KESTREL_EXPECT_NODES", path(&check), &mark])
+    .env("KESTREL_EXPECT_NODES", &expect);
+    let out = run(c, DEADLINE);
+    assert_passed(&out, "modex check passed on 4 ranks");
+    assert!(out.stdout.contains(&last_rank), "{}", out.show());
+
+    assert_clean(cluster, &mark);
+    for h in hosts.hosts() {
+        assert!(hosts.pids(h).is_empty(), "processes left in {h}");
+    }
+}
