@@ -187,11 +187,44 @@ impl Cluster {
         for pid in crate::processes_matching(DIR) {
             left.push(format!("process {pid} still mentions {DIR}"));
         }
+        for pid in processes_holding_files_in(DIR) {
+            left.push(format!(
+                "process {pid} (slurmstepd?) still holds files of {DIR}"
+            ));
+        }
         if Path::new(DIR).exists() {
             left.push(format!("{DIR} still exists"));
         }
         left
     }
+}
+
+/// Pids of processes with a file under `dir` open (slurmstepd keeps the cluster's log and spool
+/// files open, and its command line does not name them).
+fn processes_holding_files_in(dir: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let prefix = format!("{dir}/");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .map(|target| target.to_string_lossy().starts_with(&prefix))
+                .unwrap_or(false)
+        });
+        if holds {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 impl Drop for Cluster {
