@@ -3,7 +3,10 @@
 //! [`connect`] picks the client from the environment: `PMI_FD` (an inherited socket, as hydra,
 //! Slurm's pmi2 plugin and `kestrel-run` provide) or `PMI_PORT` (+ `PMI_ID`, a TCP address),
 //! with the wire version chosen by the `pmi` parameter; with neither variable the process is a
-//! singleton of size 1. Clients are synchronous: PMI is used at start-up and teardown only.
+//! singleton of size 1, except when it is one of several tasks `srun` started without a PMI
+//! plugin, which is an error that shows the command that works. Clients are synchronous: PMI is
+//! used at start-up and teardown only. This module must never guess a rank or size that the
+//! launcher did not give: a wrong guess makes jobs of N rank-0s.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -2,7 +2,7 @@
 //! torn down when the guard drops (also when the test fails).
 //!
 //! One cluster exists at a time: the guard holds an exclusive lock on
-//! `/tmp/kestrel-slurm-tests.lock` for its lifetime, so tests of one binary, and of concurrent
+//! `/tmp/kestrel-slurm-tests.lock` for its lifetime (waiting at most ten minutes for it), so tests of one binary, and of concurrent
 //! test runs, take turns. The cluster lives in a fixed directory and on its own ports (not
 //! Slurm's defaults, so a cluster someone started by hand with the script's defaults is left
 //! alone); a cluster that a killed earlier run left there is taken down first.
@@ -13,6 +13,10 @@ use std::process::Command;
 
 /// Where the test cluster lives.
 const DIR: &str = "/tmp/kestrel-slurm-tests";
+/// Held while a test uses the cluster.
+const LOCK: &str = "/tmp/kestrel-slurm-tests.lock";
+/// How long a test waits for another to finish with the cluster.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 /// slurmctld's port (slurmd uses the next one).
 const PORT: &str = "6917";
 /// Programs the cluster needs, with their Debian packages.
@@ -92,8 +96,21 @@ impl Cluster {
             eprintln!("\n*** SKIPPED {test}: {msg} ***\n");
             return None;
         }
-        let lock = File::create("/tmp/kestrel-slurm-tests.lock").expect("create the Slurm lock");
-        lock.lock().expect("lock /tmp/kestrel-slurm-tests.lock");
+        let lock = File::create(LOCK).expect("create the Slurm test lock");
+        // Bounded: a holder that never lets go must fail this test, not hang it.
+        let waited = std::time::Instant::now();
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if waited.elapsed() < LOCK_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => panic!(
+                    "{LOCK} still held after {LOCK_WAIT:?} ({e}): another test run is using the \
+                     Slurm test cluster, or hangs (see `pgrep -af slurm`)"
+                ),
+            }
+        }
         let _ = Command::new(script()).args(["down", DIR]).output();
         // Job ids start somewhere new for every cluster: /dev/shm files are named after them,
         // and the leftover check below looks only at this cluster's range.
