@@ -10,6 +10,7 @@ packages=(
   iproute2 nftables               # network-namespace test hosts, packet loss
   mpich libmpich-dev              # interoperability tests: hydra launcher, MPICH-built programs
   procps                          # ps/pgrep in scripts
+  slurm-wlm munge                 # one-node Slurm cluster for the srun/salloc tests (ci/slurm-cluster)
 )
 
 missing=()

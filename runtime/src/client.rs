@@ -3,7 +3,10 @@
 //! [`connect`] picks the client from the environment: `PMI_FD` (an inherited socket, as hydra,
 //! Slurm's pmi2 plugin and `kestrel-run` provide) or `PMI_PORT` (+ `PMI_ID`, a TCP address),
 //! with the wire version chosen by the `pmi` parameter; with neither variable the process is a
-//! singleton of size 1. Clients are synchronous: PMI is used at start-up and teardown only.
+//! singleton of size 1, except when it is one of several tasks `srun` started without a PMI
+//! plugin, which is an error that shows the command that works. Clients are synchronous: PMI is
+//! used at start-up and teardown only. This module must never guess a rank or size that the
+//! launcher did not give: a wrong guess makes jobs of N rank-0s.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -53,6 +56,14 @@ pub enum PmiError {
         /// The server's message.
         msg: String,
     },
+    /// The process is one of several tasks that `srun` started without a PMI plugin: nothing
+    /// connects the tasks, and running each as a singleton would silently give N rank-0 jobs.
+    SrunWithoutPmi {
+        /// The Slurm step and this task's place in it.
+        step: crate::slurm::SrunWithoutPmi,
+        /// This process's command line, for the command that works.
+        command: String,
+    },
     /// The server answered with an unexpected command.
     Protocol {
         /// The step that failed.
@@ -83,9 +94,15 @@ impl fmt::Display for PmiError {
             ),
             PmiError::Wire { during, source } => write!(f, "PMI: during {during}: {source}"),
             PmiError::Encode(e) => write!(f, "PMI: {e}"),
+            PmiError::Server { during, rc, msg } if msg.is_empty() => write!(
+                f,
+                "PMI: {during} refused by the launcher (rc={rc}, no message; the launcher's own \
+                 error output or log may say why)"
+            ),
             PmiError::Server { during, rc, msg } => {
                 write!(f, "PMI: {during} refused by the launcher (rc={rc}): {msg}")
             }
+            PmiError::SrunWithoutPmi { step, command } => step.explain(f, command),
             PmiError::Protocol {
                 during,
                 expected,
@@ -214,8 +231,27 @@ impl PmiClient for Singleton {
     }
 }
 
+/// The longest PMI-1 request line a client may send, newline included. PMI-1 servers read a
+/// request into a fixed buffer of this size: MPICH's simple PMI and Slurm's pmi2 plugin, which
+/// reads once and parses whatever arrived, so a longer line turns into garbage requests.
+const PMI1_MAX_LINE: usize = 1024;
+
 trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
+
+/// What the launcher said through the environment before any PMI exchange; servers differ in
+/// which of these they expect back during the handshake.
+#[derive(Debug, Default, Clone)]
+struct LaunchHints {
+    /// `PMI_ID` (PMI_PORT servers identify clients by it).
+    pmi_id: Option<String>,
+    /// `PMI_RANK`.
+    rank: Option<u32>,
+    /// `PMI_SIZE`.
+    size: Option<u32>,
+    /// `PMI_JOBID` (Slurm's pmi2 plugin wants it back in `fullinit`).
+    job: Option<String>,
+}
 
 /// A PMI-1 or PMI-2 client over a connected stream.
 pub struct WireClient {
@@ -279,6 +315,13 @@ pub fn connect(
                 lookup("PMI_ID"),
             )
         } else {
+            if let Some(step) = crate::slurm::srun_without_pmi(lookup) {
+                let program: Vec<String> = std::env::args().collect();
+                return Err(PmiError::SrunWithoutPmi {
+                    step,
+                    command: program.join(" "),
+                });
+            }
             if matches!(choice, PmiChoice::Pmi1 | PmiChoice::Pmi2) {
                 return Err(PmiError::Env {
                     variable: "PMI_FD",
@@ -291,9 +334,13 @@ pub fn connect(
             }
             return Ok(Box::new(Singleton::new()));
         };
-    let env_rank = lookup("PMI_RANK").and_then(|r| r.trim().parse::<u32>().ok());
-    let env_size = lookup("PMI_SIZE").and_then(|r| r.trim().parse::<u32>().ok());
-    let client = WireClient::over_stream(stream, server, choice, pmi_id, env_rank, env_size)?;
+    let hints = LaunchHints {
+        pmi_id,
+        rank: lookup("PMI_RANK").and_then(|r| r.trim().parse::<u32>().ok()),
+        size: lookup("PMI_SIZE").and_then(|r| r.trim().parse::<u32>().ok()),
+        job: lookup("PMI_JOBID").filter(|j| !j.trim().is_empty()),
+    };
+    let client = WireClient::over_stream(stream, server, choice, hints)?;
     Ok(Box::new(client))
 }
 
@@ -303,9 +350,7 @@ impl WireClient {
         stream: Box<dyn Stream>,
         server: String,
         choice: PmiChoice,
-        pmi_id: Option<String>,
-        env_rank: Option<u32>,
-        env_size: Option<u32>,
+        hints: LaunchHints,
     ) -> Result<WireClient, PmiError> {
         let mut client = WireClient {
             stream,
@@ -318,12 +363,26 @@ impl WireClient {
             max_key: 64,
             max_value: 1024,
         };
-        client.handshake(choice, pmi_id, env_rank, env_size)?;
+        client.handshake(choice, hints)?;
         Ok(client)
     }
 
     fn send(&mut self, during: &str, cmd: &Command) -> Result<(), PmiError> {
         let bytes = self.framing.encode(cmd).map_err(PmiError::Encode)?;
+        if self.framing == Framing::V1 && bytes.len() > PMI1_MAX_LINE {
+            let longest = cmd
+                .pairs
+                .iter()
+                .max_by_key(|(_, v)| v.len())
+                .map(|(k, _)| k.clone())
+                .unwrap_or_else(|| cmd.name.clone());
+            return Err(PmiError::Encode(EncodeError {
+                key: longest,
+                reason: "makes the PMI-1 request longer than the 1024 bytes a PMI-1 server \
+                         reads at once (Slurm's pmi2 plugin mangles longer lines); use a \
+                         shorter value, or PMI-2 (KESTREL_PMI=pmi2)",
+            }));
+        }
         self.stream
             .write_all(&bytes)
             .map_err(|e| self.io(during, e))
@@ -420,16 +479,10 @@ impl WireClient {
         })
     }
 
-    fn handshake(
-        &mut self,
-        choice: PmiChoice,
-        pmi_id: Option<String>,
-        env_rank: Option<u32>,
-        env_size: Option<u32>,
-    ) -> Result<(), PmiError> {
-        let mut port_rank = env_rank;
-        let mut port_size = env_size;
-        if let Some(id) = &pmi_id {
+    fn handshake(&mut self, choice: PmiChoice, hints: LaunchHints) -> Result<(), PmiError> {
+        let mut port_rank = hints.rank;
+        let mut port_size = hints.size;
+        if let Some(id) = &hints.pmi_id {
             if choice != PmiChoice::Pmi2 {
                 // PMI_PORT servers identify the client first and push size and rank.
                 self.call(
@@ -477,7 +530,7 @@ impl WireClient {
         }
         if use_v2 {
             self.framing = Framing::V2;
-            self.init_v2(pmi_id, env_rank)
+            self.init_v2(hints)
         } else {
             if rc != 0 || server_version != "1" {
                 // The server refused version 2; ask again for version 1 in the same session.
@@ -507,6 +560,13 @@ impl WireClient {
             "my_kvsname",
         )?;
         self.job_id = self.field("get_my_kvsname", &kvs, "kvsname")?.to_string();
+        // The largest put must fit in one request line together with the command, the KVS
+        // name and the longest key.
+        let put_overhead =
+            "cmd=put kvsname= key= value=\n".len() + self.job_id.len() + self.max_key;
+        self.max_value = self
+            .max_value
+            .min(PMI1_MAX_LINE.saturating_sub(put_overhead));
         // Rank and size come from the environment (PMI_RANK/PMI_SIZE) or the PMI_PORT initack;
         // old servers also answer get_rank/get_size, which we fall back to.
         self.rank = match known_rank {
@@ -526,15 +586,24 @@ impl WireClient {
         Ok(())
     }
 
-    fn init_v2(&mut self, pmi_id: Option<String>, hint_rank: Option<u32>) -> Result<(), PmiError> {
+    fn init_v2(&mut self, hints: LaunchHints) -> Result<(), PmiError> {
         let mut full = Command::new("fullinit");
-        // Hydra identifies PMI_PORT clients by `pmirank` even when it handed out PMI_ID, so
-        // send the rank we know (PMI_RANK, else the id) and the id when there is one.
-        let rank_hint = hint_rank.map(|r| r.to_string()).or_else(|| pmi_id.clone());
+        // Slurm's pmi2 plugin refuses a fullinit without `pmijobid` (it hands out PMI_JOBID
+        // for this); hydra sets no PMI_JOBID and ignores the key.
+        if let Some(job) = &hints.job {
+            full = full.with("pmijobid", job.trim());
+        }
+        // Hydra identifies PMI_PORT clients by `pmirank` even when it handed out PMI_ID, and
+        // Slurm requires the key, so send the rank we know (PMI_RANK, else the id) and the id
+        // when there is one.
+        let rank_hint = hints
+            .rank
+            .map(|r| r.to_string())
+            .or_else(|| hints.pmi_id.clone());
         if let Some(r) = rank_hint {
             full = full.with("pmirank", r);
         }
-        if let Some(id) = pmi_id {
+        if let Some(id) = hints.pmi_id {
             full = full.with("pmiid", id);
         }
         full = full.with("threaded", "FALSE");
@@ -759,14 +828,26 @@ mod tests {
             Box::new(stream),
             "test".into(),
             PmiChoice::Pmi1,
-            None,
-            Some(2),
-            Some(4),
+            LaunchHints {
+                rank: Some(2),
+                size: Some(4),
+                ..LaunchHints::default()
+            },
         )
         .unwrap();
         assert_eq!(
             (c.kind(), c.rank(), c.size(), c.job_id()),
             ("pmi1", 2, 4, "kvs_7")
+        );
+        // A put of the largest value with the longest key still fits in one 1024-byte line.
+        let line = "cmd=put kvsname=kvs_7 key= value=\n".len() + 64 + c.max_value_len();
+        assert_eq!(line, PMI1_MAX_LINE);
+        // A longer line is refused before it reaches the server (which would mangle it).
+        let e = c.put("k", &"x".repeat(PMI1_MAX_LINE)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("'value' makes the PMI-1 request longer than the 1024"),
+            "{e}"
         );
         c.put("k", "v").unwrap();
         c.fence().unwrap();
@@ -803,9 +884,10 @@ mod tests {
             Box::new(stream),
             "test".into(),
             PmiChoice::Auto,
-            None,
-            Some(1),
-            None,
+            LaunchHints {
+                rank: Some(1),
+                ..LaunchHints::default()
+            },
         )
         .unwrap();
         assert_eq!(
@@ -816,6 +898,77 @@ mod tests {
         assert_eq!(
             c.job_attr("PMI_process_mapping").unwrap().as_deref(),
             Some("(vector,(0,1,3))")
+        );
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn pmi2_handshake_as_slurms_plugin_wants_it() {
+        // Slurm's pmi2 plugin refuses a fullinit without pmijobid, pmirank and threaded, and
+        // answers with its own set of keys (appnum=-1, pmi-version...).
+        let (stream, server) = serve(vec![
+            (
+                "cmd=init pmi_version=2 pmi_subversion=0",
+                b"cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n".to_vec(),
+            ),
+            (
+                "v2:cmd=fullinit;pmijobid=12.0;pmirank=1;threaded=FALSE;",
+                v2(
+                    "cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=1;size=2;\
+                    appnum=-1;debugged=FALSE;pmiverbose=FALSE;",
+                ),
+            ),
+            (
+                "v2:cmd=job-getid;",
+                v2("cmd=job-getid-response;rc=0;jobid=12.0;"),
+            ),
+            ("v2:cmd=kvs-fence;", v2("cmd=kvs-fence-response;rc=0;")),
+            ("v2:cmd=finalize;", v2("cmd=finalize-response;rc=0;")),
+        ]);
+        let mut c = WireClient::over_stream(
+            Box::new(stream),
+            "test".into(),
+            PmiChoice::Auto,
+            LaunchHints {
+                rank: Some(1),
+                size: Some(2),
+                job: Some("12.0".into()),
+                ..LaunchHints::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (c.kind(), c.rank(), c.size(), c.job_id()),
+            ("pmi2", 1, 2, "12.0")
+        );
+        c.fence().unwrap();
+        c.finalize().unwrap();
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_refusal_without_message_still_reads_as_a_sentence() {
+        let (stream, server) = serve(vec![
+            (
+                "cmd=init pmi_version=2",
+                b"cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n".to_vec(),
+            ),
+            (
+                "v2:cmd=fullinit;",
+                v2("cmd=fullinit-response;rc=3;rank=0;size=2;"),
+            ),
+        ]);
+        let e = WireClient::over_stream(
+            Box::new(stream),
+            "x".into(),
+            PmiChoice::Pmi2,
+            LaunchHints::default(),
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("fullinit refused by the launcher (rc=3, no message;"),
+            "{text}"
         );
         server.join().unwrap();
     }
@@ -844,9 +997,11 @@ mod tests {
             Box::new(stream),
             "test".into(),
             PmiChoice::Auto,
-            None,
-            Some(0),
-            Some(1),
+            LaunchHints {
+                rank: Some(0),
+                size: Some(1),
+                ..LaunchHints::default()
+            },
         )
         .unwrap();
         assert_eq!(
@@ -863,9 +1018,7 @@ mod tests {
             Box::new(stream),
             "PMI_FD=9".into(),
             PmiChoice::Pmi1,
-            None,
-            None,
-            None,
+            LaunchHints::default(),
         )
         .unwrap_err();
         let msg = e.to_string();
@@ -889,9 +1042,7 @@ mod tests {
             Box::new(stream),
             "PMI_FD=9".into(),
             PmiChoice::Pmi1,
-            None,
-            None,
-            None,
+            LaunchHints::default(),
         )
         .unwrap_err();
         assert!(e.to_string().contains("keylen_max=sixty"), "{e}");
@@ -906,9 +1057,7 @@ mod tests {
             Box::new(stream),
             "PMI_FD=9".into(),
             PmiChoice::Pmi1,
-            None,
-            None,
-            None,
+            LaunchHints::default(),
         )
         .unwrap_err();
         let msg = e.to_string();
@@ -928,9 +1077,7 @@ mod tests {
             Box::new(stream),
             "x".into(),
             PmiChoice::Pmi2,
-            None,
-            None,
-            None,
+            LaunchHints::default(),
         )
         .unwrap_err();
         assert!(e.to_string().contains("KESTREL_PMI=pmi1"), "{e}");
@@ -955,5 +1102,39 @@ mod tests {
         .err()
         .unwrap();
         assert!(e.to_string().contains("not open"), "{e}");
+    }
+
+    #[test]
+    fn several_srun_tasks_without_pmi_fail_instead_of_running_alone() {
+        let srun = |var: &str| {
+            match var {
+                "SLURM_JOB_ID" => Some("12"),
+                "SLURM_STEP_ID" => Some("0"),
+                "SLURM_PROCID" => Some("0"),
+                "SLURM_STEP_NUM_TASKS" => Some("2"),
+                "SLURM_MPI_TYPE" => Some("none"),
+                _ => None,
+            }
+            .map(String::from)
+        };
+        let e = connect(PmiChoice::Auto, &srun).err().unwrap();
+        assert!(matches!(e, PmiError::SrunWithoutPmi { .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains("srun --mpi=pmi2 -n 2 ") && text.contains("Slurm step 12.0"),
+            "{text}"
+        );
+        // Forcing the singleton is the way out for tasks that are meant to run alone.
+        let c = connect(PmiChoice::Singleton, &srun).unwrap();
+        assert_eq!(c.kind(), "singleton");
+        // One task of a step is a genuine singleton.
+        let one = |var: &str| {
+            if var == "SLURM_STEP_NUM_TASKS" {
+                Some("1".to_string())
+            } else {
+                srun(var)
+            }
+        };
+        assert_eq!(connect(PmiChoice::Auto, &one).unwrap().kind(), "singleton");
     }
 }

@@ -93,10 +93,13 @@ impl Runtime {
     /// this rank's node id and fences once, so that every rank can find every other's node.
     pub fn init(params: &Params) -> Result<Runtime, RuntimeError> {
         let choice = PmiChoice::from_word(&crate::params::PMI.get(params));
-        let pmi = client::connect(choice, &|v| std::env::var(v).ok())?;
-        let node_id = std::env::var("KESTREL_NODE_ID")
-            .ok()
+        let lookup = |v: &str| std::env::var(v).ok();
+        let pmi = client::connect(choice, &lookup)?;
+        // Launchers that know better say so (kestrel-run: KESTREL_NODE_ID; srun: its node
+        // name); otherwise ranks on one host share memory.
+        let node_id = lookup("KESTREL_NODE_ID")
             .filter(|n| !n.is_empty())
+            .or_else(|| crate::slurm::direct_launch_node(&lookup))
             .unwrap_or_else(hostname);
         Self::with_client(pmi, node_id)
     }

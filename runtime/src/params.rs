@@ -44,6 +44,18 @@ pub static DAEMON_PATH: Param<String> = Param::new(ParamSpec {
         "Path of kestrel-run on remote hosts; empty = the same path as the local kestrel-run.",
 });
 
+/// `KESTREL_LAUNCH_AGENT_DRAIN_MS`: how long launch agents may take to exit after the job.
+pub static AGENT_DRAIN_MS: Param<i64> = Param::new(ParamSpec {
+    name: "launch_agent_drain_ms",
+    component: "launcher",
+    kind: ParamKind::Int {
+        min: 0,
+        max: 60_000,
+    },
+    default: "5000",
+    description: "Milliseconds kestrel-run waits after a job for each launch agent (srun, ssh) to deliver its host's remaining output and exit before killing it.",
+});
+
 /// The specs of this crate.
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
@@ -51,6 +63,7 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         KILL_GRACE_MS.spec(),
         DAEMON_TIMEOUT_S.spec(),
         DAEMON_PATH.spec(),
+        AGENT_DRAIN_MS.spec(),
     ]
 }
 

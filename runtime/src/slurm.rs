@@ -5,6 +5,10 @@
 //! those variables: the compressed hostlist syntax of `SLURM_JOB_NODELIST` (`node[01-04,07]`),
 //! the run-length syntax of `SLURM_TASKS_PER_NODE` (`2(x3),1`) and `SLURM_CPUS_PER_TASK`.
 //!
+//! It also recognises the tasks of an `srun` step ([`srun_without_pmi`], [`direct_launch_node`]):
+//! a task started by `srun --mpi=pmi2` takes its node id from Slurm, and one of several tasks
+//! started without a PMI plugin must fail with an explanation instead of running alone.
+//!
 //! It never runs Slurm commands (`scontrol show hostnames`, `srun`...): parsing the variables
 //! is enough, works where the Slurm client tools are not installed on compute nodes, and keeps
 //! everything here a pure function of its input. Like the parameter registry, it never reads the
@@ -483,6 +487,116 @@ pub fn allocation_from_env(
     }))
 }
 
+/// The step id of the `srun` step this process is a task of (`SLURM_STEP_ID`, or the older
+/// `SLURM_STEPID`). Unset in `salloc` shells and `sbatch` scripts, which are not tasks of a step.
+fn step_id(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    lookup("SLURM_STEP_ID")
+        .or_else(|| lookup("SLURM_STEPID"))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// A task of a multi-task `srun` step that got no PMI server (`srun --mpi=none`, or a plugin
+/// Kestrel does not speak): what the error message needs to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrunWithoutPmi {
+    /// `SLURM_JOB_ID.SLURM_STEP_ID`, e.g. `12.0`.
+    pub step: String,
+    /// This task's rank in the step (`SLURM_PROCID`).
+    pub task: u32,
+    /// Tasks in the step (`SLURM_STEP_NUM_TASKS`, else `SLURM_NTASKS`).
+    pub tasks: u32,
+    /// The MPI plugin srun used when it is not `none` (e.g. `pmix`), from `SLURM_MPI_TYPE`.
+    pub plugin: Option<String>,
+}
+
+/// Recognises a task that `srun` started as one of several without PMI variables.
+///
+/// All of these must hold: no `PMI_FD` and no `PMI_PORT`; a step id (so `salloc` shells and
+/// `sbatch` scripts, which carry `SLURM_NTASKS` and even `SLURM_PROCID` but are not tasks of a
+/// step, still run as singletons); a numeric `SLURM_PROCID`; and more than one task in the step.
+/// A one-task step (`srun -n 1 prog`) is a genuine singleton and gives `None`, and so does
+/// anything unparsable: the detection must never stop a program that could have run.
+pub fn srun_without_pmi(lookup: &dyn Fn(&str) -> Option<String>) -> Option<SrunWithoutPmi> {
+    if lookup("PMI_FD").is_some() || lookup("PMI_PORT").is_some() {
+        return None;
+    }
+    let step = step_id(lookup)?;
+    let number = |v: &str| lookup(v).and_then(|t| parse_digits(t.trim()));
+    let task = number("SLURM_PROCID")?;
+    let tasks = number("SLURM_STEP_NUM_TASKS").or_else(|| number("SLURM_NTASKS"))?;
+    if tasks <= 1 {
+        return None;
+    }
+    let job = lookup("SLURM_JOB_ID")
+        .or_else(|| lookup("SLURM_JOBID"))
+        .map(|j| j.trim().to_string())
+        .unwrap_or_else(|| "?".into());
+    let plugin = lookup("SLURM_MPI_TYPE")
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty() && p != "none");
+    Some(SrunWithoutPmi {
+        step: format!("{job}.{step}"),
+        task,
+        tasks,
+        plugin,
+    })
+}
+
+impl SrunWithoutPmi {
+    /// Writes the explanation; `command` is the task's command line, shown in the command that
+    /// works. Task 0 gives the whole story, the others one line pointing to it, so that a
+    /// 64-task step does not print 64 paragraphs.
+    pub fn explain(&self, f: &mut fmt::Formatter<'_>, command: &str) -> fmt::Result {
+        let how = match &self.plugin {
+            Some(p) => format!("with srun's '{p}' MPI plugin, which Kestrel does not speak"),
+            None => "without a PMI plugin (srun --mpi=none, Slurm's usual default)".to_string(),
+        };
+        let fix = format!("srun --mpi=pmi2 -n {} {command}", self.tasks);
+        if self.task != 0 {
+            return write!(
+                f,
+                "PMI: task {} of {} of Slurm step {} was started {how}; run `{fix}` \
+                 (task 0 explains)",
+                self.task, self.tasks, self.step
+            );
+        }
+        write!(
+            f,
+            "PMI: this process is task 0 of {tasks} of Slurm step {step}, started {how}, so \
+             the {tasks} tasks cannot find each other (each would run alone as rank 0 of 1). \
+             Start it with Slurm's PMI-2 plugin:\n    {fix}\n\
+             or set `MpiDefault=pmi2` in slurm.conf so that plain `srun` offers PMI-2; \
+             `kestrel-run` inside `salloc`/`sbatch` works too. To run every task alone on \
+             purpose, set KESTREL_PMI=singleton",
+            tasks = self.tasks,
+            step = self.step,
+        )
+    }
+}
+
+/// The node name Slurm gave this task (`SLURMD_NODENAME`) when the process was started
+/// directly by `srun --mpi=pmi2` and is talking to Slurm's own PMI-2 server: then the name is
+/// the node's identity even where host names do not tell nodes apart (several `slurmd`s on one
+/// machine). `None` otherwise, including under other launchers run inside a step, because they
+/// pass their own environment (with the launching node's name) to ranks on other nodes.
+///
+/// Slurm's plugin is recognised by `SLURM_MPI_TYPE=pmi2` together with
+/// `PMI_JOBID` = `SLURM_JOB_ID.SLURM_STEP_ID`, which it sets and no other launcher does.
+pub fn direct_launch_node(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if lookup("SLURM_MPI_TYPE")?.trim() != "pmi2" {
+        return None;
+    }
+    let job = lookup("SLURM_JOB_ID").or_else(|| lookup("SLURM_JOBID"))?;
+    let expected = format!("{}.{}", job.trim(), step_id(lookup)?);
+    if lookup("PMI_JOBID")?.trim() != expected {
+        return None;
+    }
+    lookup("SLURMD_NODENAME")
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -815,5 +929,145 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn srun_task(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+        let mut v = vec![
+            ("SLURM_JOB_ID", "12"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+            ("SLURMD_NODENAME", "n3"),
+        ];
+        v.extend_from_slice(extra);
+        v
+    }
+
+    #[test]
+    fn srun_without_pmi_is_recognised_only_for_multi_task_steps() {
+        let found = srun_without_pmi(&env(&srun_task(&[("SLURM_MPI_TYPE", "none")]))).unwrap();
+        assert_eq!(
+            found,
+            SrunWithoutPmi {
+                step: "12.0".into(),
+                task: 1,
+                tasks: 2,
+                plugin: None
+            }
+        );
+        let pmix = srun_without_pmi(&env(&srun_task(&[("SLURM_MPI_TYPE", "pmix")]))).unwrap();
+        assert_eq!(pmix.plugin.as_deref(), Some("pmix"));
+        // The older step variable counts too; the step's task count wins over the job's.
+        let old = env(&[
+            ("SLURM_JOBID", "5"),
+            ("SLURM_STEPID", "3"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "1"),
+            ("SLURM_STEP_NUM_TASKS", "4"),
+        ]);
+        let found = srun_without_pmi(&old).unwrap();
+        assert_eq!((found.step.as_str(), found.tasks), ("5.3", 4));
+
+        let genuine_singletons: &[&[(&str, &str)]] = &[
+            // No Slurm at all.
+            &[],
+            // An sbatch script: SLURM_PROCID and SLURM_NTASKS=4, but no step.
+            &[
+                ("SLURM_JOB_ID", "4"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "4"),
+            ],
+            // A salloc shell.
+            &[("SLURM_JOB_ID", "3"), ("SLURM_NTASKS", "4")],
+            // srun -n 1.
+            &[
+                ("SLURM_JOB_ID", "3"),
+                ("SLURM_STEP_ID", "1"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "1"),
+                ("SLURM_STEP_NUM_TASKS", "1"),
+            ],
+            // Unparsable numbers: never stop a program on a guess.
+            &[
+                ("SLURM_STEP_ID", "1"),
+                ("SLURM_PROCID", "x"),
+                ("SLURM_NTASKS", "2"),
+            ],
+            &[
+                ("SLURM_STEP_ID", "1"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "-2"),
+            ],
+            &[
+                ("SLURM_STEP_ID", ""),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "2"),
+            ],
+        ];
+        for vars in genuine_singletons {
+            assert_eq!(srun_without_pmi(&env(vars)), None, "vars {vars:?}");
+        }
+        // With a PMI server the task is fine, whatever Slurm says.
+        for pmi in [("PMI_FD", "5"), ("PMI_PORT", "h:1")] {
+            assert_eq!(srun_without_pmi(&env(&srun_task(&[pmi]))), None);
+        }
+    }
+
+    struct Explained(SrunWithoutPmi);
+    impl fmt::Display for Explained {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            self.0.explain(f, "./app -x")
+        }
+    }
+
+    #[test]
+    fn srun_without_pmi_explains_the_command_that_works() {
+        let mut step = SrunWithoutPmi {
+            step: "12.0".into(),
+            task: 0,
+            tasks: 4,
+            plugin: None,
+        };
+        let text = Explained(step.clone()).to_string();
+        for needle in [
+            "task 0 of 4 of Slurm step 12.0",
+            "without a PMI plugin",
+            "srun --mpi=pmi2 -n 4 ./app -x",
+            "MpiDefault=pmi2",
+            "KESTREL_PMI=singleton",
+        ] {
+            assert!(text.contains(needle), "{text:?} lacks {needle:?}");
+        }
+        step.plugin = Some("pmix".into());
+        step.task = 3;
+        let text = Explained(step).to_string();
+        assert!(
+            text.contains("task 3 of 4")
+                && text.contains("'pmix' MPI plugin")
+                && text.contains("srun --mpi=pmi2 -n 4 ./app -x")
+                && !text.contains('\n'),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn direct_launch_node_needs_slurms_own_pmi2_server() {
+        let direct = srun_task(&[("SLURM_MPI_TYPE", "pmi2"), ("PMI_JOBID", "12.0")]);
+        assert_eq!(direct_launch_node(&env(&direct)).as_deref(), Some("n3"));
+        let not_direct: &[&[(&str, &str)]] = &[
+            // srun --mpi=none, then another launcher inside the step.
+            &[("SLURM_MPI_TYPE", "none"), ("PMI_JOBID", "12.0")],
+            // A PMI_JOBID of another launcher.
+            &[("SLURM_MPI_TYPE", "pmi2"), ("PMI_JOBID", "kvs_77_0")],
+            &[("SLURM_MPI_TYPE", "pmi2")],
+        ];
+        for extra in not_direct {
+            let vars = srun_task(extra);
+            assert_eq!(direct_launch_node(&env(&vars)), None, "vars {vars:?}");
+        }
+        let mut nameless = direct.clone();
+        nameless.retain(|(k, _)| *k != "SLURMD_NODENAME");
+        assert_eq!(direct_launch_node(&env(&nameless)), None);
     }
 }

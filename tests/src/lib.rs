@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod netns;
+pub mod slurm;
 
 /// `target/<profile>` of the running test binary.
 pub fn target_dir() -> PathBuf {

@@ -176,6 +176,8 @@ struct Head {
     exit_code: Option<i32>,
     stopping: bool,
     bye: HashSet<usize>,
+    /// Hosts whose launch-agent process (srun, ssh...) is running.
+    agent_processes: HashSet<usize>,
 }
 
 impl Head {
@@ -270,6 +272,7 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
         exit_code: None,
         stopping: false,
         bye: HashSet::new(),
+        agent_processes: HashSet::new(),
         plan,
     };
 
@@ -357,6 +360,7 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
             let tx = events_tx.clone();
             match cmd.spawn() {
                 Ok(mut child) => {
+                    head.agent_processes.insert(h);
                     tokio::spawn(async move {
                         let status = child.wait().await;
                         let how = match status {
@@ -390,6 +394,7 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                     machines.insert(h, (machine, cpus));
                 }
                 Some(HeadEvent::AgentProcessExited(h, how)) if !machines.contains_key(&h) => {
+                    head.agent_processes.remove(&h);
                     let host = &head.plan.hosts[h].name;
                     eprintln!(
                         "kestrel-run: the daemon for host {host} ended before connecting back: {how}. \
@@ -509,22 +514,10 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
         tokio::select! {
             ev = events.recv() => match ev {
                 Some(HeadEvent::Agent(h, msg)) => handle_agent(&mut head, h, msg, grace_ms),
-                Some(HeadEvent::AgentLost(h)) | Some(HeadEvent::AgentProcessExited(h, _)) => {
-                    if head.agents[h].take().is_some() && !head.bye.contains(&h) {
-                        let lost: Vec<u32> = head.plan.hosts[h].ranks.iter().copied()
-                            .filter(|&r| head.ranks[r as usize] != RankState::Done).collect();
-                        if !lost.is_empty() {
-                            eprintln!(
-                                "kestrel-run: lost contact with the daemon on {} while {} rank{} still ran there",
-                                head.plan.hosts[h].name, lost.len(), if lost.len() == 1 { "" } else { "s" }
-                            );
-                            for r in lost {
-                                head.ranks[r as usize] = RankState::Done;
-                            }
-                            head.fail(1, grace_ms);
-                        }
-                    }
-                    head.bye.insert(h);
+                Some(HeadEvent::AgentLost(h)) => agent_gone(&mut head, h, grace_ms),
+                Some(HeadEvent::AgentProcessExited(h, _)) => {
+                    head.agent_processes.remove(&h);
+                    agent_gone(&mut head, h, grace_ms);
                 }
                 Some(HeadEvent::Connected(..)) => {}
                 None => break,
@@ -550,10 +543,55 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
             _ = recv_signal(&mut sighup) => interrupt(&mut head, "SIGHUP", 1, grace_ms),
         }
     }
+    // Launch agents that relay their host's output (srun, ssh) may still hold its last lines
+    // after the daemon said goodbye: let them finish, then kill the stragglers on drop.
+    let drain_deadline =
+        Instant::now() + Duration::from_millis(crate::params::AGENT_DRAIN_MS.get(&params) as u64);
+    while !head.agent_processes.is_empty() {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(HeadEvent::AgentProcessExited(h, _)) => {
+                    head.agent_processes.remove(&h);
+                }
+                Some(_) => {}
+                None => break,
+            },
+            _ = tokio::time::sleep_until(drain_deadline) => {
+                tracing::debug!(target: "launcher", hosts = ?head.agent_processes, "launch agents still running after the job; killing them");
+                break;
+            }
+        }
+    }
     // The head-local agents cleaned up on Shutdown; remote daemons did on theirs. A lost daemon
     // on a shared machine leaves its files: remove what we can see from here.
     session::remove_job_files(&head.plan.job_id, None, &[]);
     head.exit_code.unwrap_or(0)
+}
+
+/// Host `h`'s agent is gone (connection closed or its process exited): fine after its
+/// goodbye, a failure of the job while ranks still ran there.
+fn agent_gone(head: &mut Head, h: usize, grace_ms: i64) {
+    if head.agents[h].take().is_some() && !head.bye.contains(&h) {
+        let lost: Vec<u32> = head.plan.hosts[h]
+            .ranks
+            .iter()
+            .copied()
+            .filter(|&r| head.ranks[r as usize] != RankState::Done)
+            .collect();
+        if !lost.is_empty() {
+            eprintln!(
+                "kestrel-run: lost contact with the daemon on {} while {} rank{} still ran there",
+                head.plan.hosts[h].name,
+                lost.len(),
+                if lost.len() == 1 { "" } else { "s" }
+            );
+            for r in lost {
+                head.ranks[r as usize] = RankState::Done;
+            }
+            head.fail(1, grace_ms);
+        }
+    }
+    head.bye.insert(h);
 }
 
 fn interrupt(head: &mut Head, name: &str, signo: i32, grace_ms: i64) {
