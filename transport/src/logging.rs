@@ -2,8 +2,9 @@
 //!
 //! Each component logs with `target: "<component>"` (`shm`, `usnic`, `pml`, `pmi`, `launcher`,
 //! ...). The `verbose` parameter (`KESTREL_VERBOSE`) is a comma list whose entries are either a
-//! level for every component (`debug`) or `component:level` (`shm:debug,usnic:trace`). Quiet by
-//! default: only errors are shown.
+//! level for every component (`debug`) or `component:level` (`shm:debug,usnic:trace`). By default
+//! errors and warnings are shown: a warning is a degradation an operator should fix (a dead
+//! rail, an MTU mismatch, a single-copy mechanism that is refused), never routine.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -105,7 +106,7 @@ where
 /// (`kestrel r3`). A second call keeps the first subscriber and returns `Ok`.
 pub fn init(filter: &str, label: &str) -> Result<(), FilterError> {
     START.get_or_init(Instant::now);
-    let mut env_filter = EnvFilter::default().add_directive(LevelFilter::ERROR.into());
+    let mut env_filter = EnvFilter::default().add_directive(LevelFilter::WARN.into());
     for d in directives(filter)? {
         // Directives were validated above, so parsing cannot fail.
         if let Ok(parsed) = d.parse() {

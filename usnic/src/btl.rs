@@ -209,6 +209,8 @@ pub struct UsnicBtl {
     touched: Vec<u32>,
     /// Probe replies owed: (rail, address, remote rail, size).
     probe_replies: Vec<(usize, PeerAddr, u8, usize)>,
+    /// Pairings of lower-ranked peers that differ from ours, to adopt after polling.
+    adoptions: Vec<(u32, Vec<(u8, u8)>)>,
     /// Set at finalize: silent peers have finalized, they are not failures.
     finalizing: bool,
     /// (peer, messages) taken from a dead path, waiting for room on another one.
@@ -304,6 +306,7 @@ impl UsnicBtl {
             scratch: vec![0; 65536],
             touched: Vec::new(),
             probe_replies: Vec::new(),
+            adoptions: Vec::new(),
             finalizing: false,
             rehome: Vec::new(),
         }))
@@ -480,7 +483,14 @@ impl UsnicBtl {
     }
 
     fn choose_path(peer: &mut Peer, len: usize, stripe_min: usize) -> Option<usize> {
-        let usable = peer.paths.iter().enumerate().filter(|(_, p)| p.usable());
+        // Paths whose probes came back first; unproven ones only when no proven one is left
+        // (at first contact, before any probe returns).
+        let proven = peer.paths.iter().any(|p| p.state == PathState::Up);
+        let usable = peer
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| if proven { p.state == PathState::Up } else { p.usable() });
         if len < stripe_min {
             // Paths are in pairing order, best first.
             return usable.map(|(i, _)| i).next();
@@ -671,7 +681,9 @@ impl UsnicBtl {
                     let body = &data[MSG_ID_LEN..];
                     if am >= AM_INTERNAL {
                         if am == AM_HELLO {
-                            on_hello(&self.job, self.rank, p, body);
+                            if let Some(theirs) = on_hello(&self.job, self.rank, p, body) {
+                                self.adoptions.push((peer, theirs));
+                            }
                         }
                     } else {
                         deliver(Incoming { peer, am, data: body });
@@ -738,6 +750,41 @@ impl UsnicBtl {
             }
         }
         self.rehome = left;
+    }
+
+    /// Replaces our pairing with a lower-ranked peer's: paths it lacks are opened, paths it
+    /// does not have are retired and their unacknowledged messages move to the others.
+    fn adopt_pairings(&mut self, now: Instant) {
+        for (peer, theirs) in std::mem::take(&mut self.adoptions) {
+            let Some(card) = self.peers[peer as usize].as_ref().map(|p| p.card.clone()) else {
+                continue;
+            };
+            for &(rail, remote_if) in &theirs {
+                let exists = self.peers[peer as usize]
+                    .as_ref()
+                    .is_some_and(|p| p.paths.iter().any(|x| x.rail == rail as usize && x.remote_if == remote_if));
+                if exists || rail as usize >= self.rails.len() {
+                    continue;
+                }
+                match self.open_path(peer, &card, rail as usize, remote_if, now) {
+                    Ok(path) => self.peers[peer as usize].as_mut().expect("known peer").paths.push(path),
+                    Err(e) => tracing::warn!(target: "usnic", "cannot adopt rank {peer}'s pairing: {e}"),
+                }
+            }
+            let p = self.peers[peer as usize].as_mut().expect("known peer");
+            let mut orphaned = Vec::new();
+            for path in p.paths.iter_mut() {
+                if !theirs.contains(&(path.rail as u8, path.remote_if)) && path.usable() {
+                    path.state = PathState::Dead(format!("replaced by rank {peer}'s pairing"));
+                    orphaned.extend(path.conn.take_unacknowledged());
+                }
+            }
+            p.pairing = theirs;
+            if !orphaned.is_empty() {
+                self.rehome.push((peer, orphaned));
+            }
+        }
+        self.rehome_orphans();
     }
 
     /// Polls every rail's endpoint and handles what arrived; returns the datagrams seen.
@@ -884,34 +931,36 @@ fn write_probe(key: u64, me: u32, from: u8, to: u8, body: Body, size: usize, buf
     size
 }
 
-fn on_hello(job: &str, me: u32, p: &mut Peer, body: &[u8]) {
+/// Checks a peer's HELLO (its pairing) against ours. Returns the peer's pairing, mirrored into
+/// our terms, when it differs and the peer's choice wins (the lower (job, rank) decides).
+fn on_hello(job: &str, me: u32, p: &mut Peer, body: &[u8]) -> Option<Vec<(u8, u8)>> {
     if p.hello_seen {
-        return;
+        return None;
     }
     p.hello_seen = true;
-    let Some((&n, rest)) = body.split_first() else {
-        return;
-    };
+    let (&n, rest) = body.split_first()?;
     if rest.len() != 2 * n as usize {
-        return;
+        return None;
     }
     // Their (their rail, my interface) pairs, mirrored into my terms.
     let mut theirs: Vec<(u8, u8)> = rest.chunks(2).map(|c| (c[1], c[0])).collect();
     theirs.sort_unstable();
     let mut mine = p.pairing.clone();
     mine.sort_unstable();
-    if theirs != mine {
-        let lower_is_me = (job, me) < (job, p.rank);
-        tracing::warn!(
-            target: "usnic",
-            "rank {me} and rank {} chose different interface pairs: mine {:?}, theirs {:?} (local rail, remote interface); \
-             the lower rank's choice ({}) is used — `kestrel-ifmatch explain` shows why (usually asymmetric route metrics)",
-            p.rank,
-            mine,
-            theirs,
-            if lower_is_me { "mine" } else { "theirs" }
-        );
+    if theirs == mine {
+        return None;
     }
+    let lower_is_me = (job, me) < (job, p.rank);
+    tracing::warn!(
+        target: "usnic",
+        "rank {me} and rank {} chose different interface pairs: mine {:?}, theirs {:?} (local rail, remote interface); \
+         the lower rank's choice ({}) is used -- `kestrel-ifmatch explain` on both cards shows why (usually asymmetric route metrics)",
+        p.rank,
+        mine,
+        theirs,
+        if lower_is_me { "mine" } else { "theirs" }
+    );
+    (!lower_is_me).then_some(theirs)
 }
 
 fn describe_pairs(mine: &ModexCard, theirs: &ModexCard, paths: &[Path]) -> String {
@@ -1017,6 +1066,9 @@ impl Btl for UsnicBtl {
             delivered += 1;
             deliver(m)
         });
+        if !self.adoptions.is_empty() {
+            self.adopt_pairings(now);
+        }
         if now >= self.next_timer_scan {
             self.next_timer_scan = now + TIMER_SCAN;
             self.scan_timers(now);
