@@ -292,7 +292,7 @@ fn kestrel_run_in_an_sbatch_script() {
 fn two_namespace_hosts_form_one_slurm_cluster() {
     // One slurmd per network-namespace host, slurmctld beside them: srun starts ranks on both
     // hosts and Slurm's PMI-2 tree joins their fences; kestrel-run inside the allocation
-    // reaches both hosts with srun. (Messages between the hosts wait for the usnic transport.)
+    // reaches both hosts with srun; messages between the hosts go over the usnic transport.
     let hosts = kestrel_tests::netns::Cluster::up(2);
     let Some(cluster) = Cluster::on_netns_hosts("two_namespace_hosts", &hosts) else {
         return;
@@ -330,6 +330,21 @@ fn two_namespace_hosts_form_one_slurm_cluster() {
     let out = run(c, DEADLINE);
     assert_passed(&out, "modex check passed on 4 ranks");
     assert!(out.stdout.contains(&last_rank), "{}", out.show());
+
+    // Point-to-point and collectives across the two hosts, over the data networks.
+    for args in [&["random", "2000"][..], &["alltoall", "4"][..]] {
+        let mut c = cluster.command("srun");
+        c.args(["--mpi=pmi2", "-N", "2", "--ntasks-per-node=2", path(&example("p2p_check"))])
+            .args(args)
+            .arg(&mark)
+            .env("KESTREL_USNIC_IF_EXCLUDE", "198.18.0.0/24");
+        let out = run(c, DEADLINE);
+        assert!(
+            out.success() && out.stdout.contains("passed on 4 ranks over usnic"),
+            "{}",
+            out.show()
+        );
+    }
 
     assert_clean(cluster, &mark);
     for h in hosts.hosts() {

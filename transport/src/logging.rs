@@ -43,7 +43,7 @@ impl std::error::Error for FilterError {}
 
 /// Translates a `KESTREL_VERBOSE` filter into `tracing` directives (`shm=debug`).
 pub fn directives(filter: &str) -> Result<Vec<String>, FilterError> {
-    let mut out = vec!["error".to_string()];
+    let mut out = vec!["warn".to_string()];
     for entry in filter.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let bad = || FilterError {
             filter: filter.into(),
@@ -130,10 +130,10 @@ mod tests {
 
     #[test]
     fn per_component_and_global_levels() {
-        assert_eq!(directives("").unwrap(), vec!["error"]);
+        assert_eq!(directives("").unwrap(), vec!["warn"]);
         assert_eq!(
             directives("shm:debug, usnic:TRACE").unwrap(),
-            vec!["error", "shm=debug", "usnic=trace"]
+            vec!["warn", "shm=debug", "usnic=trace"]
         );
         assert_eq!(
             directives("info,pmi:trace").unwrap(),
