@@ -60,7 +60,24 @@ up() {
       ip -n "$ns" link set "eth$j" up
     done
   done
+  # veth carriers come up asynchronously: wait (bounded) until every interface has one, so
+  # that a job started right after 'up' does not see a data interface as down.
+  local tries=0
+  until all_carriers "$prefix" "$n"; do
+    tries=$((tries + 1))
+    [ "$tries" -lt 100 ] || { echo "netns-cluster: interfaces still without carrier after 5 s" >&2; break; }
+    sleep 0.05
+  done
   trap - ERR
+}
+
+all_carriers() {
+  local prefix=$1 n=$2 i
+  ip -o link show | grep "kv${prefix}h" | grep -qv LOWER_UP && return 1
+  for ((i = 0; i < n; i++)); do
+    ip -n "${prefix}h$i" -o link show | grep ' eth' | grep -qv LOWER_UP && return 1
+  done
+  return 0
 }
 
 down() {

@@ -1564,7 +1564,9 @@ fn check_ranks(
         every.extend(v);
     }
     let failed = report_check(&nodes, &every, timeout, rank == 0, out);
-    Ok(if failed { EXIT_TOOL_FAILED } else { EXIT_OK })
+    // Only rank 0 reports, so only rank 0 fails: another rank exiting non-zero first would
+    // make the launcher stop rank 0 before it printed anything.
+    Ok(if failed && rank == 0 { EXIT_TOOL_FAILED } else { EXIT_OK })
 }
 
 /// Prints the matrix and the failing pairs (when `print`); returns whether anything failed.
