@@ -202,6 +202,10 @@ pub struct UsnicBtl {
     stripe_min: usize,
     probe_interval: Duration,
     probe_timeout: Duration,
+    /// Silence after which a path with data outstanding is dead while others remain.
+    fail_after: Duration,
+    /// Silence after which the last path to a peer is dead (and the job ends).
+    peer_timeout: Duration,
     print_stats: bool,
     next_timer_scan: Instant,
     scratch: Vec<u8>,
@@ -285,7 +289,11 @@ impl UsnicBtl {
         let card = ModexCard::from_host_card(&host, addrs)
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
         let smallest = rails.iter().map(|r| r.max_datagram).min().unwrap_or(1472);
-        let cfg = Config::from_params(p, smallest).map_err(|e| format!("usnic: {e}"))?;
+        let mut cfg = Config::from_params(p, smallest).map_err(|e| format!("usnic: {e}"))?;
+        // Path failure is decided here, with the other paths in view (see `scan_timers`):
+        // the core must keep resending on a silent path until then.
+        let fail_after = cfg.fail_after;
+        cfg.fail_after = Duration::from_secs(365 * 24 * 3600);
         Ok(Some(UsnicBtl {
             rank,
             job: job.to_string(),
@@ -301,6 +309,8 @@ impl UsnicBtl {
             stripe_min: params::STRIPE_MIN.get(p) as usize,
             probe_interval: Duration::from_millis(250),
             probe_timeout: Duration::from_millis(params::PROBE_TIMEOUT_MS.get(p) as u64),
+            fail_after,
+            peer_timeout: Duration::from_millis(params::PEER_TIMEOUT_MS.get(p) as u64),
             print_stats: params::STATS.get(p),
             next_timer_scan: Instant::now(),
             scratch: vec![0; 65536],
@@ -702,19 +712,32 @@ impl UsnicBtl {
             self.send_probes(peer, now);
             let p = self.peers[peer as usize].as_mut().expect("active peer");
             let mut orphaned = Vec::new();
+            let mut usable_paths = p.paths.iter().filter(|x| x.usable()).count();
             for path in p.paths.iter_mut() {
                 if path.conn.poll_timeout().is_some_and(|t| t <= now) {
                     path.conn.handle_timeout(now);
                 }
-                let failed = path.conn.is_failed() && !self.finalizing;
-                if failed && path.usable() {
+                let silent = path.conn.has_unacknowledged()
+                    && now.duration_since(path.conn.last_ack_progress()) > self.fail_after;
+                let others = usable_paths - usize::from(path.usable());
+                // The last path to a peer gets the longer peer timeout: with nowhere to move
+                // its traffic, a stall must not end the job.
+                let dead = silent
+                    && path.usable()
+                    && !self.finalizing
+                    && (others > 0
+                        || now.duration_since(path.conn.last_ack_progress()) > self.peer_timeout);
+                if dead {
+                    let limit = if others > 0 { self.fail_after } else { self.peer_timeout };
                     let why = format!(
-                        "no acknowledgement for {} ms (usnic_fail_after_ms)",
-                        self.cfg.fail_after.as_millis()
+                        "no acknowledgement for {} ms ({})",
+                        limit.as_millis(),
+                        if others > 0 { "usnic_fail_after_ms" } else { "usnic_peer_timeout_ms" }
                     );
                     tracing::warn!(target: "usnic", "path {} -> rank {peer} interface {} failed: {why}; moving its traffic to the other rails",
                         self.rails[path.rail].name, path.remote_if);
                     path.state = PathState::Dead(why);
+                    usable_paths -= 1;
                 }
                 if matches!(path.state, PathState::Dead(_)) && path.conn.has_unacknowledged() {
                     orphaned.extend(path.conn.take_unacknowledged());
@@ -904,7 +927,7 @@ impl UsnicBtl {
         let msg = format!(
             "usnic: rank {} lost every network path to rank {peer} on node {}:{why}\n\
              The job cannot continue. Check the links between these interfaces (ip link, cables, switch ports); \
-             usnic_fail_after_ms sets how long a silent path is tolerated.",
+             usnic_fail_after_ms and usnic_peer_timeout_ms set how long silent paths are tolerated.",
             self.rank, p.card.node()
         );
         tracing::error!(target: "usnic", "{msg}");
@@ -1100,11 +1123,14 @@ impl Btl for UsnicBtl {
         // Peers that have finalized stop acknowledging: from now on a silent path means
         // "done", not "broken".
         self.finalizing = true;
+        let now = Instant::now();
+        let linger = self.fail_after;
         self.quiet()
             || self.peers.iter().flatten().all(|p| {
-                p.paths
-                    .iter()
-                    .all(|x| !x.conn.has_unacknowledged() || x.conn.is_failed())
+                p.paths.iter().all(|x| {
+                    !x.conn.has_unacknowledged()
+                        || now.duration_since(x.conn.last_ack_progress()) > linger
+                })
             })
     }
 }
