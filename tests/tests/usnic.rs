@@ -152,7 +152,7 @@ fn a_rail_going_down_mid_transfer_moves_the_traffic_to_the_other() {
     let h = cluster.hosts();
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
     let mut cmd = job(&hosts, &["-x", "KESTREL_USNIC_STATS=1", "-x", "KESTREL_USNIC_FAIL_AFTER_MS=1000"]);
-    cmd.arg(example("p2p_check")).args(["random", "40000", "4m"]);
+    cmd.arg(example("p2p_check")).args(["random", "20000", "4m"]);
     let (h1, script) = (h[1].clone(), netns_script());
     let cutter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1500));
