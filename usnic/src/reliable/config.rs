@@ -52,6 +52,40 @@ pub struct Config {
     /// 64-segment bitmap and the newest-segment echo, always sent). Without it, recovery rests
     /// on cumulative ACKs: `reorder_threshold` duplicate ACKs and the timer.
     pub selective_ack: bool,
+    /// How the sender limits what it puts into the network beyond `window`.
+    pub congestion_control: CcAlgorithm,
+    /// Congestion window of a new connection, in segments (at most `window` is used).
+    pub initial_window: u16,
+    /// Congestion window after a retransmission timeout, in segments.
+    pub loss_window: u16,
+    /// Segments estimated waiting in a queue from which a loss counts as congestion (0: every
+    /// loss does, as in plain Reno).
+    pub queue_threshold: u16,
+    /// Lower bound of the tail-loss probe timeout (`2 * srtt + ack_delay`).
+    pub tail_probe_min: Duration,
+    /// Tail-loss probes sent without acknowledgement progress before the retransmission
+    /// timer is left to act (0: none).
+    pub tail_probes: u8,
+}
+
+/// The congestion control a sender runs (see [`super::congestion`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CcAlgorithm {
+    /// NewReno with selective-ACK loss recovery: slow start, additive increase, halving on
+    /// loss, collapse on timeout, undo of spurious timeouts.
+    Reno,
+    /// None: the flow window is the only limit (a lossless fabric, or measuring without it).
+    Off,
+}
+
+impl CcAlgorithm {
+    /// The value of `usnic_cc` naming this algorithm.
+    pub fn name(self) -> &'static str {
+        match self {
+            CcAlgorithm::Reno => "reno",
+            CcAlgorithm::Off => "off",
+        }
+    }
 }
 
 impl Default for Config {
@@ -70,6 +104,12 @@ impl Default for Config {
             max_recv_queue_bytes: 16 << 20,
             max_message: (4 << 20) + (64 << 10),
             selective_ack: true,
+            congestion_control: CcAlgorithm::Reno,
+            initial_window: 32,
+            loss_window: 2,
+            queue_threshold: 16,
+            tail_probe_min: Duration::from_millis(1),
+            tail_probes: 2,
         }
     }
 }
@@ -136,6 +176,15 @@ impl Config {
                 REORDER_THRESHOLD.spec().env_var()
             ));
         }
+        if self.initial_window == 0 || self.loss_window == 0 {
+            return err(format!(
+                "congestion windows must be at least one segment (initial {}, after a timeout {}); set {} / {}",
+                self.initial_window,
+                self.loss_window,
+                CC_INITIAL_WINDOW.spec().env_var(),
+                CC_LOSS_WINDOW.spec().env_var()
+            ));
+        }
         if self.fail_after <= self.rto_max {
             return err(format!(
                 "fail_after {:?} must exceed the largest retransmission timeout {:?}, or a connection fails before it has retried; raise {}",
@@ -174,6 +223,17 @@ impl Config {
             max_recv_queue_bytes: RECV_QUEUE.get(params) as usize,
             max_message: MAX_MESSAGE.get(params) as usize,
             selective_ack: SELECTIVE_ACK.get(params),
+            congestion_control: match CC.get(params).as_str() {
+                "off" => CcAlgorithm::Off,
+                _ => CcAlgorithm::Reno,
+            },
+            initial_window: CC_INITIAL_WINDOW
+                .get(params)
+                .clamp(1, i64::from(MAX_WINDOW)) as u16,
+            loss_window: CC_LOSS_WINDOW.get(params).clamp(1, i64::from(MAX_WINDOW)) as u16,
+            queue_threshold: CC_QUEUE_THRESHOLD.get(params).clamp(0, i64::from(u16::MAX)) as u16,
+            tail_probe_min: us(&TAIL_PROBE_MIN_US),
+            tail_probes: TAIL_PROBES.get(params).clamp(0, i64::from(u8::MAX)) as u8,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -318,6 +378,69 @@ pub static SELECTIVE_ACK: Param<bool> = Param::new(ParamSpec {
     description: "Use the selective part of ACKs (64-segment bitmap, newest-segment echo) to retransmit only what was lost.",
 });
 
+/// `KESTREL_USNIC_CC`.
+pub static CC: Param<String> = Param::new(ParamSpec {
+    name: "usnic_cc",
+    component: "usnic",
+    kind: ParamKind::Choice(&["reno", "off"]),
+    default: "reno",
+    description: "Congestion control per peer and rail: reno (slow start, additive increase, halving on loss, collapse on timeout) or off (only usnic_window limits what is in flight; for lossless fabrics).",
+});
+
+/// `KESTREL_USNIC_CC_INITIAL_WINDOW`.
+pub static CC_INITIAL_WINDOW: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_cc_initial_window",
+    component: "usnic",
+    kind: ParamKind::Int {
+        min: 1,
+        max: MAX_WINDOW as i64,
+    },
+    default: "32",
+    description: "Congestion window of a new connection in segments (slow start grows it from there); at most usnic_window is used.",
+});
+
+/// `KESTREL_USNIC_CC_LOSS_WINDOW`.
+pub static CC_LOSS_WINDOW: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_cc_loss_window",
+    component: "usnic",
+    kind: ParamKind::Int { min: 1, max: 1024 },
+    default: "2",
+    description: "Congestion window in segments after a retransmission timeout, from which slow start restarts (restored if the timeout proves spurious).",
+});
+
+/// `KESTREL_USNIC_CC_QUEUE_THRESHOLD`.
+pub static CC_QUEUE_THRESHOLD: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_cc_queue_threshold",
+    component: "usnic",
+    kind: ParamKind::Int {
+        min: 0,
+        max: MAX_WINDOW as i64,
+    },
+    default: "16",
+    description: "Segments estimated waiting in a queue (window x (round trip - smallest round trip) / round trip) from which a loss is taken as congestion and halves the window; fewer means random loss and the window is kept. 0: every loss halves it (plain Reno).",
+});
+
+/// `KESTREL_USNIC_TAIL_PROBE_MIN_US`.
+pub static TAIL_PROBE_MIN_US: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_tail_probe_min_us",
+    component: "usnic",
+    kind: ParamKind::Int {
+        min: 100,
+        max: 10_000_000,
+    },
+    default: "1000",
+    description: "Lower bound in microseconds of the tail-loss probe timeout (2 x smoothed round trip + usnic_ack_delay_us): with data outstanding and no acknowledgement for that long, one segment is resent, without touching the congestion window, before the retransmission timeout declares everything lost.",
+});
+
+/// `KESTREL_USNIC_TAIL_PROBES`.
+pub static TAIL_PROBES: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_tail_probes",
+    component: "usnic",
+    kind: ParamKind::Int { min: 0, max: 16 },
+    default: "2",
+    description: "Tail-loss probes (each doubling the probe timeout) sent without acknowledgement progress before the retransmission timer acts; 0 disables them.",
+});
+
 /// The parameters of the reliable-datagram core.
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
@@ -333,6 +456,12 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         RECV_QUEUE.spec(),
         MAX_MESSAGE.spec(),
         SELECTIVE_ACK.spec(),
+        CC.spec(),
+        CC_INITIAL_WINDOW.spec(),
+        CC_LOSS_WINDOW.spec(),
+        CC_QUEUE_THRESHOLD.spec(),
+        TAIL_PROBE_MIN_US.spec(),
+        TAIL_PROBES.spec(),
     ]
 }
 

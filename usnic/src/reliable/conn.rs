@@ -57,6 +57,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use super::config::{Config, ConfigError};
+use super::congestion::{Congestion, LossResponse};
 use super::wire::{self, seq_diff, Body, DataFields, Header, HEADER_LEN};
 
 /// Why [`Connection::send`] refused a message.
@@ -110,6 +111,8 @@ pub struct ConnStats {
     pub resent_timeout: u64,
     /// Segments retransmitted early (duplicate ACK, or later segments acknowledged).
     pub resent_fast: u64,
+    /// Segments resent as tail-loss probes (no acknowledgement for the probe timeout).
+    pub resent_probe: u64,
     /// Expiries of the retransmission timer.
     pub rto_events: u64,
     /// Standalone ACKs sent.
@@ -137,13 +140,21 @@ pub struct ConnStats {
     /// In-order segments held unacknowledged because undelivered messages reached
     /// `max_recv_queue_bytes`.
     pub recv_stalls: u64,
+    /// Congestion-window halvings (loss episodes found without the timer, with a queue).
+    pub cwnd_reductions: u64,
+    /// Loss episodes found without the timer and without a standing queue (random loss or
+    /// reordering): the window was kept.
+    pub losses_without_queue: u64,
+    /// Timer expiries found spurious afterwards (the cumulative ACK covered segments sent
+    /// before the expiry and not since): the window was restored.
+    pub spurious_timeouts: u64,
 }
 
 impl fmt::Display for ConnStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "msgs {}/{}/{} (queued/acked/delivered) segs sent {} ({} B) resent {}+{} (timeout+fast, {} timer expiries) acks {}/{} (out/in, {} dup, {} sacked, {} bogus) segs recv {} dup {} out-of-window {} misrouted {} protocol-errors {} stalls {}",
+            "msgs {}/{}/{} (queued/acked/delivered) segs sent {} ({} B) resent {}+{}+{} (timeout+fast+probe, {} timer expiries, {} spurious) cwnd halvings {} kept {} acks {}/{} (out/in, {} dup, {} sacked, {} bogus) segs recv {} dup {} out-of-window {} misrouted {} protocol-errors {} stalls {}",
             self.messages_queued,
             self.messages_acked,
             self.messages_delivered,
@@ -151,7 +162,11 @@ impl fmt::Display for ConnStats {
             self.payload_bytes_sent,
             self.resent_timeout,
             self.resent_fast,
+            self.resent_probe,
             self.rto_events,
+            self.spurious_timeouts,
+            self.cwnd_reductions,
+            self.losses_without_queue,
             self.acks_sent,
             self.acks_received,
             self.dup_acks,
@@ -223,6 +238,8 @@ struct SentSegment {
     sacked: bool,
     /// Declared lost and queued in `resend`.
     lost: bool,
+    /// Declared lost by the retransmission timer (not by the order rule).
+    timed_out: bool,
 }
 
 /// One transmission, in `tx_log` (in transmission order).
@@ -309,6 +326,13 @@ impl RttEstimator {
     }
 }
 
+/// Whether a segment counts in `pipe`: transmitted, and neither reported received nor
+/// declared lost (a lost one is back in the pipe when resent).
+#[inline]
+fn in_pipe(seg: &SentSegment) -> bool {
+    seg.transmissions > 0 && !seg.sacked && !seg.lost
+}
+
 /// `at + after <= now`, without the overflow panic of `Instant + Duration`.
 fn expired(at: Instant, after: Duration, now: Instant) -> bool {
     at.checked_add(after)
@@ -350,11 +374,28 @@ pub struct Connection {
     delivered_order: u64,
     /// The `snd_una` duplicate ACKs already caused a retransmission for.
     fast_resent_una: Option<u16>,
-    /// Duplicate ACKs received since `snd_una` last moved.
+    /// Duplicate ACKs received since `snd_una` last moved, up to the fast retransmission.
     dup_acks_for_una: u16,
+    /// Duplicate ACKs received since `snd_una` last moved, all of them: without selective
+    /// ACKs, each one is a segment that left the network (NewReno's window inflation).
+    dup_ack_credit: u32,
     /// Last cumulative progress, or when data became outstanding.
     last_progress: Instant,
     rtt: RttEstimator,
+    cc: Congestion,
+    /// Segments transmitted and neither acknowledged, reported received nor declared lost:
+    /// what the network holds, kept below the congestion window (see `in_pipe`).
+    pipe: u32,
+    /// Set by a timer expiry until the next cumulative progress: transmissions numbered below
+    /// it left before the expiry. If that progress covers one of them not resent since, the
+    /// expiry was spurious (F-RTO's test, RFC 5682, without its extra round trip).
+    rto_order: Option<u64>,
+    /// Tail-loss probes sent since the last acknowledgement progress.
+    probes: u32,
+    /// The probe timer runs from here: the last transmission or acknowledgement progress.
+    probe_base: Instant,
+    /// The probe timer expired: the next `poll_transmit` sends one segment, window or not.
+    probe_due: bool,
 
     // --- receiver ---
     /// Next sequence number expected in order.
@@ -387,6 +428,7 @@ impl Connection {
         now: Instant,
     ) -> Result<Self, ConfigError> {
         cfg.validate()?;
+        let cc = Congestion::new(&cfg);
         Ok(Connection {
             cfg,
             key,
@@ -408,8 +450,15 @@ impl Connection {
             delivered_order: 0,
             fast_resent_una: None,
             dup_acks_for_una: 0,
+            dup_ack_credit: 0,
             last_progress: now,
             rtt: RttEstimator::default(),
+            cc,
+            pipe: 0,
+            rto_order: None,
+            probes: 0,
+            probe_base: now,
+            probe_due: false,
             rcv_next: 0,
             rcv_latest: u16::MAX,
             ooo: VecDeque::new(),
@@ -510,6 +559,29 @@ impl Connection {
         self.rtt.srtt
     }
 
+    /// The congestion window, in segments.
+    pub fn cwnd(&self) -> u32 {
+        self.cc.cwnd()
+    }
+
+    /// The slow-start threshold, in segments.
+    pub fn ssthresh(&self) -> u32 {
+        self.cc.ssthresh()
+    }
+
+    /// Segments presumed in the network (sent, not acknowledged, reported received or
+    /// declared lost); new transmissions wait while it reaches [`Connection::cwnd`].
+    pub fn pipe(&self) -> u32 {
+        self.pipe
+    }
+
+    /// Checks the bookkeeping that is kept incrementally against a recount.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let recount = self.in_flight.iter().filter(|s| in_pipe(s)).count() as u32;
+        assert_eq!(self.pipe, recount, "pipe drifted from its recount");
+    }
+
     /// Everything but the counters, to check that an input changed nothing.
     #[cfg(test)]
     pub(crate) fn fingerprint(&mut self) -> String {
@@ -592,10 +664,17 @@ impl Connection {
             .is_some_and(|r| expired(r.sent_at, rto, now))
         {
             self.stats.rto_events += 1;
+            let repeated = self.rto_order.is_some();
+            if !repeated {
+                self.rto_order = Some(self.next_order);
+            }
+            self.cc
+                .on_timeout(repeated, self.next_order, self.snd_nxt());
             // Everything still unanswered is declared lost (RFC 6675, RACK-TLP): one expiry is
             // one recovery round. Expiring only the records older than the timeout would cut
             // recovery into many small rounds whenever retransmissions went out at different
-            // times, each waiting for its own expiry.
+            // times, each waiting for its own expiry. The congestion window, collapsed above,
+            // paces their retransmission.
             let mut lost = 0usize;
             for rec in std::mem::take(&mut self.tx_log) {
                 if self.is_live(&rec) {
@@ -612,6 +691,10 @@ impl Connection {
                 next_rto_us = self.rtt.rto(&self.cfg).as_micros() as u64,
                 "retransmission timer expired"
             );
+        } else if self.probe_deadline().is_some_and(|d| d <= now) {
+            self.probe_due = true;
+            self.probes += 1;
+            self.probe_base = now;
         }
     }
 
@@ -656,6 +739,9 @@ impl Connection {
         self.cut_offset = 0;
         self.queued_bytes = 0;
         self.in_flight.clear();
+        self.pipe = 0;
+        self.rto_order = None;
+        self.probe_due = false;
         self.resend.clear();
         self.tx_log.clear();
         for seg in self.ooo.drain(..).flatten() {
@@ -693,7 +779,8 @@ impl Connection {
     /// Writes the next datagram (header and payload) into `buf` and returns its length, or
     /// `None` when nothing is to be sent now. `buf` must hold `max_datagram` bytes (a smaller
     /// one gets nothing). Order: a loss/duplicate ACK, retransmissions, new segments within
-    /// the window (each carrying the cumulative ACK), then a due standalone ACK.
+    /// the window (each carrying the cumulative ACK), then a due standalone ACK. Data, new or
+    /// resent, goes out only while the congestion window has room.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         if self.state == State::Closed || buf.len() < self.cfg.max_datagram {
             return None;
@@ -701,7 +788,16 @@ impl Connection {
         if self.ack_signal {
             return self.write_ack(buf);
         }
-        if self.state == State::Open {
+        if self.probe_due && self.state == State::Open {
+            self.probe_due = false;
+            if let Some(idx) = self.probe_target() {
+                self.stats.resent_probe += 1;
+                let n = self.transmit(idx, now, buf);
+                self.trim_tx_log();
+                return n;
+            }
+        }
+        if self.state == State::Open && self.cc.can_send(self.cc_pipe()) {
             while let Some((seq, reason)) = self.resend.pop_front() {
                 let Some(idx) = self.index_of(seq) else {
                     continue;
@@ -748,11 +844,69 @@ impl Connection {
             if let Some(rec) = self.tx_log.iter().find(|r| self.is_live(r)) {
                 arm(rec.sent_at.checked_add(rto));
             }
+            arm(self.probe_deadline());
         }
         next
     }
 
     // ------------------------------------------------------------------ sender internals
+
+    /// When the next tail-loss probe is due, if one may be sent: something is unanswered,
+    /// fewer than `tail_probes` probes went out since the last progress, and no timer expiry
+    /// is being recovered from (the window already paces that).
+    fn probe_deadline(&self) -> Option<Instant> {
+        if self.probes >= u32::from(self.cfg.tail_probes)
+            || self.rto_order.is_some()
+            || self.state != State::Open
+            || self.probe_due
+            || self.tx_log.is_empty()
+        {
+            return None;
+        }
+        // RFC 8985's 2 * SRTT, plus the time the peer may hold its ACK.
+        let base = match self.rtt.srtt {
+            Some(srtt) => srtt * 2 + self.cfg.ack_delay,
+            None => self.cfg.rto_initial,
+        };
+        let pto = base
+            .max(self.cfg.tail_probe_min)
+            .saturating_mul(1 << self.probes.min(MAX_BACKOFF))
+            .min(self.cfg.rto_max);
+        self.probe_base.checked_add(pto)
+    }
+
+    /// The segment a tail-loss probe resends: one declared lost and still waiting for the
+    /// window, else the oldest transmission still unanswered (the likeliest hole; if it did
+    /// arrive, the peer's answer to the duplicate restarts the ACK clock).
+    fn probe_target(&mut self) -> Option<usize> {
+        while let Some(&(seq, _)) = self.resend.front() {
+            match self.index_of(seq) {
+                Some(idx) if self.in_flight[idx].lost => return Some(idx),
+                _ => {
+                    self.resend.pop_front();
+                }
+            }
+        }
+        self.trim_tx_log();
+        let rec = self.tx_log.front()?;
+        self.index_of(rec.seq)
+    }
+
+    /// What the congestion window is compared with: the pipe, less (without selective ACKs,
+    /// which shrink the pipe precisely) one segment per duplicate ACK.
+    #[inline]
+    fn cc_pipe(&self) -> u32 {
+        if self.cfg.selective_ack {
+            self.pipe
+        } else {
+            self.pipe.saturating_sub(self.dup_ack_credit)
+        }
+    }
+
+    /// The sequence number the next new segment gets.
+    fn snd_nxt(&self) -> u16 {
+        self.snd_una.wrapping_add(self.in_flight.len() as u16)
+    }
 
     fn index_of(&self, seq: u16) -> Option<usize> {
         let d = seq_diff(seq, self.snd_una);
@@ -785,13 +939,70 @@ impl Connection {
     }
 
     fn mark_lost(&mut self, seq: u16, reason: LossReason) {
-        if let Some(i) = self.index_of(seq) {
-            let seg = &mut self.in_flight[i];
-            if !seg.lost && !seg.sacked {
-                seg.lost = true;
-                self.resend.push_back((seq, reason));
+        let Some(i) = self.index_of(seq) else {
+            return;
+        };
+        let seg = &mut self.in_flight[i];
+        if seg.lost || seg.sacked {
+            return;
+        }
+        if in_pipe(seg) {
+            self.pipe -= 1;
+        }
+        seg.lost = true;
+        seg.timed_out = reason == LossReason::Timeout;
+        let order = seg.order;
+        self.resend.push_back((seq, reason));
+        if reason != LossReason::Fast {
+            return;
+        }
+        match self.cc.on_fast_loss(order, self.next_order, self.snd_nxt()) {
+            LossResponse::SameEpisode => {}
+            LossResponse::NoQueue => self.stats.losses_without_queue += 1,
+            LossResponse::Reduced => {
+                self.stats.cwnd_reductions += 1;
+                tracing::debug!(
+                    target: "usnic",
+                    peer_rank = self.remote.0,
+                    peer_rail = self.remote.1,
+                    cwnd = self.cc.cwnd(),
+                    "loss with a standing queue: congestion window reduced"
+                );
             }
         }
+    }
+
+    /// The expiry in `rto_order` proved spurious: segments it declared lost and that were not
+    /// resent since are presumed in the network again (their copy is probably in the peer's
+    /// receive buffer), each with a fresh timer, instead of all being resent.
+    fn undo_timeout_losses(&mut self, rto_order: u64, now: Instant) {
+        let mut restored: Vec<TxRecord> = Vec::new();
+        for (i, seg) in self.in_flight.iter_mut().enumerate() {
+            if seg.lost && seg.timed_out && seg.order < rto_order {
+                seg.lost = false;
+                self.pipe += 1;
+                restored.push(TxRecord {
+                    sent_at: now,
+                    order: seg.order,
+                    seq: self.snd_una.wrapping_add(i as u16),
+                });
+            }
+        }
+        // Older transmissions than anything sent since the expiry: they go first, in order.
+        restored.sort_unstable_by_key(|r| r.order);
+        for rec in restored.into_iter().rev() {
+            self.tx_log.push_front(rec);
+        }
+        let undone = self.cc.undo_timeout();
+        self.stats.spurious_timeouts += 1;
+        tracing::debug!(
+            target: "usnic",
+            peer_rank = self.remote.0,
+            peer_rail = self.remote.1,
+            window_restored = undone,
+            cwnd = self.cc.cwnd(),
+            "retransmission timeout was spurious: segments sent before it were acknowledged"
+        );
     }
 
     /// Cuts the next segment from the unsegmented data, if any, into `in_flight`.
@@ -820,6 +1031,7 @@ impl Connection {
             transmissions: 0,
             sacked: false,
             lost: false,
+            timed_out: false,
         });
         if last {
             self.cut_msg += 1;
@@ -863,10 +1075,19 @@ impl Connection {
         let order = self.next_order;
         self.next_order += 1;
         let s = &mut self.in_flight[idx];
+        // New, or resent after being declared lost: (back) in the pipe. A probe may also resend
+        // a segment that is still presumed in the network.
+        let counted = in_pipe(s);
         s.sent_at = now;
         s.order = order;
         s.transmissions += 1;
         s.lost = false;
+        s.timed_out = false;
+        if !counted {
+            self.pipe += 1;
+        }
+        self.probe_base = now;
+        self.cc.on_transmit(self.cc_pipe());
         self.tx_log.push_back(TxRecord {
             sent_at: now,
             order,
@@ -906,13 +1127,27 @@ impl Connection {
                 }
             }
         };
+        let mut newly = 0u32;
+        let mut spurious_rto = false;
         if advance > 0 {
             for _ in 0..advance {
                 let Some(seg) = self.in_flight.pop_front() else {
                     break;
                 };
+                if in_pipe(&seg) {
+                    self.pipe -= 1;
+                }
                 if !seg.sacked {
+                    newly += 1;
                     note(&seg, &mut self.delivered_order);
+                }
+                // Declared lost by the timer and not resent since, yet received: the copy sent
+                // before the expiry arrived.
+                if self
+                    .rto_order
+                    .is_some_and(|o| seg.lost && seg.timed_out && seg.order < o)
+                {
+                    spurious_rto = true;
                 }
                 if seg.last && seg.msg == self.msg_base {
                     if let Some(m) = self.messages.pop_front() {
@@ -924,12 +1159,29 @@ impl Connection {
                 }
             }
             self.snd_una = self.snd_una.wrapping_add(advance as u16);
+            if let Some(rto_order) = self.rto_order.take() {
+                // Without selective ACKs the sender never learnt of segments received beyond
+                // a hole, so the cumulative ACK jumping over them once the hole is filled is
+                // no evidence.
+                if spurious_rto && self.cfg.selective_ack {
+                    self.undo_timeout_losses(rto_order, now);
+                } else {
+                    self.cc.confirm_timeout();
+                }
+            }
             self.last_progress = now;
             self.rtt.progress();
             self.fast_resent_una = None;
             self.dup_acks_for_una = 0;
+            self.dup_ack_credit = 0;
+            if !self.cfg.selective_ack && self.cc.in_fast_recovery() && !self.in_flight.is_empty() {
+                // A partial ACK in fast recovery: the next hole is lost too (NewReno, RFC 6582).
+                self.fast_resent_una = Some(self.snd_una);
+                self.mark_lost(self.snd_una, LossReason::Fast);
+            }
         } else if standalone && !self.in_flight.is_empty() {
             self.stats.dup_acks += 1;
+            self.dup_ack_credit = self.dup_ack_credit.saturating_add(1);
             // Without selective information, each duplicate ACK stands for one more segment
             // received past the first hole; `reorder_threshold` of them make it a loss (TCP's
             // three duplicate ACKs). With it, the order rule below sees the same thing more
@@ -943,10 +1195,13 @@ impl Connection {
             }
         }
         if let (Some((mut bits, latest)), true) = (selective, self.cfg.selective_ack) {
-            let mut newly = |seq: u16, this: &mut Connection| {
+            let mut sack = |seq: u16, this: &mut Connection| {
                 if let Some(i) = this.index_of(seq) {
                     let seg = &mut this.in_flight[i];
                     if !seg.sacked {
+                        if in_pipe(seg) {
+                            this.pipe -= 1;
+                        }
                         seg.sacked = true;
                         seg.lost = false;
                         let seg = *seg;
@@ -959,17 +1214,33 @@ impl Connection {
             while bits != 0 {
                 let bit = bits.trailing_zeros() as u16;
                 bits &= bits - 1;
-                newly(ack.wrapping_add(2 + bit), self);
+                sack(ack.wrapping_add(2 + bit), self);
             }
             if seq_diff(latest, ack) > 0 {
-                newly(latest, self);
+                sack(latest, self);
             }
             if self.stats.sacked != sacked_before {
+                newly += (self.stats.sacked - sacked_before) as u32;
                 self.rtt.progress();
             }
         }
         if let Some((_, sent_at)) = sample {
-            self.rtt.sample(now.saturating_duration_since(sent_at));
+            let rtt = now.saturating_duration_since(sent_at);
+            self.rtt.sample(rtt);
+            self.cc.on_rtt_sample(rtt, now);
+        }
+        if newly > 0 {
+            self.probes = 0;
+            self.probe_base = now;
+        }
+        if newly > 0 || advance > 0 {
+            self.cc.on_ack(
+                newly,
+                self.delivered_order,
+                self.next_order,
+                self.snd_una,
+                now,
+            );
         }
         self.detect_lost_by_order();
         self.trim_tx_log();

@@ -11,19 +11,23 @@
 //! * [`wire`]: the 32-byte header, its checked decoder and its encoder;
 //! * [`config`]: [`Config`], its limits, and the registered `usnic_*` parameters it comes from;
 //! * [`conn`]: the per-(peer, rail) state machine ([`Connection`]);
+//! * [`congestion`]: its congestion window (NewReno: slow start, additive increase, halving on
+//!   loss, collapse and undo on timeout);
 //! * [`fuzzing`]: the body of the `decode_header` fuzz target and its seed corpus;
 //! * [`sim`]: a two-ended simulated link with virtual time, loss, duplication, reordering,
-//!   delay and an MTU, used by the tests and reusable by benchmarks.
+//!   delay, an MTU, a finite receive buffer with its drain rate, and process stalls, used by
+//!   the tests and reusable by benchmarks.
 
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod congestion;
 pub mod conn;
 pub mod fuzzing;
 pub mod sim;
 pub mod wire;
 
-pub use config::{Config, ConfigError};
+pub use config::{CcAlgorithm, Config, ConfigError};
 pub use conn::{ConnStats, Connection, SendError};
 pub use wire::{decode, encode, Body, DataFields, Header, WireError, HEADER_LEN};
 

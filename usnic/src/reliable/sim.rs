@@ -1,9 +1,11 @@
 //! A two-ended simulated link with virtual time, for testing and measuring [`Connection`]s.
 //!
 //! This module owns a deterministic network model (loss, duplication, reordering, delay and
-//! jitter, an optional bandwidth, an MTU that drops oversized datagrams, scripted drops) and a
-//! bounded driver that runs two connections over it while checking every delivered message:
-//! exactly once, intact, in order. It must never use real sockets or the real clock (which is
+//! jitter, an optional bandwidth, an MTU that drops oversized datagrams, scripted drops, and in
+//! front of each receiver a finite drop-tail receive buffer drained at a rate or by a polling
+//! receiver, as a socket buffer is), process stalls (a descheduled rank neither reads, sends
+//! nor runs its timers), and a bounded driver that runs two connections over it while checking
+//! every delivered message: exactly once, intact, in order, with its latency recorded. It must never use real sockets or the real clock (which is
 //! read once, for the base `Instant` virtual time counts from), and never loop without bound: every run has a step and a virtual-time budget, and exceeding either is
 //! an error, not a hang.
 //!
@@ -11,7 +13,7 @@
 //! without the sender keeping a copy.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -84,11 +86,61 @@ pub struct LinkConfig {
     /// Bytes the sender may queue ahead of the wire (its socket buffer); past that the sender
     /// is not polled for datagrams until the queue drains (as `fi_send` returning EAGAIN).
     pub send_buffer: usize,
+    /// Datagrams the receiver's buffer holds (its socket receive buffer); one arriving at a
+    /// full buffer is dropped (drop-tail). `usize::MAX`: unbounded.
+    pub receive_buffer: usize,
+    /// How datagrams leave the receive buffer for the receiving connection.
+    pub drain: Drain,
+}
+
+/// How the receive buffer in front of a receiver empties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// At once on arrival (an infinitely fast receiver).
+    Immediate,
+    /// At this many bytes per second, one datagram after the other: a bottleneck link, or a
+    /// receiver whose cost per byte limits it.
+    Rate {
+        /// Bytes per second.
+        bytes_per_sec: u64,
+    },
+    /// The receiver polls every `interval` (on a grid from the start) and takes at most `batch`
+    /// datagrams each time, as a progress loop reading a completion queue does.
+    Poll {
+        /// Time between polls.
+        interval: Duration,
+        /// Datagrams taken per poll.
+        batch: usize,
+    },
+}
+
+/// Periodic stalls of one process (descheduled, or busy elsewhere): `length` out of every
+/// `every`, the first one starting `every` after the start. While stalled the process does not
+/// read its receive buffer (which keeps filling, and overflowing), send, or run its timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stalls {
+    /// Period.
+    pub every: Duration,
+    /// Length of each stall (shorter than `every`).
+    pub length: Duration,
+}
+
+impl Stalls {
+    /// If `t` (time since the start) falls in a stall, when that stall ends (since the start).
+    fn wake_after(&self, t: Duration) -> Option<Duration> {
+        let every = self.every.as_nanos();
+        if every == 0 || self.length.is_zero() || t < self.every {
+            return None;
+        }
+        let phase = t.as_nanos() % every;
+        (phase < self.length.as_nanos())
+            .then(|| t + Duration::from_nanos((self.length.as_nanos() - phase) as u64))
+    }
 }
 
 impl LinkConfig {
     /// No loss, no reordering, 10 µs delay, a 1472-byte datagram limit, 10 Gb/s, a 256 KiB
-    /// send buffer.
+    /// send buffer, an unbounded receive buffer drained at once.
     pub fn clean() -> LinkConfig {
         LinkConfig {
             loss: 0.0,
@@ -100,7 +152,16 @@ impl LinkConfig {
             mtu: 1472,
             bytes_per_sec: Some(10_000_000_000 / 8),
             send_buffer: 256 << 10,
+            receive_buffer: usize::MAX,
+            drain: Drain::Immediate,
         }
+    }
+
+    /// This link with a drop-tail receive buffer of `datagrams`, drained by `drain`.
+    pub fn with_receive_buffer(mut self, datagrams: usize, drain: Drain) -> LinkConfig {
+        self.receive_buffer = datagrams;
+        self.drain = drain;
+        self
     }
 
     /// This link with `loss` probability of dropping each datagram.
@@ -125,6 +186,10 @@ pub struct LinkStats {
     pub filtered: u64,
     /// Extra copies made.
     pub duplicated: u64,
+    /// Dropped because the receive buffer was full.
+    pub overflowed: u64,
+    /// Most datagrams the receive buffer held at once.
+    pub max_buffered: usize,
     /// Datagrams that reached the other end.
     pub delivered: u64,
 }
@@ -132,7 +197,7 @@ pub struct LinkStats {
 /// Decides whether to drop a datagram: `(index of the datagram on this link, bytes) -> drop`.
 pub type DropFilter = Box<dyn FnMut(u64, &[u8]) -> bool>;
 
-/// One direction: datagrams in flight, ordered by arrival time.
+/// One direction: datagrams on the wire, ordered by arrival time, then the receiver's buffer.
 pub struct Link {
     /// Behaviour.
     pub cfg: LinkConfig,
@@ -143,6 +208,16 @@ pub struct Link {
     /// Scripted drops.
     pub filter: Option<DropFilter>,
     queue: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    /// The receive buffer: datagrams that arrived, with the time each leaves it for the
+    /// receiver (computed on arrival, in FIFO order).
+    buffered: VecDeque<(Instant, Vec<u8>)>,
+    /// When the last datagram entered into `buffered` leaves it, and how many leave then
+    /// (for `Drain::Poll` batches).
+    last_departure: Instant,
+    departures_at_last: usize,
+    /// The receiving process's stalls.
+    receiver_stalls: Option<Stalls>,
+    start: Instant,
     free_at: Instant,
     /// Arrival time of the last datagram sent in order (jitter never overtakes it).
     last_arrival: Instant,
@@ -157,10 +232,57 @@ impl Link {
             cut: false,
             filter: None,
             queue: BinaryHeap::new(),
+            buffered: VecDeque::new(),
+            last_departure: now,
+            departures_at_last: 0,
+            receiver_stalls: None,
+            start: now,
             free_at: now,
             last_arrival: now,
             counter: 0,
         }
+    }
+
+    /// `t`, or the end of the receiver's stall `t` falls in.
+    fn awake_at(&self, t: Instant) -> Instant {
+        match self.receiver_stalls {
+            Some(st) => st
+                .wake_after(t - self.start)
+                .map_or(t, |wake| self.start + wake),
+            None => t,
+        }
+    }
+
+    /// When a datagram of `len` bytes entering the buffer at `at` leaves it.
+    fn departure(&mut self, at: Instant, len: usize) -> Instant {
+        let earliest = at.max(self.last_departure);
+        let leaves = match self.cfg.drain {
+            Drain::Immediate => self.awake_at(at),
+            Drain::Rate { bytes_per_sec } => {
+                let begin = self.awake_at(earliest);
+                begin + Duration::from_nanos(len as u64 * 1_000_000_000 / bytes_per_sec.max(1))
+            }
+            Drain::Poll { interval, batch } => {
+                let step = interval.as_nanos().max(1);
+                let on_grid = |t: Instant| {
+                    let since = (t - self.start).as_nanos();
+                    self.start
+                        + Duration::from_nanos(since.div_ceil(step).saturating_mul(step) as u64)
+                };
+                let mut poll = self.awake_at(on_grid(earliest));
+                if poll == self.last_departure && self.departures_at_last >= batch.max(1) {
+                    poll = self.awake_at(on_grid(poll + Duration::from_nanos(1)));
+                }
+                poll
+            }
+        };
+        if leaves == self.last_departure {
+            self.departures_at_last += 1;
+        } else {
+            self.last_departure = leaves;
+            self.departures_at_last = 1;
+        }
+        leaves
     }
 
     fn offer(&mut self, now: Instant, bytes: &[u8], rng: &mut Rng) {
@@ -226,23 +348,48 @@ impl Link {
         }
     }
 
-    fn next_arrival(&self) -> Option<Instant> {
+    fn next_on_wire(&self) -> Option<Instant> {
         self.queue.peek().map(|Reverse((at, _, _))| *at)
     }
 
-    fn pop_due(&mut self, now: Instant) -> Option<Vec<u8>> {
-        if self.next_arrival()? <= now {
-            let Reverse((_, _, bytes)) = self.queue.pop()?;
-            self.stats.delivered += 1;
-            Some(bytes)
-        } else {
-            None
+    /// The next event: a datagram reaching the receive buffer, or one leaving it.
+    fn next_arrival(&self) -> Option<Instant> {
+        let leaving = self.buffered.front().map(|(at, _)| *at);
+        match (self.next_on_wire(), leaving) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
-    /// Datagrams still in flight.
+    /// The next datagram handed to the receiver by `now`. Events are taken in time order, a
+    /// departure before an arrival at the same instant, so that the buffer's occupancy when a
+    /// datagram arrives is exact.
+    fn pop_due(&mut self, now: Instant) -> Option<Vec<u8>> {
+        loop {
+            let leaving = self.buffered.front().map(|(at, _)| *at);
+            let arriving = self.next_on_wire();
+            if leaving.is_some_and(|l| l <= now && arriving.is_none_or(|a| l <= a)) {
+                let (_, bytes) = self.buffered.pop_front()?;
+                self.stats.delivered += 1;
+                return Some(bytes);
+            }
+            if arriving.is_none_or(|a| a > now) {
+                return None;
+            }
+            let Reverse((at, _, bytes)) = self.queue.pop()?;
+            if self.buffered.len() >= self.cfg.receive_buffer {
+                self.stats.overflowed += 1;
+                continue;
+            }
+            let leaves = self.departure(at, bytes.len());
+            self.buffered.push_back((leaves, bytes));
+            self.stats.max_buffered = self.stats.max_buffered.max(self.buffered.len());
+        }
+    }
+
+    /// Datagrams still in flight (on the wire or in the receive buffer).
     pub fn in_flight(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.buffered.len()
     }
 }
 
@@ -303,6 +450,53 @@ pub struct Side {
     pub bytes_received: u64,
     /// While set, the application does not call `poll_deliver` (a slow receiver).
     pub paused: bool,
+    /// Time from the peer's `send` to delivery here, for each message received.
+    pub latencies: Vec<Duration>,
+    /// When each message accepted by `send` and not yet delivered to the peer was sent.
+    send_times: VecDeque<Instant>,
+    /// This process's stalls (set with [`Sim::set_stalls`]).
+    stalls: Option<Stalls>,
+}
+
+/// Distribution of message latencies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    /// Messages measured.
+    pub count: usize,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Largest.
+    pub max: Duration,
+}
+
+impl Latency {
+    fn of(samples: &[Duration]) -> Latency {
+        let mut v = samples.to_vec();
+        v.sort_unstable();
+        let at = |q: f64| {
+            v.get(((v.len() as f64 * q) as usize).min(v.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or_default()
+        };
+        Latency {
+            count: v.len(),
+            p50: at(0.5),
+            p99: at(0.99),
+            max: v.last().copied().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for Latency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} msgs p50 {:?} p99 {:?} max {:?}",
+            self.count, self.p50, self.p99, self.max
+        )
+    }
 }
 
 /// Which end.
@@ -394,6 +588,8 @@ pub struct Report {
     pub links: (LinkStats, LinkStats),
     /// Payload bytes delivered to A and to B.
     pub bytes_delivered: (u64, u64),
+    /// Latencies of the messages delivered to A and to B.
+    pub latency: (Latency, Latency),
 }
 
 /// The job key the simulation uses.
@@ -442,6 +638,9 @@ impl Sim {
             would_block: 0,
             bytes_received: 0,
             paused: false,
+            latencies: Vec::new(),
+            send_times: VecDeque::new(),
+            stalls: None,
         };
         Ok(Sim {
             now: start,
@@ -465,6 +664,27 @@ impl Sim {
         self.b.conn = Connection::new(cb, SIM_KEY, (1, 0), (0, 0), self.now)?
             .with_initial_sequences(b_to_a, a_to_b);
         Ok(())
+    }
+
+    /// Makes `end` stall periodically from now on (or never, with `None`): its receive buffer
+    /// stops draining, and it neither sends nor runs timers while stalled.
+    pub fn set_stalls(&mut self, end: End, stalls: Option<Stalls>) {
+        match end {
+            End::A => {
+                self.a.stalls = stalls;
+                self.ba.receiver_stalls = stalls;
+            }
+            End::B => {
+                self.b.stalls = stalls;
+                self.ab.receiver_stalls = stalls;
+            }
+        }
+    }
+
+    /// When `side` wakes up, if it is stalled at `now`.
+    fn stalled_until(side: &Side, start: Instant, now: Instant) -> Option<Instant> {
+        let wake = side.stalls?.wake_after(now - start)?;
+        Some(start + wake)
     }
 
     /// Virtual time since the start.
@@ -491,12 +711,15 @@ impl Sim {
         }
     }
 
-    fn feed(side: &mut Side) -> Result<(), SimError> {
+    fn feed(side: &mut Side, now: Instant) -> Result<(), SimError> {
         while side.sent < side.workload.count {
             let i = side.sent;
             let bytes = side.workload.bytes(i);
             match side.conn.send(Workload::am(i), &[&bytes]) {
-                Ok(()) => side.sent += 1,
+                Ok(()) => {
+                    side.sent += 1;
+                    side.send_times.push_back(now);
+                }
                 Err(SendError::WouldBlock) => {
                     side.would_block += 1;
                     break;
@@ -508,7 +731,13 @@ impl Sim {
         Ok(())
     }
 
-    fn deliver(side: &mut Side, peer: &Workload, end: End) -> Result<(), SimError> {
+    fn deliver(
+        side: &mut Side,
+        peer: &Workload,
+        peer_send_times: &mut VecDeque<Instant>,
+        now: Instant,
+        end: End,
+    ) -> Result<(), SimError> {
         if side.paused {
             return Ok(());
         }
@@ -535,6 +764,9 @@ impl Sim {
             }
             side.received += 1;
             side.bytes_received += data.len() as u64;
+            if let Some(sent_at) = peer_send_times.pop_front() {
+                side.latencies.push(now.saturating_duration_since(sent_at));
+            }
             side.conn.recycle(data);
         }
         Ok(())
@@ -559,41 +791,84 @@ impl Sim {
         }
     }
 
+    /// Delivers and checks the messages both (awake) sides have complete.
+    fn deliver_both(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        if Self::stalled_until(&self.a, self.start, now).is_none() {
+            Self::deliver(
+                &mut self.a,
+                &self.b.workload,
+                &mut self.b.send_times,
+                now,
+                End::A,
+            )?;
+        }
+        if Self::stalled_until(&self.b, self.start, now).is_none() {
+            Self::deliver(
+                &mut self.b,
+                &self.a.workload,
+                &mut self.a.send_times,
+                now,
+                End::B,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Runs one round: sends what the workloads allow, transmits, advances virtual time to the
     /// next event, hands over the datagrams due, runs due timers, delivers and checks messages.
-    /// Returns false when no event is left (nothing in flight, no timer armed).
+    /// A stalled side does none of this until it wakes. Returns false when no event is left
+    /// (nothing in flight, no timer armed).
     pub fn step(&mut self) -> Result<bool, SimError> {
         self.steps += 1;
-        Self::feed(&mut self.a)?;
-        Self::feed(&mut self.b)?;
+        let now = self.now;
+        let wake_a = Self::stalled_until(&self.a, self.start, now);
+        let wake_b = Self::stalled_until(&self.b, self.start, now);
+        if wake_a.is_none() {
+            Self::feed(&mut self.a, now)?;
+        }
+        if wake_b.is_none() {
+            Self::feed(&mut self.b, now)?;
+        }
         // Messages completed by the previous step (or held while a side was paused).
-        Self::deliver(&mut self.a, &self.b.workload, End::A)?;
-        Self::deliver(&mut self.b, &self.a.workload, End::B)?;
-        let a_blocked = Self::transmit(
+        self.deliver_both()?;
+        let side_events = |side: &mut Side,
+                           link: &mut Link,
+                           wake: Option<Instant>,
+                           rng: &mut Rng,
+                           buf: &mut [u8]| {
+            if wake.is_some() {
+                // Asleep: its only event is waking up (then it looks at its timers).
+                return [wake, None];
+            }
+            let blocked = Self::transmit(side, link, now, rng, buf);
+            [blocked, side.conn.poll_timeout()]
+        };
+        let ev_a = side_events(
             &mut self.a,
             &mut self.ab,
-            self.now,
+            wake_a,
             &mut self.rng,
             &mut self.buf,
         );
-        let b_blocked = Self::transmit(
+        let ev_b = side_events(
             &mut self.b,
             &mut self.ba,
-            self.now,
+            wake_b,
             &mut self.rng,
             &mut self.buf,
         );
-        let next = [
-            self.ab.next_arrival(),
-            self.ba.next_arrival(),
-            self.a.conn.poll_timeout(),
-            self.b.conn.poll_timeout(),
-            a_blocked,
-            b_blocked,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        #[cfg(test)]
+        {
+            self.a.conn.check_invariants();
+            self.b.conn.check_invariants();
+        }
+        let next = [self.ab.next_arrival(), self.ba.next_arrival()]
+            .into_iter()
+            .chain(ev_a)
+            .chain(ev_b)
+            .flatten()
+            .min();
         let Some(next) = next else {
             return Ok(false);
         };
@@ -606,13 +881,14 @@ impl Sim {
             Self::receive(&mut self.a, now, &bytes);
         }
         for side in [&mut self.a, &mut self.b] {
-            if side.conn.poll_timeout().is_some_and(|t| t <= now) {
+            if Self::stalled_until(side, self.start, now).is_none()
+                && side.conn.poll_timeout().is_some_and(|t| t <= now)
+            {
                 side.conn.handle_timeout(now);
             }
         }
         // The application takes its messages as soon as they are complete.
-        Self::deliver(&mut self.a, &self.b.workload, End::A)?;
-        Self::deliver(&mut self.b, &self.a.workload, End::B)?;
+        self.deliver_both()?;
         Ok(true)
     }
 
@@ -662,8 +938,7 @@ impl Sim {
             }
             if !self.step()? {
                 // Deliver what the last step made ready before judging.
-                Self::deliver(&mut self.a, &self.b.workload, End::A)?;
-                Self::deliver(&mut self.b, &self.a.workload, End::B)?;
+                self.deliver_both()?;
                 if done(self) {
                     return Ok(());
                 }
@@ -688,6 +963,10 @@ impl Sim {
             stats: (self.a.conn.stats().clone(), self.b.conn.stats().clone()),
             links: (self.ab.stats.clone(), self.ba.stats.clone()),
             bytes_delivered: (self.a.bytes_received, self.b.bytes_received),
+            latency: (
+                Latency::of(&self.a.latencies),
+                Latency::of(&self.b.latencies),
+            ),
         }
     }
 }

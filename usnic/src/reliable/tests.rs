@@ -640,7 +640,17 @@ fn recovery_run(loss: f64, selective_ack: bool) -> (f64, f64, Duration, Report) 
         50,
     )
     .unwrap();
-    let r = s.drive(Limits::default()).unwrap();
+    let r = s.drive(Limits::default()).unwrap_or_else(|e| {
+        panic!(
+            "loss {loss} sack {selective_ack}: {e} after {:?}\nA {} cwnd {} pipe {} in flight {}\nB {}",
+            s.elapsed(),
+            s.a.conn.stats(),
+            s.a.conn.cwnd(),
+            s.a.conn.pipe(),
+            s.a.conn.in_flight(),
+            s.b.conn.stats()
+        )
+    });
     let min_segments = r.stats.0.segments_sent as f64;
     let data = (r.stats.0.segments_sent + r.stats.0.resent_fast + r.stats.0.resent_timeout) as f64;
     (
