@@ -29,19 +29,22 @@ pub fn call(
     comm: c_int,
     body: impl FnOnce(&mut Locked) -> MpiResult<()>,
 ) -> c_int {
-    if state::holding_core() {
-        // Only a reduction function runs while this thread holds the lock.
-        eprintln!("kestrel: {name} was called from inside a user reduction function; MPI calls other than datatype queries are not allowed there");
-        return error::code_for(
-            error::ERR_OTHER,
-            format!("{name}: called from inside a user reduction function (MPI_Op_create), where only datatype queries are allowed"),
-        );
-    }
-    let mut l = Locked::acquire();
+    let Some(mut l) = Locked::acquire() else {
+        return reentered(name);
+    };
     match body(&mut l) {
         Ok(()) => error::SUCCESS,
         Err(e) => raise(&mut l, name, comm, e),
     }
+}
+
+/// The error of a call made from inside a user reduction function.
+pub fn reentered(name: &str) -> c_int {
+    eprintln!("kestrel: {name} was called from inside a user reduction function; MPI calls other than datatype queries are not allowed there");
+    error::code_for(
+        error::ERR_OTHER,
+        format!("{name}: called from inside a user reduction function (MPI_Op_create), where only datatype queries are allowed"),
+    )
 }
 
 /// Routes `e`, raised by `name`, through the handler of its communicator.

@@ -74,30 +74,42 @@ const LAST_CLASS: c_int = 78;
 /// Messages of the most recent errors kept for `MPI_Error_string`.
 pub const KEPT_MESSAGES: usize = 256;
 
-/// An error raised by an MPI call.
+/// What an error raised by an MPI call says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MpiError {
+pub struct ErrorInfo {
     /// The MPI error class.
     pub class: c_int,
     /// What went wrong and how to fix it (without the function name, which the caller adds).
     pub msg: String,
-    /// The communicator whose error handler sees the error (`None`: `MPI_COMM_WORLD`'s).
+    /// The communicator whose error handler sees the error (`None`: the call's own).
     pub comm: Option<c_int>,
+}
+
+/// An error raised by an MPI call. Boxed, so that a call's `Result<(), MpiError>` is one
+/// word on the success path every call takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpiError(Box<ErrorInfo>);
+
+impl std::ops::Deref for MpiError {
+    type Target = ErrorInfo;
+    fn deref(&self) -> &ErrorInfo {
+        &self.0
+    }
 }
 
 impl MpiError {
     /// An error of `class` described by `msg`.
     pub fn new(class: c_int, msg: impl Into<String>) -> Self {
-        MpiError {
+        MpiError(Box::new(ErrorInfo {
             class,
             msg: msg.into(),
             comm: None,
-        }
+        }))
     }
 
     /// The same error, reported on communicator `comm`'s handler.
     pub fn on(mut self, comm: c_int) -> Self {
-        self.comm.get_or_insert(comm);
+        self.0.comm.get_or_insert(comm);
         self
     }
 }

@@ -127,6 +127,23 @@ impl Region {
     /// using the region completes, and nothing else may write it meanwhile (MPI's buffer
     /// rules).
     pub unsafe fn new(addr: *const c_void, count: usize, ty: Dt) -> MpiResult<Region> {
+        if ty.is_contiguous()
+            && ty.size > 0
+            && count > 0
+            && !addr.is_null()
+            && addr as usize != IN_PLACE
+        {
+            // The common case: the data is `count * size` bytes at `addr`.
+            let len = count.checked_mul(ty.size).ok_or_else(too_far)?;
+            // SAFETY: the caller guarantees these bytes are valid (see above).
+            let span = unsafe { UserBuf::for_recv(addr as *mut u8, len) };
+            return Ok(Region {
+                span,
+                origin: 0,
+                count,
+                ty,
+            });
+        }
         let Some((lo, len)) = ty.span(count) else {
             return Ok(Region {
                 span: UserBuf::empty(),

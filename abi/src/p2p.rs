@@ -142,6 +142,22 @@ pub fn send(
     tag: c_int,
     mode: Mode,
 ) -> MpiResult<()> {
+    if region.is_contiguous() && mode != Mode::Buffered {
+        // The common case without a request record: the engine sends the user's memory.
+        let c = core.comm(comm)?;
+        let ctx = c.ctx;
+        let dest = dest_rank(c, dest)?;
+        let tag = send_tag(tag)?;
+        let Some(dest) = dest else { return Ok(()) };
+        let id = core
+            .engine
+            .isend(ctx, dest, tag, region.span, mode == Mode::Sync)
+            .map_err(api::pml(error::ERR_RANK))?;
+        if id != kestrel_pml::engine::DONE {
+            core.engine.wait(id);
+        }
+        return Ok(());
+    }
     let mut rec = start_send(core, comm, region, dest, tag, mode)?;
     if rec.is_active() {
         requests::wait(&mut core.engine, &mut rec)?;
@@ -181,7 +197,7 @@ pub fn check_truncation(st: &St, region_bytes: usize) -> MpiResult<()> {
     Ok(())
 }
 
-/// `MPI_Recv`.
+/// `MPI_Recv`: the status, truncated or not (the caller reports it, then the error).
 pub fn recv(
     core: &mut Core,
     comm: c_int,
@@ -189,9 +205,23 @@ pub fn recv(
     source: c_int,
     tag: c_int,
 ) -> MpiResult<St> {
-    let mut rec = start_recv(core, comm, region, source, tag)?;
-    let st = requests::wait(&mut core.engine, &mut rec)?;
-    check_truncation(&st, region.packed_len())?;
+    let st = if region.is_contiguous() {
+        let c = core.comm(comm)?;
+        let ctx = c.ctx;
+        let source = source_rank(c, source)?;
+        let tag = recv_tag(tag)?;
+        if source == Source::Null {
+            return Ok(St::empty(PROC_NULL));
+        }
+        let id = core
+            .engine
+            .irecv(ctx, source.selector(), tag, region.span)
+            .map_err(api::pml(error::ERR_RANK))?;
+        requests::status_of(core.engine.wait(id))
+    } else {
+        let mut rec = start_recv(core, comm, region, source, tag)?;
+        requests::wait(&mut core.engine, &mut rec)?
+    };
     Ok(st)
 }
 

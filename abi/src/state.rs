@@ -15,10 +15,10 @@
 //! [`CORE`] (from inside a reduction function) fails with `MPI_ERR_OTHER` instead of
 //! deadlocking.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use kestrel_pml::engine::MessageHandle;
 use kestrel_pml::{Engine, Group};
@@ -329,14 +329,17 @@ unsafe impl Send for PhaseCell {}
 /// Everything but datatypes; see the module documentation.
 pub static CORE: Mutex<PhaseCell> = Mutex::new(PhaseCell(Phase::Before));
 
-thread_local! {
-    /// Whether this thread holds [`CORE`].
-    static HOLDING: Cell<bool> = const { Cell::new(false) };
-}
+/// Set while a user reduction function runs, the only callback that runs with [`CORE`]
+/// held: a call that then finds [`CORE`] taken is that function calling MPI (another
+/// thread calling at the same time would break `MPI_THREAD_SERIALIZED` anyway).
+static IN_REDUCTION: AtomicBool = AtomicBool::new(false);
 
-/// Whether this thread holds [`CORE`] (a call from inside a reduction function).
-pub fn holding_core() -> bool {
-    HOLDING.with(|h| h.get())
+/// Runs `f` (a user reduction function) with [`IN_REDUCTION`] set.
+pub fn in_reduction<R>(f: impl FnOnce() -> R) -> R {
+    let was = IN_REDUCTION.swap(true, Ordering::Relaxed);
+    let r = f();
+    IN_REDUCTION.store(was, Ordering::Relaxed);
+    r
 }
 
 /// [`CORE`], held for one MPI call.
@@ -345,11 +348,20 @@ pub struct Locked {
 }
 
 impl Locked {
-    /// Takes [`CORE`].
-    pub fn acquire() -> Locked {
-        let guard = CORE.lock().unwrap_or_else(|p| p.into_inner());
-        HOLDING.with(|h| h.set(true));
-        Locked { guard: Some(guard) }
+    /// Takes [`CORE`]; `None` when a user reduction function running inside an MPI call of
+    /// this process calls MPI.
+    pub fn acquire() -> Option<Locked> {
+        let guard = match CORE.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if IN_REDUCTION.load(Ordering::Relaxed) {
+                    return None;
+                }
+                CORE.lock().unwrap_or_else(|p| p.into_inner())
+            }
+        };
+        Some(Locked { guard: Some(guard) })
     }
 
     /// The phase.
@@ -362,6 +374,7 @@ impl Locked {
     }
 
     /// The state of a running library.
+    #[inline]
     pub fn core(&mut self) -> MpiResult<&mut Core> {
         match self.phase() {
             Phase::Running(c) => Ok(c),
@@ -380,19 +393,9 @@ impl Locked {
     /// MPI itself.
     pub fn unlocked<R>(&mut self, f: impl FnOnce() -> R) -> R {
         self.guard = None;
-        HOLDING.with(|h| h.set(false));
         let r = f();
         self.guard = Some(CORE.lock().unwrap_or_else(|p| p.into_inner()));
-        HOLDING.with(|h| h.set(true));
         r
-    }
-}
-
-impl Drop for Locked {
-    fn drop(&mut self) {
-        if self.guard.take().is_some() {
-            HOLDING.with(|h| h.set(false));
-        }
     }
 }
 

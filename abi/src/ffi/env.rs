@@ -46,13 +46,9 @@ mpi_fn! {
 }
 
 fn phase_flag(flag: *mut c_int, name: &'static str, f: fn(&Phase) -> bool) -> c_int {
-    if crate::state::holding_core() {
-        return error::code_for(
-            error::ERR_OTHER,
-            format!("{name}: called from a reduction function"),
-        );
-    }
-    let mut l = Locked::acquire();
+    let Some(mut l) = Locked::acquire() else {
+        return api::reentered(name);
+    };
     let v = f(l.phase());
     // SAFETY: `flag` is an int out-parameter (contract).
     match unsafe { mem::put(flag, c_int::from(v), "flag") } {
@@ -85,7 +81,9 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Abort`: stops every process of the job with `errorcode`.
     fn MPI_Abort / PMPI_Abort(comm: c_int, errorcode: c_int) -> c_int {
-        let mut l = Locked::acquire();
+        let Some(mut l) = Locked::acquire() else {
+            return api::reentered("MPI_Abort");
+        };
         match l.phase() {
             Phase::Running(core) => {
                 let rank = core.engine.rank();
@@ -290,7 +288,9 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_call_errhandler`: runs `comm`'s handler on `errorcode`.
     fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: c_int, errorcode: c_int) -> c_int {
-        let mut l = Locked::acquire();
+        let Some(mut l) = Locked::acquire() else {
+            return api::reentered("MPI_Comm_call_errhandler");
+        };
         let class = error::class_of(errorcode).unwrap_or(error::ERR_UNKNOWN);
         let msg = error::string_of(errorcode).unwrap_or_else(|| error::class_text(class).to_string());
         let e = MpiError::new(class, msg).on(comm);

@@ -66,8 +66,7 @@ mpi_fn! {
             let core = l.core()?;
             // SAFETY: `buf` holds `count` elements (contract); complete before returning.
             let r = unsafe { region(buf, count, datatype) }?;
-            let mut rec = p2p::start_recv(core, comm, &r, source, tag)?;
-            let st = requests::wait(&mut core.engine, &mut rec)?;
+            let st = p2p::recv(core, comm, &r, source, tag)?;
             // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
             unsafe { mem::put_status(status, &st, false) };
             p2p::check_truncation(&st, r.packed_len())

@@ -1,0 +1,161 @@
+//! The MPICH-ABI C library (`abi/`, `libmpich.so.12`): an unmodified MPICH binary
+//! (Debian's NetPIPE) on Kestrel, the C benchmarks built with Kestrel's `mpicc`, the C
+//! function-group tests of `tests/c/` (each first proven on MPICH), and the header's values
+//! against MPICH's.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kestrel_tests::*;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository")
+        .to_path_buf()
+}
+
+/// Kestrel's `mpicc`, pointed at the running tests' target directory.
+fn mpicc() -> Command {
+    let mut c = Command::new(repo().join("abi/bin/mpicc"));
+    c.env("KESTREL_TARGET_DIR", target_dir());
+    c
+}
+
+/// The directory holding `libmpich.so.12` (its links made by `mpicc --libdir`).
+fn libdir() -> PathBuf {
+    let out = mpicc().arg("--libdir").output().expect("run abi/bin/mpicc");
+    assert!(
+        out.status.success(),
+        "mpicc --libdir failed (is target/release/libmpich.so built? cargo build --release -p kestrel-abi): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(marker(tag));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles `src` with `cc` (a `Command` for mpicc) into `exe`.
+fn compile(mut cc: Command, src: &Path, exe: &Path) {
+    let out = cc
+        .args(["-O2", "-Wall", "-o"])
+        .arg(exe)
+        .arg(src)
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "compiling {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// NetPIPE's table rows: (bytes, Mbps, usec).
+fn netpipe_rows(text: &str) -> Vec<(u64, f64, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((
+                f.next()?.parse().ok()?,
+                f.next()?.parse().ok()?,
+                f.next()?.parse::<f64>().ok()? * 1e6,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn unmodified_mpich_netpipe_runs_on_kestrel() {
+    let np = tool("NPmpich2", "netpipe-mpich2");
+    let ldd = Command::new("ldd").arg(&np).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&ldd.stdout).contains("libmpich.so.12"),
+        "{} is not linked against libmpich.so.12",
+        np.display()
+    );
+    let dir = scratch("netpipe");
+    let table = dir.join("np.out");
+    let lib = libdir();
+    let mut cmd = kestrel_run(&["-n", "2", "--timeout", "100", "env"]);
+    cmd.arg(format!("LD_LIBRARY_PATH={}", lib.display()))
+        .arg("KESTREL_VERBOSE=abi:debug")
+        .arg(&np)
+        // A fixed 50 repetitions per size keeps the run to seconds.
+        .args(["-u", "1048576", "-n", "50", "-o"])
+        .arg(&table)
+        .current_dir(&dir);
+    let out = run(cmd, DEADLINE);
+    let text = std::fs::read_to_string(&table).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.success(), "{}", out.show());
+    // Our library says so when it starts: MPICH's own would have run the program too.
+    assert_eq!(
+        out.stderr.matches("MPI initialized").count(),
+        2,
+        "Kestrel's libmpich.so.12 did not start on both ranks: {}",
+        out.show()
+    );
+    let rows = netpipe_rows(&text);
+    assert!(
+        rows.iter().any(|r| r.0 == 1) && rows.iter().any(|r| r.0 == 1048576),
+        "NetPIPE's table lacks the 1-byte or the 1 MiB row:\n{text}"
+    );
+    assert!(
+        rows.iter().all(|r| r.1 > 0.0 && r.2 > 0.0),
+        "rows without a measurement:\n{text}"
+    );
+}
+
+#[test]
+fn bench_c_programs_build_with_kestrel_mpicc_and_run_under_kestrel_run() {
+    let dir = scratch("bench-c");
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(repo().join("bench/c")).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "c") {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            compile(mpicc(), &p, &dir.join(&name));
+            names.push(name);
+        }
+    }
+    names.sort();
+    assert!(names.len() >= 10, "bench/c has only {names:?}");
+    for name in &names {
+        let exe = dir.join(name);
+        let exe = exe.to_str().unwrap();
+        let out = if name == "hello" {
+            run(kestrel_run(&["-n", "3", exe]), DEADLINE)
+        } else {
+            run(
+                kestrel_run(&["-n", "2", exe, "-m", "1:65536", "-i", "10", "-x", "2"]),
+                DEADLINE,
+            )
+        };
+        assert!(out.success(), "{name}: {}", out.show());
+        let rows = out
+            .stdout
+            .lines()
+            .filter(|l| {
+                l.starts_with("Hello from rank ")
+                    || l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+            })
+            .count();
+        let want = match name.as_str() {
+            "hello" => 3,
+            "osu_barrier" => 1,
+            // Sizes 1, 2, 4, ..., 65536 (the collectives start at 1 as well).
+            _ => 17,
+        };
+        assert_eq!(rows, want, "{name}: {}", out.show());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
