@@ -159,3 +159,143 @@ fn bench_c_programs_build_with_kestrel_mpicc_and_run_under_kestrel_run() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `mpicc.mpich`.
+fn mpich_cc() -> Command {
+    Command::new(tool("mpicc.mpich", "libmpich-dev"))
+}
+
+fn c_test(name: &str) -> PathBuf {
+    repo().join("tests/c").join(format!("{name}.c"))
+}
+
+/// Compiles a C test (warnings that only concern `MPI_STATUSES_IGNORE` arrays silenced).
+fn compile_test(cc: Command, name: &str, exe: &Path) {
+    let mut cc = cc;
+    cc.arg("-Wno-stringop-overflow");
+    compile(cc, &c_test(name), exe);
+}
+
+/// Asserts that every one of `n` ranks printed `PASS <name> rank <r>`.
+fn assert_passed(out: &Outcome, name: &str, n: u32, stack: &str) {
+    assert!(
+        out.success(),
+        "{name} on {stack} with {n} ranks: {}",
+        out.show()
+    );
+    let passed = lines_starting(&out.stdout, &format!("PASS {name} rank "));
+    assert_eq!(
+        passed.len(),
+        n as usize,
+        "{name} on {stack} with {n} ranks: {}",
+        out.show()
+    );
+}
+
+/// Runs C test `name` on MPICH (proving the test) and then on Kestrel, with each of
+/// `ranks`.
+fn mpich_then_kestrel(name: &str, ranks: &[u32]) {
+    let dir = scratch(name);
+    let on_mpich = dir.join(format!("{name}.mpich"));
+    let on_kestrel = dir.join(format!("{name}.kestrel"));
+    compile_test(mpich_cc(), name, &on_mpich);
+    compile_test(mpicc(), name, &on_kestrel);
+    for &n in ranks {
+        let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+        c.args(["-n", &n.to_string()]).arg(&on_mpich);
+        assert_passed(&run(c, DEADLINE), name, n, "MPICH");
+        let out = run(
+            kestrel_run(&[
+                "-n",
+                &n.to_string(),
+                "--timeout",
+                "100",
+                on_kestrel.to_str().unwrap(),
+            ]),
+            DEADLINE,
+        );
+        assert_passed(&out, name, n, "Kestrel");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn c_point_to_point() {
+    mpich_then_kestrel("p2p", &[2, 3]);
+}
+
+#[test]
+fn c_collectives() {
+    mpich_then_kestrel("coll", &[4, 3]);
+}
+
+#[test]
+fn c_datatypes() {
+    mpich_then_kestrel("datatype", &[2]);
+}
+
+#[test]
+fn c_communicators_groups_attributes() {
+    mpich_then_kestrel("comm", &[4, 3]);
+}
+
+#[test]
+fn c_environment() {
+    mpich_then_kestrel("env", &[2]);
+}
+
+#[test]
+fn c_errors_and_handlers() {
+    mpich_then_kestrel("errors", &[2]);
+}
+
+#[test]
+fn c_profiling_interface() {
+    mpich_then_kestrel("pmpi", &[2]);
+}
+
+#[test]
+fn header_values_match_mpich() {
+    let dir = scratch("abi-values");
+    let (m, k) = (dir.join("values.mpich"), dir.join("values.kestrel"));
+    compile(mpich_cc(), &c_test("abi_values"), &m);
+    compile(mpicc(), &c_test("abi_values"), &k);
+    let printed = |exe: &Path| {
+        let out = Command::new(exe).output().unwrap();
+        assert!(out.status.success(), "{} failed", exe.display());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (mv, kv) = (printed(&m), printed(&k));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(kv.lines().count() > 200, "too few values:\n{kv}");
+    for (a, b) in mv.lines().zip(kv.lines()) {
+        assert_eq!(a, b, "MPICH's header and Kestrel's differ");
+    }
+    assert_eq!(mv.lines().count(), kv.lines().count());
+}
+
+#[test]
+fn kestrel_rejects_what_mpich_crashes_on_and_names_unsupported_calls() {
+    let dir = scratch("kestrel-only");
+    let exe = dir.join("kestrel_only");
+    // Built against MPICH's header: it calls MPI_Ibarrier, which Kestrel's mpi.h lacks.
+    compile_test(mpich_cc(), "kestrel_only", &exe);
+    let lib = format!("LD_LIBRARY_PATH={}", libdir().display());
+    let exe = exe.to_str().unwrap();
+    let out = run(kestrel_run(&["-n", "2", "env", &lib, exe]), DEADLINE);
+    assert_passed(&out, "kestrel_only", 2, "Kestrel");
+    // Under MPI_ERRORS_ARE_FATAL the job stops, and says why.
+    let out = run(
+        kestrel_run(&["-n", "2", "env", &lib, exe, "fatal"]),
+        DEADLINE,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(44), "{}", out.show());
+    assert!(
+        out.stderr
+            .contains("MPI_Ibarrier: Kestrel's MPI library does not implement"),
+        "{}",
+        out.show()
+    );
+    assert!(!out.stdout.contains("PASS"), "{}", out.show());
+}
