@@ -38,6 +38,20 @@ pub fn call(
     }
 }
 
+/// Runs the body of MPI function `name` that touches no state but datatypes (queries and
+/// constructors), without the library lock: a user reduction function may call these.
+/// Errors still go through `MPI_COMM_WORLD`'s handler, except inside a reduction function,
+/// where the code is returned.
+pub fn call_types(name: &'static str, body: impl FnOnce() -> MpiResult<()>) -> c_int {
+    match body() {
+        Ok(()) => error::SUCCESS,
+        Err(e) => match Locked::acquire() {
+            Some(mut l) => raise(&mut l, name, crate::handle::COMM_WORLD, e),
+            None => error::code_for(e.class, format!("{name}: {}", e.msg)),
+        },
+    }
+}
+
 /// The error of a call made from inside a user reduction function.
 pub fn reentered(name: &str) -> c_int {
     eprintln!("kestrel: {name} was called from inside a user reduction function; MPI calls other than datatype queries are not allowed there");
@@ -51,6 +65,7 @@ pub fn reentered(name: &str) -> c_int {
 pub fn raise(l: &mut Locked, name: &str, comm: c_int, e: MpiError) -> c_int {
     let comm = e.comm.unwrap_or(comm);
     let msg = format!("{name}: {}", e.msg);
+    tracing::debug!(target: "abi", class = e.class, comm, "{msg}");
     let (handler, comm) = match l.phase() {
         Phase::Running(core) => {
             let (eh, on) = match comm_slot(comm).and_then(|i| core.comms.get(i)) {
@@ -119,12 +134,4 @@ pub fn pml(class: c_int) -> impl Fn(kestrel_pml::PmlError) -> MpiError {
         };
         MpiError::new(c, e.to_string())
     }
-}
-
-/// A body that needs a running library: runs `f` on the core.
-pub fn with_core<R>(
-    l: &mut Locked,
-    f: impl FnOnce(&mut state::Core) -> MpiResult<R>,
-) -> MpiResult<R> {
-    f(l.core()?)
 }

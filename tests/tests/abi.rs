@@ -299,3 +299,21 @@ fn kestrel_rejects_what_mpich_crashes_on_and_names_unsupported_calls() {
     );
     assert!(!out.stdout.contains("PASS"), "{}", out.show());
 }
+
+#[test]
+fn c_abort_stops_the_job_with_its_code_on_both_stacks() {
+    let dir = scratch("abort");
+    let (m, k) = (dir.join("abort.mpich"), dir.join("abort.kestrel"));
+    compile_test(mpich_cc(), "abort", &m);
+    compile_test(mpicc(), "abort", &k);
+    let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+    c.args(["-n", "2"]).arg(&m);
+    let on_mpich = run(c, DEADLINE);
+    let on_kestrel = run(kestrel_run(&["-n", "2", k.to_str().unwrap()]), DEADLINE);
+    let _ = std::fs::remove_dir_all(&dir);
+    for (stack, out) in [("MPICH", on_mpich), ("Kestrel", on_kestrel)] {
+        assert_eq!(out.code, Some(7), "{stack}: {}", out.show());
+        assert!(out.stdout.contains("aborting"), "{stack}: {}", out.show());
+        assert!(!out.stdout.contains("must not"), "{stack}: {}", out.show());
+    }
+}

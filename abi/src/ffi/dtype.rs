@@ -49,7 +49,7 @@ fn construct(
     newtype: *mut c_int,
     body: impl FnOnce() -> MpiResult<TypeInfo>,
 ) -> c_int {
-    api::call(name, handle::COMM_WORLD, |_| {
+    api::call_types(name, || {
         let info = body()?;
         let h = register(info, false);
         // SAFETY: out-parameter (contract of the calling entry point).
@@ -269,7 +269,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Type_dup`: the copy is committed if the original is.
     fn MPI_Type_dup / PMPI_Type_dup(oldtype: c_int, newtype: *mut c_int) -> c_int {
-        api::call("MPI_Type_dup", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Type_dup", || {
             let old = state::datatype(oldtype, false)?;
             let committed = old.predefined.is_some() || state::datatype(oldtype, true).is_ok();
             let mut info = (*old).clone();
@@ -291,7 +291,7 @@ fn derived_slot(h: c_int) -> Option<u32> {
 mpi_fn! {
     /// `MPI_Type_commit`.
     fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut c_int) -> c_int {
-        api::call("MPI_Type_commit", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Type_commit", || {
             // SAFETY: in parameter (contract).
             let h = unsafe { mem::get(datatype, "datatype") }?;
             state::datatype(h, false)?;
@@ -310,7 +310,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Type_free`: operations already using the type keep it.
     fn MPI_Type_free / PMPI_Type_free(datatype: *mut c_int) -> c_int {
-        api::call("MPI_Type_free", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Type_free", || {
             // SAFETY: in-out parameter (contract).
             let h = unsafe { mem::get(datatype, "datatype") }?;
             let t = state::datatype(h, false)?;
@@ -332,7 +332,7 @@ fn query<T>(
     f: impl FnOnce(&Dt) -> MpiResult<T>,
     out: impl FnOnce(T) -> MpiResult<()>,
 ) -> c_int {
-    api::call(name, handle::COMM_WORLD, |_| {
+    api::call_types(name, || {
         let t = state::datatype(datatype, false)?;
         out(f(&t)?)
     })
@@ -409,7 +409,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Type_set_name`.
     fn MPI_Type_set_name / PMPI_Type_set_name(datatype: c_int, type_name: *const c_char) -> c_int {
-        api::call("MPI_Type_set_name", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Type_set_name", || {
             state::datatype(datatype, false)?;
             // SAFETY: NUL-terminated string (contract).
             let mut n = unsafe { mem::cstr(type_name, "type_name") }?;
@@ -428,7 +428,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Type_get_name`: predefined types are named as in C (`MPI_INT`).
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype: c_int, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-        api::call("MPI_Type_get_name", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Type_get_name", || {
             state::datatype(datatype, false)?;
             let n = state::with_types(|t| match derived_slot(datatype).and_then(|i| t.derived.get(i)) {
                 Some(e) => e.name.clone(),
@@ -518,7 +518,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Get_address`.
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) -> c_int {
-        api::call("MPI_Get_address", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Get_address", || {
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(address, location as isize, "address") }
         })

@@ -468,7 +468,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Test_cancelled`.
     fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) -> c_int {
-        api::call("MPI_Test_cancelled", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Test_cancelled", || {
             // SAFETY: a status (contract).
             let st = unsafe { mem::get_status(status) }?;
             // SAFETY: out-parameter (contract).
@@ -480,7 +480,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Get_count`: `MPI_UNDEFINED` when the bytes are not whole elements.
     fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: c_int, count: *mut c_int) -> c_int {
-        api::call("MPI_Get_count", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Get_count", || {
             // SAFETY: a status (contract).
             let st = unsafe { mem::get_status(status) }?;
             let t = state::datatype(datatype, false)?;
@@ -506,7 +506,7 @@ fn elements(status: *const MpiStatus, datatype: c_int) -> Result<Option<usize>, 
 mpi_fn! {
     /// `MPI_Get_elements`.
     fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: c_int, count: *mut c_int) -> c_int {
-        api::call("MPI_Get_elements", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Get_elements", || {
             let n = elements(status, datatype)?
                 .and_then(|n| c_int::try_from(n).ok())
                 .unwrap_or(UNDEFINED);
@@ -519,7 +519,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Get_elements_x`.
     fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, datatype: c_int, count: *mut i64) -> c_int {
-        api::call("MPI_Get_elements_x", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Get_elements_x", || {
             let n = elements(status, datatype)?.map_or(i64::from(UNDEFINED), |n| n as i64);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(count, n, "count") }
@@ -530,7 +530,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Status_set_elements`.
     fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: c_int, count: c_int) -> c_int {
-        api::call("MPI_Status_set_elements", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Status_set_elements", || {
             let n = mem::count(count)?;
             let t = state::datatype(datatype, false)?;
             let bytes = t.bytes_for_elements(n).ok_or_else(|| {
@@ -549,7 +549,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Status_set_cancelled`.
     fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int {
-        api::call("MPI_Status_set_cancelled", handle::COMM_WORLD, |_| {
+        api::call_types("MPI_Status_set_cancelled", || {
             // SAFETY: a status (contract).
             let mut st = unsafe { mem::get_status(status) }?;
             st.cancelled = flag != 0;
