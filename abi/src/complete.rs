@@ -13,7 +13,7 @@ use crate::error::{self, MpiError, MpiResult};
 use crate::handle;
 use crate::mem::St;
 use crate::p2p::{self, ANY_SOURCE};
-use crate::requests::{self, Persistent, ReqRec, ReqState};
+use crate::requests::{self, Persistent, ReqState};
 use crate::state::Core;
 
 /// `MPI_UNDEFINED`.
@@ -51,7 +51,10 @@ fn poll_slot(core: &mut Core, i: u32) -> MpiResult<bool> {
 /// Reports a completed slot: its status; frees it (or deactivates a persistent one) and
 /// sets the handle to `MPI_REQUEST_NULL` when freed.
 fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
-    let persistent = core.requests.get(i).is_some_and(|r| r.persistent.is_some());
+    let persistent = core
+        .requests
+        .get(i)
+        .is_some_and(|r| r.persistent().is_some());
     let st = match core.requests.get_mut(i) {
         Some(r) => requests::take_status(r),
         None => St::empty(ANY_SOURCE),
@@ -337,27 +340,22 @@ pub fn start(core: &mut Core, h: c_int) -> MpiResult<()> {
     let i = slot_of(core, h)?
         .ok_or_else(|| MpiError::new(error::ERR_REQUEST, "the request is MPI_REQUEST_NULL"))?;
     let (p, comm) = match core.requests.get(i) {
-        Some(ReqRec {
-            persistent: Some(p),
-            state: ReqState::Inactive,
-            comm,
-            ..
-        }) => (p.clone(), *comm),
-        Some(ReqRec {
-            persistent: Some(_),
-            ..
-        }) => {
-            return Err(MpiError::new(
-                error::ERR_REQUEST,
-                "the persistent request is still active; complete it (MPI_Wait, MPI_Test) before starting it again",
-            ))
-        }
-        _ => {
-            return Err(MpiError::new(
-                error::ERR_REQUEST,
-                format!("{h:#x} is not a persistent request (MPI_Send_init, MPI_Recv_init, ...)"),
-            ))
-        }
+        Some(r) => match (r.persistent(), &r.state) {
+            (Some(p), ReqState::Inactive) => (p.clone(), r.comm),
+            (Some(_), _) => {
+                return Err(MpiError::new(
+                    error::ERR_REQUEST,
+                    "the persistent request is still active; complete it (MPI_Wait, MPI_Test) before starting it again",
+                ))
+            }
+            (None, _) => {
+                return Err(MpiError::new(
+                    error::ERR_REQUEST,
+                    format!("{h:#x} is not a persistent request (MPI_Send_init, MPI_Recv_init, ...)"),
+                ))
+            }
+        },
+        None => return Err(requests::bad_request(h)),
     };
     let mut fresh = match &p {
         Persistent::Send {
@@ -368,7 +366,7 @@ pub fn start(core: &mut Core, h: c_int) -> MpiResult<()> {
         } => p2p::start_send(core, comm, region, *peer, *tag, *mode)?,
         Persistent::Recv { region, peer, tag } => p2p::start_recv(core, comm, region, *peer, *tag)?,
     };
-    fresh.persistent = Some(p);
+    fresh.extra().persistent = Some(p);
     if let Some(r) = core.requests.get_mut(i) {
         *r = fresh;
     }

@@ -80,6 +80,14 @@ pub struct ReqRec {
     pub ctx: u16,
     /// Whether it receives.
     pub recv: bool,
+    /// What only some requests need, boxed so that the common record stays small (records
+    /// move in and out of the request table on every nonblocking call).
+    pub extra: Option<Box<Extra>>,
+}
+
+/// The parts of a request only some requests have.
+#[derive(Debug, Default)]
+pub struct Extra {
     /// Memory lent to the engine.
     pub staging: Option<Staging>,
     /// Where staged received data goes.
@@ -89,17 +97,33 @@ pub struct ReqRec {
 }
 
 impl ReqRec {
+    /// A request not started yet.
+    pub fn new(comm: c_int, ctx: u16, recv: bool) -> ReqRec {
+        ReqRec {
+            state: ReqState::Inactive,
+            comm,
+            ctx,
+            recv,
+            extra: None,
+        }
+    }
+
     /// A request that is already complete.
     pub fn done(comm: c_int, ctx: u16, st: St) -> ReqRec {
         ReqRec {
             state: ReqState::Done(st),
-            comm,
-            ctx,
-            recv: false,
-            staging: None,
-            unpack_into: None,
-            persistent: None,
+            ..ReqRec::new(comm, ctx, false)
         }
+    }
+
+    /// The extra parts, created on first use.
+    pub fn extra(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Default::default)
+    }
+
+    /// What a persistent request starts, if this is one.
+    pub fn persistent(&self) -> Option<&Persistent> {
+        self.extra.as_ref()?.persistent.as_ref()
     }
 
     /// Whether it is running in the engine.
@@ -133,19 +157,11 @@ pub fn start_send(
     region: &Region,
     sync: bool,
 ) -> MpiResult<ReqRec> {
-    let mut rec = ReqRec {
-        state: ReqState::Inactive,
-        comm,
-        ctx,
-        recv: false,
-        staging: None,
-        unpack_into: None,
-        persistent: None,
-    };
+    let mut rec = ReqRec::new(comm, ctx, false);
     let buf = if region.is_contiguous() {
         region.span
     } else {
-        let staging = rec.staging.insert(Staging::new(region.pack()?));
+        let staging = rec.extra().staging.insert(Staging::new(region.pack()?));
         // SAFETY: the staging lives in `rec`, which is dropped only after the engine request
         // completed (module invariant).
         unsafe { staging.engine_buf() }
@@ -155,7 +171,7 @@ pub fn start_send(
         .isend(ctx, dest, tag, buf, sync)
         .map_err(crate::api::pml(error::ERR_RANK))?;
     rec.state = if id == kestrel_pml::engine::DONE {
-        rec.staging = None;
+        rec.extra = None;
         ReqState::Done(St::default())
     } else {
         ReqState::Active(id)
@@ -186,15 +202,7 @@ pub fn start_recv(
     tag: Option<c_int>,
     region: &Region,
 ) -> MpiResult<ReqRec> {
-    let mut rec = ReqRec {
-        state: ReqState::Inactive,
-        comm,
-        ctx,
-        recv: true,
-        staging: None,
-        unpack_into: None,
-        persistent: None,
-    };
+    let mut rec = ReqRec::new(comm, ctx, true);
     let buf = staged_recv_buf(&mut rec, region);
     let id = core
         .engine
@@ -212,15 +220,7 @@ pub fn start_mrecv(
     msg: kestrel_pml::engine::MessageHandle,
     region: &Region,
 ) -> MpiResult<ReqRec> {
-    let mut rec = ReqRec {
-        state: ReqState::Inactive,
-        comm,
-        ctx,
-        recv: true,
-        staging: None,
-        unpack_into: None,
-        persistent: None,
-    };
+    let mut rec = ReqRec::new(comm, ctx, true);
     let buf = staged_recv_buf(&mut rec, region);
     let id = core
         .engine
@@ -234,8 +234,9 @@ fn staged_recv_buf(rec: &mut ReqRec, region: &Region) -> UserBuf {
     if region.is_contiguous() {
         return region.span;
     }
-    rec.unpack_into = Some(region.clone());
-    let staging = rec.staging.insert(Staging::zeroed(region.packed_len()));
+    let extra = rec.extra();
+    extra.unpack_into = Some(region.clone());
+    let staging = extra.staging.insert(Staging::zeroed(region.packed_len()));
     // SAFETY: the staging lives in `rec`, dropped only after completion (module invariant).
     unsafe { staging.engine_buf() }
 }
@@ -251,10 +252,14 @@ pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
             };
             let st = status_of(s);
             rec.state = ReqState::Done(st);
-            if let (Some(region), Some(staging)) = (rec.unpack_into.take(), rec.staging.as_ref()) {
-                region.unpack(&staging.bytes()[..st.bytes.min(staging.bytes().len())])?;
+            if let Some(extra) = rec.extra.as_mut() {
+                if let (Some(region), Some(staging)) =
+                    (extra.unpack_into.take(), extra.staging.as_ref())
+                {
+                    region.unpack(&staging.bytes()[..st.bytes.min(staging.bytes().len())])?;
+                }
+                extra.staging = None;
             }
-            rec.staging = None;
             Ok(true)
         }
     }

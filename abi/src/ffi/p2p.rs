@@ -9,7 +9,7 @@ use crate::error::{self, MpiError};
 use crate::handle;
 use crate::mem::{self, MpiStatus, Region};
 use crate::p2p;
-use crate::requests::{self, Mode, Persistent, ReqRec, ReqState};
+use crate::requests::{self, Mode, Persistent, ReqRec};
 use crate::state;
 
 fn blocking_send(
@@ -176,15 +176,8 @@ fn persistent(
                 Persistent::Recv { region, peer, tag }
             }
         };
-        let rec = ReqRec {
-            state: ReqState::Inactive,
-            comm,
-            ctx,
-            recv: mode.is_none(),
-            staging: None,
-            unpack_into: None,
-            persistent: Some(p),
-        };
+        let mut rec = ReqRec::new(comm, ctx, mode.is_none());
+        rec.extra().persistent = Some(p);
         let h = requests::insert(core, rec);
         // SAFETY: out-parameter (contract).
         unsafe { mem::put(request, h, "request") }
