@@ -317,3 +317,53 @@ fn c_abort_stops_the_job_with_its_code_on_both_stacks() {
         assert!(!out.stdout.contains("must not"), "{stack}: {}", out.show());
     }
 }
+
+/// `(name, kind)` of the dynamic symbols a library defines, from `nm -D --defined-only`.
+fn exported(lib: &Path) -> std::collections::BTreeSet<String> {
+    let out = Command::new(tool("nm", "binutils"))
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nm {} failed", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .filter(|n| n.starts_with("MPI") || n.starts_with("PMPI_"))
+        .collect()
+}
+
+#[test]
+fn every_symbol_mpich_exports_is_exported() {
+    // Where the loader finds MPICH's library for an MPICH-built binary.
+    let ldd = Command::new("ldd")
+        .arg(tool("NPmpich2", "netpipe-mpich2"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&ldd.stdout).into_owned();
+    let mpich = text
+        .lines()
+        .find_map(|l| {
+            let (name, rest) = l.trim().split_once(" => ")?;
+            (name == "libmpich.so.12").then(|| rest.split_whitespace().next().map(PathBuf::from))?
+        })
+        .unwrap_or_else(|| panic!("ldd does not find MPICH's libmpich.so.12:\n{text}"));
+    let theirs = exported(&mpich);
+    let ours = exported(&libdir().join("libmpich.so.12"));
+    let missing: Vec<&String> = theirs
+        .iter()
+        .filter(|n| {
+            // MPICH-internal (MPIR_ helpers other than data objects, MPII_, MPIX_ extensions)
+            // are not part of the MPI interface programs use.
+            (n.starts_with("MPI_") || n.starts_with("PMPI_") || n.starts_with("MPIR_F08_"))
+                && !ours.contains(*n)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of MPICH's symbols are missing: {missing:?}",
+        missing.len()
+    );
+    assert!(ours.len() > 1200, "only {} symbols exported", ours.len());
+}

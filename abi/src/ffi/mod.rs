@@ -83,3 +83,37 @@ pub(crate) unsafe fn region(
 
 /// `MPI_BYTE`.
 pub(crate) const BYTE: c_int = 0x4c00_010d;
+
+// The rest of the data objects MPICH exports (Fortran 2008 bindings and the tool
+// interface), with MPICH's sizes, so that any binary referring to them loads; Kestrel has
+// no Fortran bindings and no tool interface, so nothing reads them.
+
+/// `MPIR_F08_MPI_STATUS_IGNORE_OBJ`: an `MPI_F08_status` (5 ints).
+#[no_mangle]
+pub static MPIR_F08_MPI_STATUS_IGNORE_OBJ: [c_int; 5] = [0; 5];
+/// `MPIR_F08_MPI_STATUSES_IGNORE_OBJ`: an array of one `MPI_F08_status`.
+#[no_mangle]
+pub static MPIR_F08_MPI_STATUSES_IGNORE_OBJ: [c_int; 5] = [0; 5];
+/// `MPIR_F08_MPI_IN_PLACE`.
+#[no_mangle]
+pub static MPIR_F08_MPI_IN_PLACE: c_int = 0;
+/// `MPIR_F08_MPI_BOTTOM`.
+#[no_mangle]
+pub static MPIR_F08_MPI_BOTTOM: c_int = 0;
+/// `MPI_F08_STATUS_IGNORE`: points at its object.
+#[no_mangle]
+pub static MPI_F08_STATUS_IGNORE: Sentinel =
+    Sentinel(&MPIR_F08_MPI_STATUS_IGNORE_OBJ as *const [c_int; 5] as *mut c_int);
+/// `MPI_F08_STATUSES_IGNORE`: points at its object.
+#[no_mangle]
+pub static MPI_F08_STATUSES_IGNORE: Sentinel =
+    Sentinel(&MPIR_F08_MPI_STATUSES_IGNORE_OBJ as *const [c_int; 5] as *mut c_int);
+/// `MPIR_C_MPI_UNWEIGHTED`.
+#[no_mangle]
+pub static MPIR_C_MPI_UNWEIGHTED: Sentinel = Sentinel(std::ptr::null_mut());
+/// `MPIR_C_MPI_WEIGHTS_EMPTY`.
+#[no_mangle]
+pub static MPIR_C_MPI_WEIGHTS_EMPTY: Sentinel = Sentinel(std::ptr::null_mut());
+/// `MPI_T_PVAR_ALL_HANDLES`.
+#[no_mangle]
+pub static MPI_T_PVAR_ALL_HANDLES: Sentinel = Sentinel(std::ptr::null_mut());
