@@ -9,6 +9,7 @@
 //! arguments all ranks share, before any communication, so a rejected call fails on every
 //! rank instead of leaving the others waiting. It never touches raw pointers.
 
+use std::borrow::Cow;
 use std::os::raw::c_int;
 
 use kestrel_pml::op::{Dtype, Op, Reduction};
@@ -258,7 +259,7 @@ pub fn reduce(
         recv.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a receive buffer"))?;
     let input = match send {
         Some(s) => send_view(s, red.view)?,
-        None => std::borrow::Cow::Owned(view_data(recv, red.view)?),
+        None => Cow::Owned(view_data(recv, red.view)?),
     };
     if let View::Raw(_) = red.view {
         return core
@@ -276,8 +277,8 @@ pub fn reduce(
 /// The send data of a reduction, borrowing contiguous memory where possible.
 fn send_view(s: &Region, view: View) -> MpiResult<std::borrow::Cow<'_, [u8]>> {
     Ok(match view {
-        View::Raw(_) => std::borrow::Cow::Borrowed(s.bytes()),
-        _ => std::borrow::Cow::Owned(view_data(s, view)?),
+        View::Raw(_) => Cow::Borrowed(s.bytes()),
+        _ => Cow::Owned(view_data(s, view)?),
     })
 }
 
@@ -293,7 +294,7 @@ pub fn allreduce(
     let d = red.view.dtype();
     let input = match send {
         Some(s) => send_view(s, red.view)?,
-        None => std::borrow::Cow::Owned(view_data(recv, red.view)?),
+        None => Cow::Owned(view_data(recv, red.view)?),
     };
     if let View::Raw(_) = red.view {
         return core
@@ -321,7 +322,7 @@ pub fn scan(
     let d = red.view.dtype();
     let input = match send {
         Some(s) => send_view(s, red.view)?,
-        None => std::borrow::Cow::Owned(view_data(recv, red.view)?),
+        None => Cow::Owned(view_data(recv, red.view)?),
     };
     if let View::Raw(_) = red.view {
         return core
@@ -419,6 +420,16 @@ fn store_blocks(v: &VBuf, laid: &Laid, skip: Option<usize>) -> MpiResult<()> {
     Ok(())
 }
 
+/// This rank's contribution to a gather: its send buffer (borrowed when contiguous), or in
+/// place its own block of the receive buffer.
+fn own_block<'a>(send: Option<&'a Region>, recv: &VBuf, me: u32) -> MpiResult<Cow<'a, [u8]>> {
+    Ok(match send {
+        Some(s) if s.is_contiguous() => Cow::Borrowed(s.bytes()),
+        Some(s) => Cow::Owned(s.pack()?),
+        None => Cow::Owned(recv.pack_block(me as usize)?),
+    })
+}
+
 fn hull_mut(v: &mut VBuf) -> &mut [u8] {
     let n = v.hull.len();
     v.hull.slice_mut(0, n)
@@ -448,9 +459,9 @@ pub fn gatherv(
         let s = send
             .ok_or_else(|| MpiError::new(error::ERR_BUFFER, "MPI_IN_PLACE is only for the root"))?;
         let data = if s.is_contiguous() {
-            std::borrow::Cow::Borrowed(s.bytes())
+            Cow::Borrowed(s.bytes())
         } else {
-            std::borrow::Cow::Owned(s.pack()?)
+            Cow::Owned(s.pack()?)
         };
         return core
             .engine
@@ -460,10 +471,7 @@ pub fn gatherv(
     let v =
         recv.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a receive buffer"))?;
     check_blocks(v, n, "gather")?;
-    let own = match send {
-        Some(s) => s.pack()?,
-        None => v.pack_block(me as usize)?,
-    };
+    let own = own_block(send, v, me)?;
     let mut laid = lay_out(v, false)?;
     match laid.packed.as_mut() {
         None => core
@@ -490,7 +498,7 @@ pub fn scatterv(
     core: &mut Core,
     comm: c_int,
     send: Option<&VBuf>,
-    recv: Option<&mut Region>,
+    mut recv: Option<&mut Region>,
     root: c_int,
 ) -> MpiResult<()> {
     let (ctx, me, n) = ctx_of(core, comm)?;
@@ -518,6 +526,22 @@ pub fn scatterv(
         None => v.hull.as_slice(),
     };
     let mine = laid.counts[me as usize];
+    if let Some(r) = recv.as_deref_mut().filter(|r| r.is_contiguous()) {
+        if r.packed_len() == mine {
+            // The root's own block goes straight into its receive buffer.
+            return core
+                .engine
+                .coll_scatterv(
+                    ctx,
+                    root,
+                    Some(src),
+                    &laid.counts,
+                    &laid.displs,
+                    r.bytes_mut(),
+                )
+                .map_err(coll_err);
+        }
+    }
     let mut own = vec![0u8; mine];
     core.engine
         .coll_scatterv(ctx, root, Some(src), &laid.counts, &laid.displs, &mut own)
@@ -549,10 +573,7 @@ pub fn allgatherv(
 ) -> MpiResult<()> {
     let (ctx, me, n) = ctx_of(core, comm)?;
     check_blocks(recv, n, "allgather")?;
-    let own = match send {
-        Some(s) => s.pack()?,
-        None => recv.pack_block(me as usize)?,
-    };
+    let own = own_block(send, recv, me)?;
     let mut laid = lay_out(recv, false)?;
     match laid.packed.as_mut() {
         None => core
@@ -582,8 +603,8 @@ pub fn alltoallv(
             check_blocks(s, n, "alltoall")?;
             let laid = lay_out(s, true)?;
             let data = match laid.packed {
-                Some(p) => p,
-                None => s.hull.as_slice().to_vec(),
+                Some(p) => Cow::Owned(p),
+                None => Cow::Borrowed(s.hull.as_slice()),
             };
             (laid.counts, laid.displs, data)
         }
@@ -593,7 +614,7 @@ pub fn alltoallv(
                 Some(p) => p,
                 None => recv.hull.as_slice().to_vec(),
             };
-            (laid.counts, laid.displs, data)
+            (laid.counts, laid.displs, Cow::Owned(data))
         }
     };
     let mut laid = lay_out(recv, false)?;

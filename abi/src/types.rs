@@ -589,6 +589,12 @@ impl TypeInfo {
     ) -> Result<(), String> {
         let ext = self.extent();
         out.reserve(count.saturating_mul(self.size));
+        if self.is_contiguous() {
+            // One block of `count * size` bytes at the buffer address.
+            let n = count * self.size;
+            out.extend_from_slice(span.get(origin..origin + n).ok_or_else(outside)?);
+            return Ok(());
+        }
         for i in 0..count {
             let base = origin as isize + i as isize * ext;
             for b in &self.blocks {
@@ -611,6 +617,13 @@ impl TypeInfo {
         origin: usize,
     ) -> Result<usize, String> {
         let ext = self.extent();
+        if self.is_contiguous() {
+            let n = (count * self.size).min(packed.len());
+            if !sink.put(origin, &packed[..n]) {
+                return Err(outside());
+            }
+            return Ok(n);
+        }
         let mut at = 0;
         'outer: for i in 0..count {
             let base = origin as isize + i as isize * ext;

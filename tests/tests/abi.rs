@@ -311,11 +311,16 @@ fn c_abort_stops_the_job_with_its_code_on_both_stacks() {
     let on_mpich = run(c, DEADLINE);
     let on_kestrel = run(kestrel_run(&["-n", "2", k.to_str().unwrap()]), DEADLINE);
     let _ = std::fs::remove_dir_all(&dir);
-    for (stack, out) in [("MPICH", on_mpich), ("Kestrel", on_kestrel)] {
+    for (stack, out) in [("MPICH", &on_mpich), ("Kestrel", &on_kestrel)] {
         assert_eq!(out.code, Some(7), "{stack}: {}", out.show());
-        assert!(out.stdout.contains("aborting"), "{stack}: {}", out.show());
         assert!(!out.stdout.contains("must not"), "{stack}: {}", out.show());
     }
+    // (hydra sometimes drops the aborting rank's last output; kestrel-run forwards it.)
+    assert!(
+        on_kestrel.stdout.contains("aborting"),
+        "{}",
+        on_kestrel.show()
+    );
 }
 
 /// `(name, kind)` of the dynamic symbols a library defines, from `nm -D --defined-only`.
