@@ -20,7 +20,7 @@ use kestrel_pml::op::Dtype;
 
 /// Byte blocks a derived type may flatten to (64 Mi blocks, 1 GiB of block list): beyond,
 /// construction fails with `MPI_ERR_ARG` instead of exhausting memory.
-const MAX_BLOCKS: usize = 1 << 26;
+pub const MAX_BLOCKS: usize = 1 << 26;
 
 /// A predefined element type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

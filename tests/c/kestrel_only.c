@@ -1,12 +1,13 @@
 /*
- * What Kestrel checks where MPICH 4.0 does not (so this one runs on Kestrel only):
- * reductions with negative counts fail with MPI_ERR_COUNT (MPICH crashes), and a function
- * Kestrel does not implement fails with MPI_ERR_UNSUPPORTED_OPERATION, its message naming
- * the function. Built with MPICH's mpicc and run on Kestrel's library, it is also an
- * MPICH-built binary calling a function missing from Kestrel's mpi.h. Handles that are no
- * handles at all (pseudo-random ints) give the class of the argument, never a crash. With
- * an argument
- * "fatal", the unsupported call is made under MPI_ERRORS_ARE_FATAL and must stop the job.
+ * What Kestrel checks where MPICH 4.0 does not, so this one runs on Kestrel only:
+ * reductions with negative counts fail with MPI_ERR_COUNT (MPICH crashes); handles that
+ * are no handles at all (pseudo-random ints) give the class of the argument, never a
+ * crash; a type of 2^30 separate blocks is refused instead of exhausting memory; and a
+ * function Kestrel does not implement fails with MPI_ERR_UNSUPPORTED_OPERATION, its
+ * message naming the function. Built with MPICH's mpicc and run on Kestrel's library, it
+ * is also an MPICH-built binary calling a function missing from Kestrel's mpi.h. With the
+ * argument "fatal", the unsupported call is made under MPI_ERRORS_ARE_FATAL and must stop
+ * the job.
  */
 #include "check.h"
 
@@ -23,6 +24,19 @@ int main(int argc, char **argv)
     FAILS(MPI_ERR_COUNT, MPI_Allreduce(&in, &out, -1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     FAILS(MPI_ERR_COUNT, MPI_Reduce(&in, &out, -1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
     FAILS(MPI_ERR_COUNT, MPI_Scan(&in, &out, -3, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    /* A vector of 2^30 back-to-back blocks is one contiguous run; one with 2^30 separate
+     * blocks is refused (Kestrel flattens type maps) instead of exhausting memory. */
+    MPI_Datatype big;
+    OK(MPI_Type_vector(1 << 30, 1, 1, MPI_INT, &big));
+    MPI_Count bigsize;
+    int small;
+    OK(MPI_Type_size_x(big, &bigsize));
+    OK(MPI_Type_size(big, &small));
+    CHECK(bigsize == (MPI_Count)4 << 30 && small == MPI_UNDEFINED, "size %lld / %d",
+          (long long)bigsize, small);
+    OK(MPI_Type_free(&big));
+    FAILS(MPI_ERR_ARG, MPI_Type_vector(1 << 30, 2, 3, MPI_INT, &big));
+
     /* Pseudo-random ints as handles of every kind. */
     unsigned x = 12345;
     for (int i = 0; i < 20000; i++) {

@@ -38,6 +38,16 @@ fn env(combiner: c_int, integers: usize, addresses: usize, datatypes: usize) -> 
     }
 }
 
+fn too_many() -> MpiError {
+    MpiError::new(
+        error::ERR_ARG,
+        format!(
+            "the type would have more than {} separate blocks; build it from fewer, larger pieces",
+            types::MAX_BLOCKS
+        ),
+    )
+}
+
 fn blocklen(b: c_int) -> MpiResult<usize> {
     usize::try_from(b)
         .map_err(|_| MpiError::new(error::ERR_ARG, format!("block length {b} is negative")))
@@ -79,6 +89,21 @@ fn strided(
     let b = blocklen(blocklength)?;
     let old = state::datatype(old, false)?;
     let stride = stride_bytes(&old);
+    if b > 0 && stride == b as isize * old.extent() {
+        // Blocks back to back: a contiguous run of `n * b` elements.
+        let total = n.checked_mul(b).ok_or_else(too_many)?;
+        return built(types::build(
+            &[Part {
+                disp: 0,
+                count: total,
+                ty: &old,
+            }],
+            e,
+        ));
+    }
+    if n > types::MAX_BLOCKS {
+        return Err(too_many());
+    }
     let parts: Vec<Part> = (0..n)
         .map(|i| Part {
             disp: (i as isize).wrapping_mul(stride),
@@ -231,6 +256,9 @@ mpi_fn! {
                         format!("dimension {d}: size {}, subsize {}, start {} do not describe a subarray", sz[d], sub[d], st[d]),
                     ));
                 }
+            }
+            if sub.iter().any(|&x| x as usize > types::MAX_BLOCKS) {
+                return Err(too_many());
             }
             let ext = old.extent();
             let mut stride = ext;
