@@ -231,6 +231,8 @@ static void attributes(void)
     CHECK(deletes == 2, "delete_attr ran it %d times", deletes);
     OK(MPI_Comm_get_attr(c, key, &val, &flag));
     CHECK(!flag, "deleted attribute still set");
+    OK(MPI_Comm_delete_attr(c, key));
+    CHECK(deletes == 2, "deleting an unset attribute ran the delete function");
     OK(MPI_Comm_free(&d));
     CHECK(deletes == 3, "freeing the dup ran the delete function %d times", deletes);
 
