@@ -170,11 +170,37 @@ static void rooted(void)
         for (int r = 0; r < size; r++)
             for (int i = 0; i <= r; i++)
                 CHECK(vall[displs[r] + i] == 1000 * r + i, "gatherv rank %d item %d", r, i);
+    /* Gatherv in place at the root: its own block is already in the receive buffer. */
+    if (rank == 0) {
+        for (int i = 0; i < total; i++)
+            vall[i] = i >= displs[0] && i < displs[0] + 1 ? 0 : -1;
+        OK(MPI_Gatherv(MPI_IN_PLACE, 0, MPI_INT, vall, counts, displs, MPI_INT, 0,
+                       MPI_COMM_WORLD));
+        for (int r = 0; r < size; r++)
+            for (int i = 0; i <= r; i++)
+                CHECK(vall[displs[r] + i] == 1000 * r + i, "in-place gatherv rank %d item %d", r,
+                      i);
+    } else {
+        OK(MPI_Gatherv(vin, rank + 1, MPI_INT, NULL, NULL, NULL, MPI_INT, 0, MPI_COMM_WORLD));
+    }
     int *vback = malloc(sizeof(int) * (rank + 1));
     OK(MPI_Scatterv(vall, counts, displs, MPI_INT, vback, rank + 1, MPI_INT, 0,
                     MPI_COMM_WORLD));
     for (int i = 0; i <= rank; i++)
         CHECK(vback[i] == 1000 * rank + i, "scatterv item %d = %d", i, vback[i]);
+    /* Scatterv in place at the root: its block stays where it is. */
+    for (int i = 0; i <= rank; i++)
+        vback[i] = -1;
+    if (rank == 0)
+        OK(MPI_Scatterv(vall, counts, displs, MPI_INT, MPI_IN_PLACE, 1, MPI_INT, 0,
+                        MPI_COMM_WORLD));
+    else
+        OK(MPI_Scatterv(NULL, NULL, NULL, MPI_INT, vback, rank + 1, MPI_INT, 0,
+                        MPI_COMM_WORLD));
+    if (rank > 0)
+        CHECK(vback[rank] == 1000 * rank + rank, "in-place scatterv item %d", rank);
+    else
+        CHECK(vall[displs[0]] == 0, "in-place scatterv left the root's block alone");
     for (int i = 0; i < total; i++)
         vall[i] = -1;
     OK(MPI_Allgatherv(vin, rank + 1, MPI_INT, vall, counts, displs, MPI_INT, MPI_COMM_WORLD));
@@ -245,6 +271,25 @@ static void alltoall(void)
         for (int i = 0; i <= rank; i++)
             CHECK(rv[rd[p] + i] == p * 1000 + rank * 10 + i, "alltoallv from %d item %d", p,
                   i);
+    /* Alltoallv in place: blocks of 2 ints, 3 ints apart (the third of each is untouched). */
+    int *iv = malloc(sizeof(int) * 3 * size), *ic = malloc(sizeof(int) * size),
+        *id = malloc(sizeof(int) * size);
+    for (int p = 0; p < size; p++) {
+        ic[p] = 2;
+        id[p] = 3 * p;
+        iv[3 * p] = rank * 100 + p;
+        iv[3 * p + 1] = -rank;
+        iv[3 * p + 2] = 7;
+    }
+    OK(MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, iv, ic, id, MPI_INT,
+                     MPI_COMM_WORLD));
+    for (int p = 0; p < size; p++)
+        CHECK(iv[3 * p] == p * 100 + rank && iv[3 * p + 1] == -p && iv[3 * p + 2] == 7,
+              "in-place alltoallv block from %d: %d %d %d", p, iv[3 * p], iv[3 * p + 1],
+              iv[3 * p + 2]);
+    free(iv);
+    free(ic);
+    free(id);
     free(s);
     free(r);
     free(sc);
@@ -282,6 +327,12 @@ static void reductions(void)
     for (int i = 0; i <= rank; i++)
         CHECK(vout[i] == size * (first + i), "reduce_scatter item %d = %d", i, vout[i]);
 
+    for (int i = 0; i < total; i++)
+        vin[i] = i;
+    OK(MPI_Reduce_scatter(MPI_IN_PLACE, vin, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    for (int i = 0; i <= rank; i++)
+        CHECK(vin[i] == size * (first + i), "in-place reduce_scatter item %d = %d", i, vin[i]);
+
     /* scan and exscan. */
     int x = rank + 1, inc = 0, exc = -7;
     OK(MPI_Scan(&x, &inc, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
@@ -289,6 +340,10 @@ static void reductions(void)
     OK(MPI_Exscan(&x, &exc, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     if (rank > 0)
         CHECK(exc == rank * (rank + 1) / 2, "exscan %d", exc);
+    int ex = rank + 1;
+    OK(MPI_Exscan(MPI_IN_PLACE, &ex, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    if (rank > 0)
+        CHECK(ex == rank * (rank + 1) / 2, "in-place exscan %d", ex);
     int y = rank + 1;
     OK(MPI_Scan(MPI_IN_PLACE, &y, 1, MPI_INT, MPI_PROD, MPI_COMM_WORLD));
     int fact = 1;
