@@ -7,6 +7,9 @@
  * split communicator. Any number of ranks.
  */
 #include "check.h"
+#include <complex.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 static int rank, size;
 
@@ -120,6 +123,51 @@ static void basics(void)
     OK(MPI_Allreduce(&pin, &pout, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
     CHECK(pout.v == (size - 1) / 2 && pout.i == ((size - 1) / 2) * 2,
           "2int maxloc ties go to the lower index: %d at %d", pout.v, pout.i);
+}
+
+/* Predefined operations over a spread of the predefined C types, complex numbers too. */
+static void typed_reductions(void)
+{
+    unsigned long ul = 1ul << rank, ulsum = 0;
+    OK(MPI_Allreduce(&ul, &ulsum, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(ulsum == (1ul << size) - 1, "unsigned long sum %lu", ulsum);
+    int8_t i8 = (int8_t)(-rank), i8min = 0;
+    OK(MPI_Allreduce(&i8, &i8min, 1, MPI_INT8_T, MPI_MIN, MPI_COMM_WORLD));
+    CHECK(i8min == -(size - 1), "int8 min %d", i8min);
+    short sh = (short)(rank * 100), shmax = 0;
+    OK(MPI_Allreduce(&sh, &shmax, 1, MPI_SHORT, MPI_MAX, MPI_COMM_WORLD));
+    CHECK(shmax == (size - 1) * 100, "short max %d", shmax);
+    uint64_t u = 0xff00ull << rank, ux = 0;
+    OK(MPI_Allreduce(&u, &ux, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD));
+    uint64_t want = 0;
+    for (int r = 0; r < size; r++)
+        want ^= 0xff00ull << r;
+    CHECK(ux == want, "uint64 bxor %llx", (unsigned long long)ux);
+    bool b = rank == size - 1, bor = false;
+    OK(MPI_Allreduce(&b, &bor, 1, MPI_C_BOOL, MPI_LOR, MPI_COMM_WORLD));
+    CHECK(bor, "bool lor");
+    long long ll = rank + 1, llp = 0;
+    OK(MPI_Allreduce(&ll, &llp, 1, MPI_LONG_LONG, MPI_PROD, MPI_COMM_WORLD));
+    long long fact = 1;
+    for (int k = 2; k <= size; k++)
+        fact *= k;
+    CHECK(llp == fact, "long long prod %lld", llp);
+
+    double complex z = rank + 1.0 * I, zs = 0, zp = 0;
+    OK(MPI_Allreduce(&z, &zs, 1, MPI_C_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(creal(zs) == size * (size - 1) / 2.0 && cimag(zs) == size, "complex sum %g%+gi",
+          creal(zs), cimag(zs));
+    OK(MPI_Allreduce(&z, &zp, 1, MPI_C_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD));
+    double complex zw = 1;
+    for (int r = 0; r < size; r++)
+        zw *= r + 1.0 * I;
+    CHECK(cabs(zp - zw) < 1e-9 * (1 + cabs(zw)), "complex product %g%+gi, want %g%+gi",
+          creal(zp), cimag(zp), creal(zw), cimag(zw));
+    float complex fz[2] = {1.0f + rank * I, 2.0f}, fs[2];
+    OK(MPI_Allreduce(fz, fs, 2, MPI_C_FLOAT_COMPLEX, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(crealf(fs[0]) == size && cimagf(fs[0]) == size * (size - 1) / 2.0f &&
+              crealf(fs[1]) == 2.0f * size,
+          "float complex sum");
 }
 
 static void rooted(void)
@@ -472,6 +520,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     rank = check_rank;
     basics();
+    typed_reductions();
     rooted();
     alltoall();
     reductions();

@@ -49,6 +49,8 @@ fn compile(mut cc: Command, src: &Path, exe: &Path) {
         .args(["-O2", "-Wall", "-o"])
         .arg(exe)
         .arg(src)
+        // After the source: libm for the complex arithmetic of some tests.
+        .arg("-lm")
         .output()
         .expect("run the C compiler");
     assert!(
