@@ -726,3 +726,32 @@ pub fn reduce_local(input: &Region, inout: &mut Region, red: &Red) -> MpiResult<
         .map_err(|e| MpiError::new(error::ERR_OP, e.to_string()))?;
     view_store(inout, red.view, &b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c64(re: f64, im: f64) -> Vec<u8> {
+        [re.to_ne_bytes(), im.to_ne_bytes()].concat()
+    }
+
+    #[test]
+    fn complex_sum_and_product() {
+        let a = c64(1.0, 2.0);
+        let mut b = c64(3.0, -1.0);
+        complex_kernel::<8>(&a, &mut b, false, f64::from_ne_bytes, f64::to_ne_bytes);
+        assert_eq!(b, c64(4.0, 1.0));
+        let mut b = c64(3.0, -1.0);
+        // (1 + 2i)(3 - i) = 3 - i + 6i + 2 = 5 + 5i
+        complex_kernel::<8>(&a, &mut b, true, f64::from_ne_bytes, f64::to_ne_bytes);
+        assert_eq!(b, c64(5.0, 5.0));
+    }
+
+    #[test]
+    fn predefined_ops_map_to_mpich_handles() {
+        assert_eq!(predefined_op(0x5800_0003), Some(Op::Sum));
+        assert_eq!(predefined_op(0x5800_000c), Some(Op::Maxloc));
+        assert_eq!(predefined_op(0x5800_000d), None);
+        assert_eq!(predefined_op(0x1800_0000), None);
+    }
+}
