@@ -374,3 +374,32 @@ fn every_symbol_mpich_exports_is_exported() {
     );
     assert!(ours.len() > 1200, "only {} symbols exported", ours.len());
 }
+
+#[test]
+fn mpich_binary_on_kestrel_library_under_mpichs_own_launcher() {
+    let np = tool("NPmpich2", "netpipe-mpich2");
+    let dir = scratch("netpipe-hydra");
+    let table = dir.join("np.out");
+    let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+    c.args(["-n", "2", "env"])
+        .arg(format!("LD_LIBRARY_PATH={}", libdir().display()))
+        .arg("KESTREL_VERBOSE=abi:debug")
+        .arg(&np)
+        .args(["-u", "65536", "-n", "20", "-o"])
+        .arg(&table)
+        .current_dir(&dir);
+    let out = run(c, DEADLINE);
+    let text = std::fs::read_to_string(&table).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.success(), "{}", out.show());
+    assert_eq!(
+        out.stderr.matches("MPI initialized").count(),
+        2,
+        "{}",
+        out.show()
+    );
+    assert!(
+        netpipe_rows(&text).iter().any(|r| r.0 == 65536),
+        "NetPIPE's table lacks the 64 KiB row:\n{text}"
+    );
+}
