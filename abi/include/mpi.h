@@ -1,0 +1,672 @@
+/*
+ * mpi.h for Kestrel's libmpich.so.12.
+ *
+ * Programs compiled against this header, and programs compiled against MPICH's own mpi.h
+ * (Intel MPI and MVAPICH use the same binary interface), run on Kestrel's library: every
+ * handle is a C int laid out the way MPICH lays it out, MPI_Status is five ints, and the
+ * sentinel values below are MPICH's. abi/tests/abi_values (run by tests/tests/abi.rs)
+ * checks each value against the installed MPICH header.
+ *
+ * Handle layout (32-bit int): bits 31-30 the kind (0 null, 1 predefined, 2 direct,
+ * 3 indirect), bits 29-26 the object type, bits 25-0 an index. Predefined datatypes carry
+ * their size in bytes in bits 15-8.
+ *
+ * Every function exists twice, as MPI_name and PMPI_name, so that profiling tools can
+ * define MPI_name themselves and call through to PMPI_name.
+ *
+ * Functions of the MPI standard that Kestrel does not implement are not declared here; a
+ * binary built elsewhere that calls one of them gets MPI_ERR_UNSUPPORTED_OPERATION through
+ * the communicator's error handler (by default: the job stops, naming the function).
+ */
+#ifndef KESTREL_MPI_H
+#define KESTREL_MPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__cplusplus)
+extern "C" {
+#endif
+
+#define KESTREL_MPI 1
+#define KESTREL_MPI_ABI "libmpich.so.12"
+
+/* The MPI standard version whose calls this library implements (a subset of them). */
+#define MPI_VERSION 3
+#define MPI_SUBVERSION 1
+
+/* ---- Integer types ------------------------------------------------------------------ */
+
+typedef long MPI_Aint;
+typedef long MPI_Count;
+typedef long MPI_Offset;
+typedef int MPI_Fint;
+
+/* ---- Handle types: all plain ints ---------------------------------------------------- */
+
+typedef int MPI_Comm;
+typedef int MPI_Group;
+typedef int MPI_Datatype;
+typedef int MPI_Op;
+typedef int MPI_Request;
+typedef int MPI_Message;
+typedef int MPI_Errhandler;
+typedef int MPI_Info;
+typedef int MPI_Win;
+typedef int MPI_Session;
+typedef struct ADIOI_FileD *MPI_File;
+
+/* ---- Status: five ints; the byte count is 63 bits over the first two --------------- */
+
+typedef struct MPI_Status {
+    int count_lo;
+    int count_hi_and_cancelled; /* bit 0: cancelled; bits 31-1: count bits 62-32 */
+    int MPI_SOURCE;
+    int MPI_TAG;
+    int MPI_ERROR;
+} MPI_Status;
+
+#define MPI_STATUS_IGNORE ((MPI_Status *)1)
+#define MPI_STATUSES_IGNORE ((MPI_Status *)1)
+#define MPI_ERRCODES_IGNORE ((int *)0)
+#define MPI_F_STATUS_SIZE 5
+#define MPI_F_SOURCE 2
+#define MPI_F_TAG 3
+#define MPI_F_ERROR 4
+extern MPI_Fint *MPI_F_STATUS_IGNORE;
+extern MPI_Fint *MPI_F_STATUSES_IGNORE;
+
+/* ---- Null and predefined handles ------------------------------------------------------ */
+
+#define MPI_COMM_NULL ((MPI_Comm)0x04000000)
+#define MPI_COMM_WORLD ((MPI_Comm)0x44000000)
+#define MPI_COMM_SELF ((MPI_Comm)0x44000001)
+
+#define MPI_GROUP_NULL ((MPI_Group)0x08000000)
+#define MPI_GROUP_EMPTY ((MPI_Group)0x48000000)
+
+#define MPI_REQUEST_NULL ((MPI_Request)0x2c000000)
+#define MPI_MESSAGE_NULL ((MPI_Message)0x2c000000)
+#define MPI_MESSAGE_NO_PROC ((MPI_Message)0x6c000000)
+
+#define MPI_OP_NULL ((MPI_Op)0x18000000)
+#define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0x14000000)
+#define MPI_INFO_NULL ((MPI_Info)0x1c000000)
+#define MPI_INFO_ENV ((MPI_Info)0x5c000001)
+#define MPI_WIN_NULL ((MPI_Win)0x20000000)
+#define MPI_SESSION_NULL ((MPI_Session)0x38000000)
+#define MPI_FILE_NULL ((MPI_File)0)
+
+/* ---- Datatypes: 0x4c00SSII = predefined, size SS bytes, index II ---------------------- */
+
+#define MPI_DATATYPE_NULL ((MPI_Datatype)0x0c000000)
+
+#define MPI_CHAR ((MPI_Datatype)0x4c000101)
+#define MPI_SIGNED_CHAR ((MPI_Datatype)0x4c000118)
+#define MPI_UNSIGNED_CHAR ((MPI_Datatype)0x4c000102)
+#define MPI_BYTE ((MPI_Datatype)0x4c00010d)
+#define MPI_WCHAR ((MPI_Datatype)0x4c00040e)
+#define MPI_SHORT ((MPI_Datatype)0x4c000203)
+#define MPI_UNSIGNED_SHORT ((MPI_Datatype)0x4c000204)
+#define MPI_INT ((MPI_Datatype)0x4c000405)
+#define MPI_UNSIGNED ((MPI_Datatype)0x4c000406)
+#define MPI_LONG ((MPI_Datatype)0x4c000807)
+#define MPI_UNSIGNED_LONG ((MPI_Datatype)0x4c000808)
+#define MPI_LONG_LONG_INT ((MPI_Datatype)0x4c000809)
+#define MPI_LONG_LONG MPI_LONG_LONG_INT
+#define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000819)
+#define MPI_FLOAT ((MPI_Datatype)0x4c00040a)
+#define MPI_DOUBLE ((MPI_Datatype)0x4c00080b)
+#define MPI_LONG_DOUBLE ((MPI_Datatype)0x4c00100c)
+#define MPI_PACKED ((MPI_Datatype)0x4c00010f)
+
+#define MPI_INT8_T ((MPI_Datatype)0x4c000137)
+#define MPI_INT16_T ((MPI_Datatype)0x4c000238)
+#define MPI_INT32_T ((MPI_Datatype)0x4c000439)
+#define MPI_INT64_T ((MPI_Datatype)0x4c00083a)
+#define MPI_UINT8_T ((MPI_Datatype)0x4c00013b)
+#define MPI_UINT16_T ((MPI_Datatype)0x4c00023c)
+#define MPI_UINT32_T ((MPI_Datatype)0x4c00043d)
+#define MPI_UINT64_T ((MPI_Datatype)0x4c00083e)
+
+#define MPI_C_BOOL ((MPI_Datatype)0x4c00013f)
+#define MPI_C_FLOAT_COMPLEX ((MPI_Datatype)0x4c000840)
+#define MPI_C_COMPLEX MPI_C_FLOAT_COMPLEX
+#define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)0x4c001041)
+#define MPI_C_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002042)
+
+#define MPI_AINT ((MPI_Datatype)0x4c000843)
+#define MPI_OFFSET ((MPI_Datatype)0x4c000844)
+#define MPI_COUNT ((MPI_Datatype)0x4c000845)
+
+/* Value/index pairs for MPI_MINLOC and MPI_MAXLOC: struct { value; int index; }. */
+#define MPI_FLOAT_INT ((MPI_Datatype)0x8c000000)
+#define MPI_DOUBLE_INT ((MPI_Datatype)0x8c000001)
+#define MPI_LONG_INT ((MPI_Datatype)0x8c000002)
+#define MPI_SHORT_INT ((MPI_Datatype)0x8c000003)
+#define MPI_LONG_DOUBLE_INT ((MPI_Datatype)0x8c000004)
+#define MPI_2INT ((MPI_Datatype)0x4c000816)
+
+/* Fortran types, for C code that exchanges data with Fortran ranks. */
+#define MPI_CHARACTER ((MPI_Datatype)0x4c00011a)
+#define MPI_INTEGER ((MPI_Datatype)0x4c00041b)
+#define MPI_REAL ((MPI_Datatype)0x4c00041c)
+#define MPI_LOGICAL ((MPI_Datatype)0x4c00041d)
+#define MPI_COMPLEX ((MPI_Datatype)0x4c00081e)
+#define MPI_DOUBLE_PRECISION ((MPI_Datatype)0x4c00081f)
+#define MPI_2INTEGER ((MPI_Datatype)0x4c000820)
+#define MPI_2REAL ((MPI_Datatype)0x4c000821)
+#define MPI_DOUBLE_COMPLEX ((MPI_Datatype)0x4c001022)
+#define MPI_2DOUBLE_PRECISION ((MPI_Datatype)0x4c001023)
+#define MPI_REAL4 ((MPI_Datatype)0x4c000427)
+#define MPI_COMPLEX8 ((MPI_Datatype)0x4c000828)
+#define MPI_REAL8 ((MPI_Datatype)0x4c000829)
+#define MPI_COMPLEX16 ((MPI_Datatype)0x4c00102a)
+#define MPI_REAL16 ((MPI_Datatype)0x4c00102b)
+#define MPI_COMPLEX32 ((MPI_Datatype)0x4c00202c)
+#define MPI_INTEGER1 ((MPI_Datatype)0x4c00012d)
+#define MPI_INTEGER2 ((MPI_Datatype)0x4c00022f)
+#define MPI_INTEGER4 ((MPI_Datatype)0x4c000430)
+#define MPI_INTEGER8 ((MPI_Datatype)0x4c000831)
+
+/* C++ types. */
+#define MPI_CXX_BOOL ((MPI_Datatype)0x4c000133)
+#define MPI_CXX_FLOAT_COMPLEX ((MPI_Datatype)0x4c000834)
+#define MPI_CXX_DOUBLE_COMPLEX ((MPI_Datatype)0x4c001035)
+#define MPI_CXX_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002036)
+
+/* Type-constructor kinds reported by MPI_Type_get_envelope. */
+#define MPI_COMBINER_NAMED 1
+#define MPI_COMBINER_DUP 2
+#define MPI_COMBINER_CONTIGUOUS 3
+#define MPI_COMBINER_VECTOR 4
+#define MPI_COMBINER_HVECTOR 6
+#define MPI_COMBINER_INDEXED 7
+#define MPI_COMBINER_HINDEXED 9
+#define MPI_COMBINER_INDEXED_BLOCK 10
+#define MPI_COMBINER_STRUCT 12
+#define MPI_COMBINER_SUBARRAY 13
+#define MPI_COMBINER_RESIZED 18
+#define MPI_COMBINER_HINDEXED_BLOCK 19
+
+#define MPI_ORDER_C 56
+#define MPI_ORDER_FORTRAN 57
+
+/* ---- Reduction operations ------------------------------------------------------------ */
+
+#define MPI_MAX ((MPI_Op)0x58000001)
+#define MPI_MIN ((MPI_Op)0x58000002)
+#define MPI_SUM ((MPI_Op)0x58000003)
+#define MPI_PROD ((MPI_Op)0x58000004)
+#define MPI_LAND ((MPI_Op)0x58000005)
+#define MPI_BAND ((MPI_Op)0x58000006)
+#define MPI_LOR ((MPI_Op)0x58000007)
+#define MPI_BOR ((MPI_Op)0x58000008)
+#define MPI_LXOR ((MPI_Op)0x58000009)
+#define MPI_BXOR ((MPI_Op)0x5800000a)
+#define MPI_MINLOC ((MPI_Op)0x5800000b)
+#define MPI_MAXLOC ((MPI_Op)0x5800000c)
+#define MPI_REPLACE ((MPI_Op)0x5800000d)
+#define MPI_NO_OP ((MPI_Op)0x5800000e)
+
+typedef void(MPI_User_function)(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype);
+
+/* ---- Error handlers -------------------------------------------------------------------- */
+
+#define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x54000000)
+#define MPI_ERRORS_RETURN ((MPI_Errhandler)0x54000001)
+#define MPI_ERRORS_ABORT ((MPI_Errhandler)0x54000003)
+
+typedef void(MPI_Comm_errhandler_function)(MPI_Comm *comm, int *errcode, ...);
+typedef MPI_Comm_errhandler_function MPI_Comm_errhandler_fn;
+typedef void(MPI_Handler_function)(MPI_Comm *comm, int *errcode, ...);
+
+/* ---- Attributes ------------------------------------------------------------------------- */
+
+/* Predefined attribute keys of every communicator (C values; Fortran's are one higher). */
+#define MPI_TAG_UB 0x64400001
+#define MPI_HOST 0x64400003
+#define MPI_IO 0x64400005
+#define MPI_WTIME_IS_GLOBAL 0x64400007
+#define MPI_UNIVERSE_SIZE 0x64400009
+#define MPI_LASTUSEDCODE 0x6440000b
+#define MPI_APPNUM 0x6440000d
+#define MPI_KEYVAL_INVALID 0x24000000
+
+typedef int(MPI_Comm_copy_attr_function)(MPI_Comm oldcomm, int keyval, void *extra_state,
+                                          void *attribute_val_in, void *attribute_val_out,
+                                          int *flag);
+typedef int(MPI_Comm_delete_attr_function)(MPI_Comm comm, int keyval, void *attribute_val,
+                                            void *extra_state);
+typedef int(MPI_Copy_function)(MPI_Comm oldcomm, int keyval, void *extra_state,
+                               void *attribute_val_in, void *attribute_val_out, int *flag);
+typedef int(MPI_Delete_function)(MPI_Comm comm, int keyval, void *attribute_val,
+                                 void *extra_state);
+
+/* The copy callback that shares the attribute value with the new communicator. */
+int MPIR_Dup_fn(MPI_Comm oldcomm, int keyval, void *extra_state, void *attribute_val_in,
+                void *attribute_val_out, int *flag);
+#define MPI_NULL_COPY_FN ((MPI_Copy_function *)0)
+#define MPI_NULL_DELETE_FN ((MPI_Delete_function *)0)
+#define MPI_DUP_FN MPIR_Dup_fn
+#define MPI_COMM_NULL_COPY_FN ((MPI_Comm_copy_attr_function *)0)
+#define MPI_COMM_NULL_DELETE_FN ((MPI_Comm_delete_attr_function *)0)
+#define MPI_COMM_DUP_FN ((MPI_Comm_copy_attr_function *)MPI_DUP_FN)
+
+/* ---- Sentinels and limits ----------------------------------------------------------- */
+
+#define MPI_PROC_NULL (-1)
+#define MPI_ANY_SOURCE (-2)
+#define MPI_ROOT (-3)
+#define MPI_ANY_TAG (-1)
+#define MPI_UNDEFINED (-32766)
+#define MPI_BOTTOM ((void *)0)
+#define MPI_IN_PLACE ((void *)-1)
+#define MPI_ARGV_NULL ((char **)0)
+#define MPI_ARGVS_NULL ((char ***)0)
+
+#define MPI_BSEND_OVERHEAD 96
+
+#define MPI_MAX_PROCESSOR_NAME 128
+#define MPI_MAX_ERROR_STRING 512
+#define MPI_MAX_OBJECT_NAME 128
+#define MPI_MAX_LIBRARY_VERSION_STRING 8192
+#define MPI_MAX_INFO_KEY 255
+#define MPI_MAX_INFO_VAL 1024
+#define MPI_MAX_PORT_NAME 256
+
+/* Results of MPI_Comm_compare and MPI_Group_compare. */
+#define MPI_IDENT 0
+#define MPI_CONGRUENT 1
+#define MPI_SIMILAR 2
+#define MPI_UNEQUAL 3
+
+/* Thread support levels. */
+#define MPI_THREAD_SINGLE 0
+#define MPI_THREAD_FUNNELED 1
+#define MPI_THREAD_SERIALIZED 2
+#define MPI_THREAD_MULTIPLE 3
+
+/* MPI_Comm_split_type. */
+#define MPI_COMM_TYPE_SHARED 1
+
+/* Topology kinds (MPI_Topo_test reports MPI_UNDEFINED: Kestrel has no topologies). */
+#define MPI_GRAPH 1
+#define MPI_CART 2
+#define MPI_DIST_GRAPH 3
+
+/* ---- Error classes (error codes are a class in bits 6-0 plus a message index above) ---- */
+
+#define MPI_SUCCESS 0
+#define MPI_ERR_BUFFER 1
+#define MPI_ERR_COUNT 2
+#define MPI_ERR_TYPE 3
+#define MPI_ERR_TAG 4
+#define MPI_ERR_COMM 5
+#define MPI_ERR_RANK 6
+#define MPI_ERR_ROOT 7
+#define MPI_ERR_GROUP 8
+#define MPI_ERR_OP 9
+#define MPI_ERR_TOPOLOGY 10
+#define MPI_ERR_DIMS 11
+#define MPI_ERR_ARG 12
+#define MPI_ERR_UNKNOWN 13
+#define MPI_ERR_TRUNCATE 14
+#define MPI_ERR_OTHER 15
+#define MPI_ERR_INTERN 16
+#define MPI_ERR_IN_STATUS 17
+#define MPI_ERR_PENDING 18
+#define MPI_ERR_REQUEST 19
+#define MPI_ERR_ACCESS 20
+#define MPI_ERR_AMODE 21
+#define MPI_ERR_BAD_FILE 22
+#define MPI_ERR_CONVERSION 23
+#define MPI_ERR_DUP_DATAREP 24
+#define MPI_ERR_FILE_EXISTS 25
+#define MPI_ERR_FILE_IN_USE 26
+#define MPI_ERR_FILE 27
+#define MPI_ERR_INFO 28
+#define MPI_ERR_INFO_KEY 29
+#define MPI_ERR_INFO_VALUE 30
+#define MPI_ERR_INFO_NOKEY 31
+#define MPI_ERR_IO 32
+#define MPI_ERR_NAME 33
+#define MPI_ERR_NO_MEM 34
+#define MPI_ERR_NOT_SAME 35
+#define MPI_ERR_NO_SPACE 36
+#define MPI_ERR_NO_SUCH_FILE 37
+#define MPI_ERR_PORT 38
+#define MPI_ERR_QUOTA 39
+#define MPI_ERR_READ_ONLY 40
+#define MPI_ERR_SERVICE 41
+#define MPI_ERR_SPAWN 42
+#define MPI_ERR_UNSUPPORTED_DATAREP 43
+#define MPI_ERR_UNSUPPORTED_OPERATION 44
+#define MPI_ERR_WIN 45
+#define MPI_ERR_BASE 46
+#define MPI_ERR_LOCKTYPE 47
+#define MPI_ERR_KEYVAL 48
+#define MPI_ERR_RMA_CONFLICT 49
+#define MPI_ERR_RMA_SYNC 50
+#define MPI_ERR_SIZE 51
+#define MPI_ERR_DISP 52
+#define MPI_ERR_ASSERT 53
+#define MPI_ERR_RMA_RANGE 55
+#define MPI_ERR_RMA_ATTACH 56
+#define MPI_ERR_RMA_SHARED 57
+#define MPI_ERR_RMA_FLAVOR 58
+#define MPI_ERR_SESSION 75
+#define MPI_ERR_PROC_ABORTED 76
+#define MPI_ERR_VALUE_TOO_LARGE 77
+#define MPI_ERR_LASTCODE 0x3fffffff
+
+/* ---- Handle conversion (handles are the same in C and Fortran) ------------------------ */
+
+#define MPI_Comm_c2f(h) ((MPI_Fint)(h))
+#define MPI_Comm_f2c(h) ((MPI_Comm)(h))
+#define MPI_Type_c2f(h) ((MPI_Fint)(h))
+#define MPI_Type_f2c(h) ((MPI_Datatype)(h))
+#define MPI_Group_c2f(h) ((MPI_Fint)(h))
+#define MPI_Group_f2c(h) ((MPI_Group)(h))
+#define MPI_Request_c2f(h) ((MPI_Fint)(h))
+#define MPI_Request_f2c(h) ((MPI_Request)(h))
+#define MPI_Op_c2f(h) ((MPI_Fint)(h))
+#define MPI_Op_f2c(h) ((MPI_Op)(h))
+#define MPI_Errhandler_c2f(h) ((MPI_Fint)(h))
+#define MPI_Errhandler_f2c(h) ((MPI_Errhandler)(h))
+#define MPI_Info_c2f(h) ((MPI_Fint)(h))
+#define MPI_Info_f2c(h) ((MPI_Info)(h))
+#define MPI_Message_c2f(h) ((MPI_Fint)(h))
+#define MPI_Message_f2c(h) ((MPI_Message)(h))
+
+/* ---- Functions ------------------------------------------------------------------------ */
+
+/* Declares MPI_<name> and its profiling twin PMPI_<name>. */
+#define KESTREL_MPI_FN(ret, name, params) \
+    ret MPI_##name params;                \
+    ret PMPI_##name params
+
+/* Start-up, shut-down, environment. */
+KESTREL_MPI_FN(int, Init, (int *argc, char ***argv));
+KESTREL_MPI_FN(int, Init_thread, (int *argc, char ***argv, int required, int *provided));
+KESTREL_MPI_FN(int, Initialized, (int *flag));
+KESTREL_MPI_FN(int, Finalized, (int *flag));
+KESTREL_MPI_FN(int, Finalize, (void));
+KESTREL_MPI_FN(int, Abort, (MPI_Comm comm, int errorcode));
+KESTREL_MPI_FN(int, Query_thread, (int *provided));
+KESTREL_MPI_FN(int, Is_thread_main, (int *flag));
+KESTREL_MPI_FN(int, Get_version, (int *version, int *subversion));
+KESTREL_MPI_FN(int, Get_library_version, (char *version, int *resultlen));
+KESTREL_MPI_FN(int, Get_processor_name, (char *name, int *resultlen));
+KESTREL_MPI_FN(double, Wtime, (void));
+KESTREL_MPI_FN(double, Wtick, (void));
+KESTREL_MPI_FN(int, Pcontrol, (const int level, ...));
+KESTREL_MPI_FN(int, Alloc_mem, (MPI_Aint size, MPI_Info info, void *baseptr));
+KESTREL_MPI_FN(int, Free_mem, (void *base));
+
+/* Errors and error handlers. */
+KESTREL_MPI_FN(int, Error_string, (int errorcode, char *string, int *resultlen));
+KESTREL_MPI_FN(int, Error_class, (int errorcode, int *errorclass));
+KESTREL_MPI_FN(int, Comm_create_errhandler,
+               (MPI_Comm_errhandler_function * comm_errhandler_fn, MPI_Errhandler *errhandler));
+KESTREL_MPI_FN(int, Comm_set_errhandler, (MPI_Comm comm, MPI_Errhandler errhandler));
+KESTREL_MPI_FN(int, Comm_get_errhandler, (MPI_Comm comm, MPI_Errhandler *errhandler));
+KESTREL_MPI_FN(int, Comm_call_errhandler, (MPI_Comm comm, int errorcode));
+KESTREL_MPI_FN(int, Errhandler_free, (MPI_Errhandler * errhandler));
+
+/* Communicators. */
+KESTREL_MPI_FN(int, Comm_rank, (MPI_Comm comm, int *rank));
+KESTREL_MPI_FN(int, Comm_size, (MPI_Comm comm, int *size));
+KESTREL_MPI_FN(int, Comm_dup, (MPI_Comm comm, MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_dup_with_info, (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_split, (MPI_Comm comm, int color, int key, MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_split_type,
+               (MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_create, (MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_free, (MPI_Comm * comm));
+KESTREL_MPI_FN(int, Comm_compare, (MPI_Comm comm1, MPI_Comm comm2, int *result));
+KESTREL_MPI_FN(int, Comm_group, (MPI_Comm comm, MPI_Group *group));
+KESTREL_MPI_FN(int, Comm_set_name, (MPI_Comm comm, const char *comm_name));
+KESTREL_MPI_FN(int, Comm_get_name, (MPI_Comm comm, char *comm_name, int *resultlen));
+KESTREL_MPI_FN(int, Comm_test_inter, (MPI_Comm comm, int *flag));
+KESTREL_MPI_FN(int, Comm_get_parent, (MPI_Comm * parent));
+KESTREL_MPI_FN(int, Topo_test, (MPI_Comm comm, int *status));
+
+/* Groups. */
+KESTREL_MPI_FN(int, Group_size, (MPI_Group group, int *size));
+KESTREL_MPI_FN(int, Group_rank, (MPI_Group group, int *rank));
+KESTREL_MPI_FN(int, Group_incl, (MPI_Group group, int n, const int ranks[], MPI_Group *newgroup));
+KESTREL_MPI_FN(int, Group_excl, (MPI_Group group, int n, const int ranks[], MPI_Group *newgroup));
+KESTREL_MPI_FN(int, Group_range_incl,
+               (MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup));
+KESTREL_MPI_FN(int, Group_range_excl,
+               (MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup));
+KESTREL_MPI_FN(int, Group_translate_ranks,
+               (MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]));
+KESTREL_MPI_FN(int, Group_compare, (MPI_Group group1, MPI_Group group2, int *result));
+KESTREL_MPI_FN(int, Group_union, (MPI_Group group1, MPI_Group group2, MPI_Group *newgroup));
+KESTREL_MPI_FN(int, Group_intersection,
+               (MPI_Group group1, MPI_Group group2, MPI_Group *newgroup));
+KESTREL_MPI_FN(int, Group_difference, (MPI_Group group1, MPI_Group group2, MPI_Group *newgroup));
+KESTREL_MPI_FN(int, Group_free, (MPI_Group * group));
+
+/* Attributes. */
+KESTREL_MPI_FN(int, Comm_create_keyval,
+               (MPI_Comm_copy_attr_function * comm_copy_attr_fn,
+                MPI_Comm_delete_attr_function *comm_delete_attr_fn, int *comm_keyval,
+                void *extra_state));
+KESTREL_MPI_FN(int, Comm_free_keyval, (int *comm_keyval));
+KESTREL_MPI_FN(int, Comm_set_attr, (MPI_Comm comm, int comm_keyval, void *attribute_val));
+KESTREL_MPI_FN(int, Comm_get_attr,
+               (MPI_Comm comm, int comm_keyval, void *attribute_val, int *flag));
+KESTREL_MPI_FN(int, Comm_delete_attr, (MPI_Comm comm, int comm_keyval));
+KESTREL_MPI_FN(int, Keyval_create,
+               (MPI_Copy_function * copy_fn, MPI_Delete_function *delete_fn, int *keyval,
+                void *extra_state));
+KESTREL_MPI_FN(int, Keyval_free, (int *keyval));
+KESTREL_MPI_FN(int, Attr_put, (MPI_Comm comm, int keyval, void *attribute_val));
+KESTREL_MPI_FN(int, Attr_get, (MPI_Comm comm, int keyval, void *attribute_val, int *flag));
+KESTREL_MPI_FN(int, Attr_delete, (MPI_Comm comm, int keyval));
+
+/* Info objects. */
+KESTREL_MPI_FN(int, Info_create, (MPI_Info * info));
+KESTREL_MPI_FN(int, Info_set, (MPI_Info info, const char *key, const char *value));
+KESTREL_MPI_FN(int, Info_get,
+               (MPI_Info info, const char *key, int valuelen, char *value, int *flag));
+KESTREL_MPI_FN(int, Info_get_valuelen, (MPI_Info info, const char *key, int *valuelen, int *flag));
+KESTREL_MPI_FN(int, Info_delete, (MPI_Info info, const char *key));
+KESTREL_MPI_FN(int, Info_get_nkeys, (MPI_Info info, int *nkeys));
+KESTREL_MPI_FN(int, Info_get_nthkey, (MPI_Info info, int n, char *key));
+KESTREL_MPI_FN(int, Info_dup, (MPI_Info info, MPI_Info *newinfo));
+KESTREL_MPI_FN(int, Info_free, (MPI_Info * info));
+
+/* Point-to-point. */
+KESTREL_MPI_FN(int, Send, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                           MPI_Comm comm));
+KESTREL_MPI_FN(int, Ssend, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                            int tag, MPI_Comm comm));
+KESTREL_MPI_FN(int, Rsend, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                            int tag, MPI_Comm comm));
+KESTREL_MPI_FN(int, Bsend, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                            int tag, MPI_Comm comm));
+KESTREL_MPI_FN(int, Recv, (void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                           MPI_Comm comm, MPI_Status *status));
+KESTREL_MPI_FN(int, Isend, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                            int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Issend, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                             int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Irsend, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                             int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ibsend, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                             int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Irecv, (void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                            MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Send_init, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                                int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ssend_init, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                                 int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Rsend_init, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                                 int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Bsend_init, (const void *buf, int count, MPI_Datatype datatype, int dest,
+                                 int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Recv_init, (void *buf, int count, MPI_Datatype datatype, int source,
+                                int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Start, (MPI_Request * request));
+KESTREL_MPI_FN(int, Startall, (int count, MPI_Request array_of_requests[]));
+KESTREL_MPI_FN(int, Buffer_attach, (void *buffer, int size));
+KESTREL_MPI_FN(int, Buffer_detach, (void *buffer_addr, int *size));
+KESTREL_MPI_FN(int, Sendrecv,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                MPI_Comm comm, MPI_Status *status));
+KESTREL_MPI_FN(int, Sendrecv_replace,
+               (void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source,
+                int recvtag, MPI_Comm comm, MPI_Status *status));
+KESTREL_MPI_FN(int, Probe, (int source, int tag, MPI_Comm comm, MPI_Status *status));
+KESTREL_MPI_FN(int, Iprobe, (int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status));
+KESTREL_MPI_FN(int, Mprobe,
+               (int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status));
+KESTREL_MPI_FN(int, Improbe, (int source, int tag, MPI_Comm comm, int *flag,
+                              MPI_Message *message, MPI_Status *status));
+KESTREL_MPI_FN(int, Mrecv, (void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
+                            MPI_Status *status));
+KESTREL_MPI_FN(int, Imrecv, (void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
+                             MPI_Request *request));
+KESTREL_MPI_FN(int, Cancel, (MPI_Request * request));
+KESTREL_MPI_FN(int, Request_free, (MPI_Request * request));
+KESTREL_MPI_FN(int, Request_get_status, (MPI_Request request, int *flag, MPI_Status *status));
+KESTREL_MPI_FN(int, Test_cancelled, (const MPI_Status *status, int *flag));
+KESTREL_MPI_FN(int, Get_count, (const MPI_Status *status, MPI_Datatype datatype, int *count));
+KESTREL_MPI_FN(int, Get_elements,
+               (const MPI_Status *status, MPI_Datatype datatype, int *count));
+KESTREL_MPI_FN(int, Get_elements_x,
+               (const MPI_Status *status, MPI_Datatype datatype, MPI_Count *count));
+KESTREL_MPI_FN(int, Status_set_elements, (MPI_Status * status, MPI_Datatype datatype, int count));
+KESTREL_MPI_FN(int, Status_set_cancelled, (MPI_Status * status, int flag));
+
+/* Completion. */
+KESTREL_MPI_FN(int, Wait, (MPI_Request * request, MPI_Status *status));
+KESTREL_MPI_FN(int, Waitall,
+               (int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]));
+KESTREL_MPI_FN(int, Waitany, (int count, MPI_Request array_of_requests[], int *indx,
+                              MPI_Status *status));
+KESTREL_MPI_FN(int, Waitsome, (int incount, MPI_Request array_of_requests[], int *outcount,
+                               int array_of_indices[], MPI_Status array_of_statuses[]));
+KESTREL_MPI_FN(int, Test, (MPI_Request * request, int *flag, MPI_Status *status));
+KESTREL_MPI_FN(int, Testall, (int count, MPI_Request array_of_requests[], int *flag,
+                              MPI_Status array_of_statuses[]));
+KESTREL_MPI_FN(int, Testany, (int count, MPI_Request array_of_requests[], int *indx, int *flag,
+                              MPI_Status *status));
+KESTREL_MPI_FN(int, Testsome, (int incount, MPI_Request array_of_requests[], int *outcount,
+                               int array_of_indices[], MPI_Status array_of_statuses[]));
+
+/* Collectives. */
+KESTREL_MPI_FN(int, Barrier, (MPI_Comm comm));
+KESTREL_MPI_FN(int, Bcast,
+               (void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Reduce, (const void *sendbuf, void *recvbuf, int count,
+                             MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Allreduce, (const void *sendbuf, void *recvbuf, int count,
+                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Gather,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Gatherv,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                MPI_Comm comm));
+KESTREL_MPI_FN(int, Scatter,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Scatterv,
+               (const void *sendbuf, const int sendcounts[], const int displs[],
+                MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Allgather,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Allgatherv,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                MPI_Comm comm));
+KESTREL_MPI_FN(int, Alltoall,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Alltoallv,
+               (const void *sendbuf, const int sendcounts[], const int sdispls[],
+                MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Reduce_scatter,
+               (const void *sendbuf, void *recvbuf, const int recvcounts[],
+                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Reduce_scatter_block, (const void *sendbuf, void *recvbuf, int recvcount,
+                                           MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Scan, (const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                           MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Exscan, (const void *sendbuf, void *recvbuf, int count,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Reduce_local, (const void *inbuf, void *inoutbuf, int count,
+                                   MPI_Datatype datatype, MPI_Op op));
+KESTREL_MPI_FN(int, Op_create, (MPI_User_function * user_fn, int commute, MPI_Op *op));
+KESTREL_MPI_FN(int, Op_free, (MPI_Op * op));
+KESTREL_MPI_FN(int, Op_commutative, (MPI_Op op, int *commute));
+
+/* Datatypes. */
+KESTREL_MPI_FN(int, Type_contiguous, (int count, MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_vector, (int count, int blocklength, int stride, MPI_Datatype oldtype,
+                                  MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_hvector, (int count, int blocklength, MPI_Aint stride,
+                                          MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_indexed,
+               (int count, const int array_of_blocklengths[], const int array_of_displacements[],
+                MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_hindexed,
+               (int count, const int array_of_blocklengths[],
+                const MPI_Aint array_of_displacements[], MPI_Datatype oldtype,
+                MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_indexed_block,
+               (int count, int blocklength, const int array_of_displacements[],
+                MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_hindexed_block,
+               (int count, int blocklength, const MPI_Aint array_of_displacements[],
+                MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_struct,
+               (int count, const int array_of_blocklengths[],
+                const MPI_Aint array_of_displacements[], const MPI_Datatype array_of_types[],
+                MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_subarray,
+               (int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                const int array_of_starts[], int order, MPI_Datatype oldtype,
+                MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_resized,
+               (MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_dup, (MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_commit, (MPI_Datatype * datatype));
+KESTREL_MPI_FN(int, Type_free, (MPI_Datatype * datatype));
+KESTREL_MPI_FN(int, Type_size, (MPI_Datatype datatype, int *size));
+KESTREL_MPI_FN(int, Type_size_x, (MPI_Datatype datatype, MPI_Count *size));
+KESTREL_MPI_FN(int, Type_get_extent, (MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent));
+KESTREL_MPI_FN(int, Type_get_extent_x,
+               (MPI_Datatype datatype, MPI_Count *lb, MPI_Count *extent));
+KESTREL_MPI_FN(int, Type_get_true_extent,
+               (MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent));
+KESTREL_MPI_FN(int, Type_get_true_extent_x,
+               (MPI_Datatype datatype, MPI_Count *true_lb, MPI_Count *true_extent));
+KESTREL_MPI_FN(int, Type_get_envelope, (MPI_Datatype datatype, int *num_integers,
+                                        int *num_addresses, int *num_datatypes, int *combiner));
+KESTREL_MPI_FN(int, Type_set_name, (MPI_Datatype datatype, const char *type_name));
+KESTREL_MPI_FN(int, Type_get_name, (MPI_Datatype datatype, char *type_name, int *resultlen));
+KESTREL_MPI_FN(int, Pack, (const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf,
+                           int outsize, int *position, MPI_Comm comm));
+KESTREL_MPI_FN(int, Unpack, (const void *inbuf, int insize, int *position, void *outbuf,
+                             int outcount, MPI_Datatype datatype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Pack_size, (int incount, MPI_Datatype datatype, MPI_Comm comm, int *size));
+KESTREL_MPI_FN(int, Get_address, (const void *location, MPI_Aint *address));
+KESTREL_MPI_FN(MPI_Aint, Aint_add, (MPI_Aint base, MPI_Aint disp));
+KESTREL_MPI_FN(MPI_Aint, Aint_diff, (MPI_Aint addr1, MPI_Aint addr2));
+
+#if defined(__cplusplus)
+}
+#endif
+
+#endif /* KESTREL_MPI_H */

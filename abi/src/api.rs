@@ -1,0 +1,137 @@
+//! How every MPI call runs: take the lock, run the body, and route a failure through the
+//! right error handler.
+//!
+//! This module owns MPI's error-handler semantics: an error is raised on a communicator
+//! (the one the call names, or `MPI_COMM_WORLD` when it names none or an invalid one);
+//! `MPI_ERRORS_ARE_FATAL` and `MPI_ERRORS_ABORT` print the message, naming the function,
+//! and stop the whole job through the launcher; `MPI_ERRORS_RETURN` returns an error code
+//! whose `MPI_Error_string` is that message; a user handler is called with the lock
+//! released, then its code is returned. It never implements a call itself.
+
+use std::os::raw::c_int;
+
+use crate::callbacks;
+use crate::error::{self, MpiError, MpiResult};
+use crate::handle::{self, Kind, Obj};
+use crate::state::{self, comm_slot, Locked, Phase};
+
+/// What an error handler handle stands for.
+enum Handler {
+    Fatal,
+    Return,
+    User(state::ErrFn),
+}
+
+/// Runs the body of MPI function `name`; errors go to `comm`'s handler (or the error's own
+/// communicator, when it names one).
+pub fn call(
+    name: &'static str,
+    comm: c_int,
+    body: impl FnOnce(&mut Locked) -> MpiResult<()>,
+) -> c_int {
+    let Some(mut l) = Locked::acquire() else {
+        return reentered(name);
+    };
+    match body(&mut l) {
+        Ok(()) => error::SUCCESS,
+        Err(e) => raise(&mut l, name, comm, e),
+    }
+}
+
+/// Runs the body of MPI function `name` that touches no state but datatypes (queries and
+/// constructors), without the library lock: a user reduction function may call these.
+/// Errors still go through `MPI_COMM_WORLD`'s handler, except inside a reduction function,
+/// where the code is returned.
+pub fn call_types(name: &'static str, body: impl FnOnce() -> MpiResult<()>) -> c_int {
+    match body() {
+        Ok(()) => error::SUCCESS,
+        Err(e) => match Locked::acquire() {
+            Some(mut l) => raise(&mut l, name, crate::handle::COMM_WORLD, e),
+            None => error::code_for(e.class, format!("{name}: {}", e.msg)),
+        },
+    }
+}
+
+/// The error of a call made from inside a user reduction function.
+pub fn reentered(name: &str) -> c_int {
+    eprintln!("kestrel: {name} was called from inside a user reduction function; MPI calls other than datatype queries are not allowed there");
+    error::code_for(
+        error::ERR_OTHER,
+        format!("{name}: called from inside a user reduction function (MPI_Op_create), where only datatype queries are allowed"),
+    )
+}
+
+/// Routes `e`, raised by `name`, through the handler of its communicator.
+pub fn raise(l: &mut Locked, name: &str, comm: c_int, e: MpiError) -> c_int {
+    let comm = e.comm.unwrap_or(comm);
+    let msg = format!("{name}: {}", e.msg);
+    tracing::debug!(target: "abi", class = e.class, comm, "{msg}");
+    let (handler, comm) = match l.phase() {
+        Phase::Running(core) => {
+            let (eh, on) = match comm_slot(comm).and_then(|i| core.comms.get(i)) {
+                Some(c) => (c.errhandler, comm),
+                None => (
+                    core.comms
+                        .get(0)
+                        .map(|c| c.errhandler)
+                        .unwrap_or(handle::ERRORS_ARE_FATAL),
+                    handle::COMM_WORLD,
+                ),
+            };
+            let h = match handle::decode(eh, Obj::Errhandler) {
+                Some((Kind::Builtin, 1)) => Handler::Return,
+                Some((Kind::Direct, i)) => match core.errhandlers.get(i) {
+                    Some(f) => Handler::User(*f),
+                    None => Handler::Fatal,
+                },
+                _ => Handler::Fatal,
+            };
+            (h, on)
+        }
+        // Before MPI_Init and after MPI_Finalize there is no handler but the default.
+        Phase::Before | Phase::After => (Handler::Fatal, comm),
+    };
+    // MPI_ERR_IN_STATUS is returned as itself: programs compare against it, and the real
+    // errors are in the statuses.
+    let code = if e.class == error::ERR_IN_STATUS {
+        e.class
+    } else {
+        error::code_for(e.class, msg.clone())
+    };
+    match handler {
+        Handler::Return => code,
+        Handler::User(f) => {
+            l.unlocked(|| callbacks::error_handler(f, comm, code));
+            code
+        }
+        Handler::Fatal => fatal(l, e.class, &msg),
+    }
+}
+
+/// `MPI_ERRORS_ARE_FATAL`: prints `msg` and stops the job with exit code `class`.
+pub fn fatal(l: &mut Locked, class: c_int, msg: &str) -> ! {
+    let text = format!("{msg} ({}; the error handler is MPI_ERRORS_ARE_FATAL, so the job stops; set MPI_ERRORS_RETURN with MPI_Comm_set_errhandler to handle errors yourself)", error::class_text(class));
+    match l.phase() {
+        Phase::Running(core) => {
+            let rank = core.engine.rank();
+            eprintln!("kestrel: rank {rank}: {text}");
+            core.runtime.abort(class.max(1), &text)
+        }
+        _ => {
+            eprintln!("kestrel: {text}");
+            std::process::exit(class.max(1))
+        }
+    }
+}
+
+/// Converts an engine error into an MPI error of `class` (`MPI_ERR_OTHER` for transport
+/// and runtime failures, which are not the caller's fault).
+pub fn pml(class: c_int) -> impl Fn(kestrel_pml::PmlError) -> MpiError {
+    move |e| {
+        let c = match e {
+            kestrel_pml::PmlError::Invalid(_) => class,
+            _ => error::ERR_OTHER,
+        };
+        MpiError::new(c, e.to_string())
+    }
+}

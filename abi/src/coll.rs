@@ -1,0 +1,757 @@
+//! Collective calls: `MPI_IN_PLACE`, datatypes and reduction operations around the
+//! engine's byte-oriented collectives.
+//!
+//! This module owns the translation of MPI's collective arguments into the engine's:
+//! typed buffers become byte slices (the memory itself for contiguous types, packed copies
+//! otherwise), `MPI_IN_PLACE` becomes a copy of the data the call finds in the receive
+//! buffer, and an `MPI_Op` becomes a [`Reduction`] over a view of the data its element
+//! type supports. Every check that could differ between ranks' decisions is made from
+//! arguments all ranks share, before any communication, so a rejected call fails on every
+//! rank instead of leaving the others waiting. It never touches raw pointers.
+
+use std::borrow::Cow;
+use std::os::raw::c_int;
+
+use kestrel_pml::op::{Dtype, Op, Reduction};
+
+use crate::callbacks;
+use crate::error::{self, MpiError, MpiResult};
+use crate::handle::{self, Kind, Obj};
+use crate::mem::{Region, VBuf};
+use crate::state::Core;
+use crate::types::{self, Dt, ReduceView};
+
+fn coll_err(e: kestrel_pml::PmlError) -> MpiError {
+    crate::api::pml(error::ERR_ARG)(e)
+}
+
+/// How a reduction sees the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The memory of a contiguous type, as is.
+    Raw(Dtype),
+    /// The packed form of a non-contiguous type.
+    Packed(Dtype),
+    /// The memory layout of a value/index pair type, padding included, rebuilt in a
+    /// temporary array (the pair's packed form has no padding).
+    Struct(Dtype),
+}
+
+impl View {
+    fn dtype(self) -> Dtype {
+        match self {
+            View::Raw(d) | View::Packed(d) | View::Struct(d) => d,
+        }
+    }
+}
+
+/// A resolved `MPI_Op` for one datatype.
+#[derive(Debug, Clone)]
+pub struct Red {
+    /// The engine's reduction.
+    pub reduction: Reduction,
+    /// How the data is presented to it.
+    pub view: View,
+}
+
+/// The predefined operation of an `MPI_Op` handle (`MPI_MAX` = 1 ... `MPI_MAXLOC` = 12).
+fn predefined_op(op: c_int) -> Option<Op> {
+    match handle::decode(op, Obj::Op)? {
+        (Kind::Builtin, i) => Some(match i {
+            1 => Op::Max,
+            2 => Op::Min,
+            3 => Op::Sum,
+            4 => Op::Prod,
+            5 => Op::Land,
+            6 => Op::Band,
+            7 => Op::Lor,
+            8 => Op::Bor,
+            9 => Op::Lxor,
+            10 => Op::Bxor,
+            11 => Op::Minloc,
+            12 => Op::Maxloc,
+            _ => return None,
+        }),
+        _ => None,
+    }
+}
+
+/// A name for a datatype in messages.
+pub fn type_name(h: c_int) -> String {
+    types::predefined_name(h)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("datatype {h:#x}"))
+}
+
+/// Resolves `op` for datatype `dt` (handle `dt_h`).
+pub fn resolve_op(core: &Core, op: c_int, dt_h: c_int, dt: &Dt) -> MpiResult<Red> {
+    if let Some(p) = predefined_op(op) {
+        if let Some(red) = complex_op(p, dt) {
+            return Ok(red);
+        }
+        let view = match dt.reduce_view() {
+            Some(ReduceView::Raw(d)) if dt.pair.is_some() => View::Struct(d),
+            Some(ReduceView::Raw(d)) => View::Raw(d),
+            Some(ReduceView::Packed(d)) => View::Packed(d),
+            None => {
+                return Err(MpiError::new(
+                    error::ERR_OP,
+                    format!(
+                        "{} is not supported for {}: predefined operations need integer, floating-point or value/index pair elements, all of one type",
+                        p.name(),
+                        type_name(dt_h)
+                    ),
+                ))
+            }
+        };
+        if !p.applies_to(view.dtype()) {
+            return Err(MpiError::new(
+                error::ERR_OP,
+                format!(
+                    "{} is not defined for {} (elements of {})",
+                    p.name(),
+                    type_name(dt_h),
+                    view.dtype()
+                ),
+            ));
+        }
+        return Ok(Red {
+            reduction: Reduction::Predefined(p),
+            view,
+        });
+    }
+    if let Some(u) = core.user_op(op) {
+        let ext = dt.extent().max(0) as usize;
+        let (view, packed, elem) = if dt.pair.is_some() {
+            (View::Struct(Dtype::Opaque(ext as u32)), false, ext)
+        } else if dt.is_contiguous() {
+            (View::Raw(Dtype::Opaque(dt.size as u32)), false, dt.size)
+        } else {
+            (View::Packed(Dtype::Opaque(dt.size as u32)), true, dt.size)
+        };
+        if dt.size == 0 {
+            return Err(MpiError::new(
+                error::ERR_TYPE,
+                "a user operation needs a datatype with data in it",
+            ));
+        }
+        return Ok(Red {
+            reduction: callbacks::user_reduction(u, dt_h, dt.clone(), packed, elem),
+            view,
+        });
+    }
+    Err(MpiError::new(
+        error::ERR_OP,
+        match op {
+            0x5800_000d | 0x5800_000e => {
+                "MPI_REPLACE and MPI_NO_OP are for one-sided accumulates, not collectives"
+                    .to_string()
+            }
+            h if h == handle::OP_NULL => "the operation is MPI_OP_NULL".to_string(),
+            h => format!("{h:#x} is not an operation (freed, or another kind of handle)"),
+        },
+    ))
+}
+
+/// Complex element types: handle and bytes of each of the two parts.
+const COMPLEX: &[(c_int, usize)] = &[
+    (0x4c00_0840, 4), // MPI_C_FLOAT_COMPLEX
+    (0x4c00_1041, 8), // MPI_C_DOUBLE_COMPLEX
+    (0x4c00_081e, 4), // MPI_COMPLEX
+    (0x4c00_1022, 8), // MPI_DOUBLE_COMPLEX
+    (0x4c00_0828, 4), // MPI_COMPLEX8
+    (0x4c00_102a, 8), // MPI_COMPLEX16
+    (0x4c00_0834, 4), // MPI_CXX_FLOAT_COMPLEX
+    (0x4c00_1035, 8), // MPI_CXX_DOUBLE_COMPLEX
+];
+
+/// `MPI_SUM` and `MPI_PROD` on single- and double-precision complex numbers, which the
+/// engine's kernels do not cover: a reduction over `(re, im)` pairs in native order.
+fn complex_op(p: Op, dt: &Dt) -> Option<Red> {
+    let basic = dt.uniform_basic()?;
+    let part = COMPLEX.iter().find(|c| c.0 == basic.handle)?.1;
+    if !matches!(p, Op::Sum | Op::Prod) {
+        return None;
+    }
+    let prod = p == Op::Prod;
+    let f = move |input: &[u8], inout: &mut [u8]| {
+        if part == 4 {
+            complex_kernel::<4>(
+                input,
+                inout,
+                prod,
+                |b| f32::from_ne_bytes(b) as f64,
+                |v| (v as f32).to_ne_bytes(),
+            )
+        } else {
+            complex_kernel::<8>(input, inout, prod, f64::from_ne_bytes, f64::to_ne_bytes)
+        }
+    };
+    let d = Dtype::Opaque(2 * part as u32);
+    Some(Red {
+        reduction: Reduction::User(kestrel_pml::op::UserOp::new(true, f)),
+        view: if dt.is_contiguous() {
+            View::Raw(d)
+        } else {
+            View::Packed(d)
+        },
+    })
+}
+
+/// `inout[i] = input[i] + inout[i]` (or `*`) over complex numbers of two `N`-byte parts.
+fn complex_kernel<const N: usize>(
+    input: &[u8],
+    inout: &mut [u8],
+    prod: bool,
+    load: impl Fn([u8; N]) -> f64,
+    store: impl Fn(f64) -> [u8; N],
+) {
+    let part = |b: &[u8]| -> f64 { load(b.try_into().unwrap_or([0; N])) };
+    for (a, b) in input.chunks_exact(2 * N).zip(inout.chunks_exact_mut(2 * N)) {
+        let (ar, ai) = (part(&a[..N]), part(&a[N..]));
+        let (br, bi) = (part(&b[..N]), part(&b[N..]));
+        let (r, i) = if prod {
+            (ar * br - ai * bi, ar * bi + ai * br)
+        } else {
+            (ar + br, ai + bi)
+        };
+        b[..N].copy_from_slice(&store(r));
+        b[N..].copy_from_slice(&store(i));
+    }
+}
+
+/// The data of `r` as the view wants it.
+fn view_data(r: &Region, view: View) -> MpiResult<Vec<u8>> {
+    match view {
+        View::Raw(_) => Ok(r.bytes().to_vec()),
+        View::Packed(_) => r.pack(),
+        View::Struct(_) => {
+            let ext = r.ty.extent() as usize;
+            let mut arr = vec![0u8; r.count * ext];
+            r.ty.unpack(r.count, &r.pack()?, &mut arr[..], 0)
+                .map_err(|e| MpiError::new(error::ERR_INTERN, e))?;
+            Ok(arr)
+        }
+    }
+}
+
+/// Writes `data` (in the view's form) into `r`.
+fn view_store(r: &mut Region, view: View, data: &[u8]) -> MpiResult<()> {
+    match view {
+        View::Raw(_) => {
+            r.bytes_mut().copy_from_slice(data);
+            Ok(())
+        }
+        View::Packed(_) => r.unpack(data).map(|_| ()),
+        View::Struct(_) => {
+            let mut packed = Vec::with_capacity(r.packed_len());
+            r.ty.pack(r.count, data, 0, &mut packed)
+                .map_err(|e| MpiError::new(error::ERR_INTERN, e))?;
+            r.unpack(&packed).map(|_| ())
+        }
+    }
+}
+
+fn ctx_of(core: &Core, comm: c_int) -> MpiResult<(u16, u32, u32)> {
+    let c = core.comm(comm)?;
+    Ok((c.ctx, c.rank as u32, c.size() as u32))
+}
+
+fn check_root(root: c_int, n: u32) -> MpiResult<u32> {
+    if root < 0 || root as u32 >= n {
+        return Err(MpiError::new(
+            error::ERR_ROOT,
+            format!(
+                "root {root} is outside a communicator of {n} ranks; every rank must name the same root in 0..{}",
+                n.saturating_sub(1)
+            ),
+        ));
+    }
+    Ok(root as u32)
+}
+
+/// `MPI_Barrier`.
+pub fn barrier(core: &mut Core, comm: c_int) -> MpiResult<()> {
+    let (ctx, _, _) = ctx_of(core, comm)?;
+    core.engine.coll_barrier(ctx).map_err(coll_err)
+}
+
+/// `MPI_Bcast`.
+pub fn bcast(core: &mut Core, comm: c_int, r: &mut Region, root: c_int) -> MpiResult<()> {
+    let (ctx, me, n) = ctx_of(core, comm)?;
+    let root = check_root(root, n)?;
+    if r.is_contiguous() {
+        return core
+            .engine
+            .coll_bcast(ctx, root, r.bytes_mut())
+            .map_err(coll_err);
+    }
+    let mut data = if me == root {
+        r.pack()?
+    } else {
+        vec![0u8; r.packed_len()]
+    };
+    core.engine
+        .coll_bcast(ctx, root, &mut data)
+        .map_err(coll_err)?;
+    if me != root {
+        r.unpack(&data)?;
+    }
+    Ok(())
+}
+
+/// `MPI_Reduce`: `send` is `None` for `MPI_IN_PLACE` (root only); `recv` matters at the root.
+pub fn reduce(
+    core: &mut Core,
+    comm: c_int,
+    send: Option<&Region>,
+    recv: Option<&mut Region>,
+    red: &Red,
+    root: c_int,
+) -> MpiResult<()> {
+    let (ctx, me, n) = ctx_of(core, comm)?;
+    let root = check_root(root, n)?;
+    let d = red.view.dtype();
+    if me != root {
+        let Some(s) = send else {
+            return Err(MpiError::new(
+                error::ERR_BUFFER,
+                "MPI_IN_PLACE is only allowed as the root's send buffer",
+            ));
+        };
+        let data = send_view(s, red.view)?;
+        return core
+            .engine
+            .coll_reduce(ctx, root, &data, None, d, &red.reduction)
+            .map_err(coll_err);
+    }
+    let recv =
+        recv.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a receive buffer"))?;
+    let input = match send {
+        Some(s) => send_view(s, red.view)?,
+        None => Cow::Owned(view_data(recv, red.view)?),
+    };
+    if let View::Raw(_) = red.view {
+        return core
+            .engine
+            .coll_reduce(ctx, root, &input, Some(recv.bytes_mut()), d, &red.reduction)
+            .map_err(coll_err);
+    }
+    let mut out = vec![0u8; input.len()];
+    core.engine
+        .coll_reduce(ctx, root, &input, Some(&mut out), d, &red.reduction)
+        .map_err(coll_err)?;
+    view_store(recv, red.view, &out)
+}
+
+/// The send data of a reduction, borrowing contiguous memory where possible.
+fn send_view(s: &Region, view: View) -> MpiResult<std::borrow::Cow<'_, [u8]>> {
+    Ok(match view {
+        View::Raw(_) => Cow::Borrowed(s.bytes()),
+        _ => Cow::Owned(view_data(s, view)?),
+    })
+}
+
+/// `MPI_Allreduce` (`send` `None` for `MPI_IN_PLACE`).
+pub fn allreduce(
+    core: &mut Core,
+    comm: c_int,
+    send: Option<&Region>,
+    recv: &mut Region,
+    red: &Red,
+) -> MpiResult<()> {
+    let (ctx, _, _) = ctx_of(core, comm)?;
+    let d = red.view.dtype();
+    let input = match send {
+        Some(s) => send_view(s, red.view)?,
+        None => Cow::Owned(view_data(recv, red.view)?),
+    };
+    if let View::Raw(_) = red.view {
+        return core
+            .engine
+            .coll_allreduce(ctx, &input, recv.bytes_mut(), d, &red.reduction)
+            .map_err(coll_err);
+    }
+    let mut out = vec![0u8; input.len()];
+    core.engine
+        .coll_allreduce(ctx, &input, &mut out, d, &red.reduction)
+        .map_err(coll_err)?;
+    view_store(recv, red.view, &out)
+}
+
+/// `MPI_Scan` and `MPI_Exscan` (`send` `None` for `MPI_IN_PLACE`).
+pub fn scan(
+    core: &mut Core,
+    comm: c_int,
+    send: Option<&Region>,
+    recv: &mut Region,
+    red: &Red,
+    exclusive: bool,
+) -> MpiResult<()> {
+    let (ctx, _, _) = ctx_of(core, comm)?;
+    let d = red.view.dtype();
+    let input = match send {
+        Some(s) => send_view(s, red.view)?,
+        None => Cow::Owned(view_data(recv, red.view)?),
+    };
+    if let View::Raw(_) = red.view {
+        return core
+            .engine
+            .coll_scan(ctx, &input, recv.bytes_mut(), d, &red.reduction, exclusive)
+            .map_err(coll_err);
+    }
+    // Starting from the current contents keeps rank 0's buffer of an exscan as it was.
+    let mut out = view_data(recv, red.view)?;
+    core.engine
+        .coll_scan(ctx, &input, &mut out, d, &red.reduction, exclusive)
+        .map_err(coll_err)?;
+    view_store(recv, red.view, &out)
+}
+
+/// `MPI_Reduce_scatter` (`counts` per rank) and `MPI_Reduce_scatter_block`. `input` is the
+/// region of all `sum(counts)` input elements (the send buffer, or the receive buffer for
+/// `MPI_IN_PLACE`); `recv` receives this rank's share.
+pub fn reduce_scatter(
+    core: &mut Core,
+    comm: c_int,
+    input: &Region,
+    recv: &mut Region,
+    counts: &[usize],
+    red: &Red,
+) -> MpiResult<()> {
+    let (ctx, me, n) = ctx_of(core, comm)?;
+    if counts.len() != n as usize {
+        return Err(MpiError::new(
+            error::ERR_COUNT,
+            format!("{} counts for {n} ranks", counts.len()),
+        ));
+    }
+    let d = red.view.dtype();
+    // Per-rank element counts in units of the view's element.
+    let per_elem = match red.view {
+        View::Struct(_) => 1,
+        View::Raw(_) | View::Packed(_) => input.ty.size / d.size().max(1),
+    };
+    let counts_v: Vec<usize> = counts.iter().map(|c| c * per_elem).collect();
+    let data = view_data(input, red.view)?;
+    let mut out = vec![0u8; counts_v[me as usize] * d.size()];
+    core.engine
+        .coll_reduce_scatter(ctx, &data, &mut out, &counts_v, d, &red.reduction)
+        .map_err(coll_err)?;
+    view_store(recv, red.view, &out)
+}
+
+/// Byte counts and displacements of a [`VBuf`] for the engine, and the buffer they index:
+/// the hull itself for contiguous types, else a packed copy (`packed` set).
+struct Laid {
+    counts: Vec<usize>,
+    displs: Vec<usize>,
+    packed: Option<Vec<u8>>,
+}
+
+fn lay_out(v: &VBuf, fill: bool) -> MpiResult<Laid> {
+    let counts: Vec<usize> = (0..v.counts.len()).map(|r| v.packed_len(r)).collect();
+    if v.ty.is_contiguous() {
+        return Ok(Laid {
+            counts,
+            displs: v.origins.clone(),
+            packed: None,
+        });
+    }
+    let mut displs = Vec::with_capacity(counts.len());
+    let mut at = 0;
+    for c in &counts {
+        displs.push(at);
+        at += c;
+    }
+    let mut packed = Vec::with_capacity(at);
+    if fill {
+        for r in 0..counts.len() {
+            packed.extend_from_slice(&v.pack_block(r)?);
+        }
+    } else {
+        packed.resize(at, 0);
+    }
+    Ok(Laid {
+        counts,
+        displs,
+        packed: Some(packed),
+    })
+}
+
+fn store_blocks(v: &VBuf, laid: &Laid, skip: Option<usize>) -> MpiResult<()> {
+    if let Some(p) = &laid.packed {
+        for r in 0..v.counts.len() {
+            if Some(r) != skip {
+                v.unpack_block(r, &p[laid.displs[r]..laid.displs[r] + laid.counts[r]])?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// This rank's contribution to a gather: its send buffer (borrowed when contiguous), or in
+/// place its own block of the receive buffer.
+fn own_block<'a>(send: Option<&'a Region>, recv: &VBuf, me: u32) -> MpiResult<Cow<'a, [u8]>> {
+    Ok(match send {
+        Some(s) if s.is_contiguous() => Cow::Borrowed(s.bytes()),
+        Some(s) => Cow::Owned(s.pack()?),
+        None => Cow::Owned(recv.pack_block(me as usize)?),
+    })
+}
+
+fn hull_mut(v: &mut VBuf) -> &mut [u8] {
+    let n = v.hull.len();
+    v.hull.slice_mut(0, n)
+}
+
+fn check_blocks(v: &VBuf, n: u32, what: &str) -> MpiResult<()> {
+    if v.counts.len() != n as usize {
+        return Err(MpiError::new(
+            error::ERR_COUNT,
+            format!("{what}: {} blocks for {n} ranks", v.counts.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// `MPI_Gather(v)`: `send` `None` for `MPI_IN_PLACE` (root); `recv` at the root.
+pub fn gatherv(
+    core: &mut Core,
+    comm: c_int,
+    send: Option<&Region>,
+    recv: Option<&mut VBuf>,
+    root: c_int,
+) -> MpiResult<()> {
+    let (ctx, me, n) = ctx_of(core, comm)?;
+    let root = check_root(root, n)?;
+    if me != root {
+        let s = send
+            .ok_or_else(|| MpiError::new(error::ERR_BUFFER, "MPI_IN_PLACE is only for the root"))?;
+        let data = if s.is_contiguous() {
+            Cow::Borrowed(s.bytes())
+        } else {
+            Cow::Owned(s.pack()?)
+        };
+        return core
+            .engine
+            .coll_gatherv(ctx, root, &data, None, &[], &[])
+            .map_err(coll_err);
+    }
+    let v =
+        recv.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a receive buffer"))?;
+    check_blocks(v, n, "gather")?;
+    let own = own_block(send, v, me)?;
+    let mut laid = lay_out(v, false)?;
+    match laid.packed.as_mut() {
+        None => core
+            .engine
+            .coll_gatherv(
+                ctx,
+                root,
+                &own,
+                Some(hull_mut(v)),
+                &laid.counts,
+                &laid.displs,
+            )
+            .map_err(coll_err)?,
+        Some(p) => core
+            .engine
+            .coll_gatherv(ctx, root, &own, Some(p), &laid.counts, &laid.displs)
+            .map_err(coll_err)?,
+    }
+    store_blocks(v, &laid, None)
+}
+
+/// `MPI_Scatter(v)`: `send` at the root; `recv` `None` for `MPI_IN_PLACE` (root).
+pub fn scatterv(
+    core: &mut Core,
+    comm: c_int,
+    send: Option<&VBuf>,
+    mut recv: Option<&mut Region>,
+    root: c_int,
+) -> MpiResult<()> {
+    let (ctx, me, n) = ctx_of(core, comm)?;
+    let root = check_root(root, n)?;
+    if me != root {
+        let r = recv
+            .ok_or_else(|| MpiError::new(error::ERR_BUFFER, "MPI_IN_PLACE is only for the root"))?;
+        if r.is_contiguous() {
+            return core
+                .engine
+                .coll_scatterv(ctx, root, None, &[], &[], r.bytes_mut())
+                .map_err(coll_err);
+        }
+        let mut data = vec![0u8; r.packed_len()];
+        core.engine
+            .coll_scatterv(ctx, root, None, &[], &[], &mut data)
+            .map_err(coll_err)?;
+        return r.unpack(&data).map(|_| ());
+    }
+    let v = send.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a send buffer"))?;
+    check_blocks(v, n, "scatter")?;
+    let laid = lay_out(v, true)?;
+    let src: &[u8] = match &laid.packed {
+        Some(p) => p,
+        None => v.hull.as_slice(),
+    };
+    let mine = laid.counts[me as usize];
+    if let Some(r) = recv.as_deref_mut().filter(|r| r.is_contiguous()) {
+        if r.packed_len() == mine {
+            // The root's own block goes straight into its receive buffer.
+            return core
+                .engine
+                .coll_scatterv(
+                    ctx,
+                    root,
+                    Some(src),
+                    &laid.counts,
+                    &laid.displs,
+                    r.bytes_mut(),
+                )
+                .map_err(coll_err);
+        }
+    }
+    let mut own = vec![0u8; mine];
+    core.engine
+        .coll_scatterv(ctx, root, Some(src), &laid.counts, &laid.displs, &mut own)
+        .map_err(coll_err)?;
+    match recv {
+        Some(r) => {
+            if own.len() != r.packed_len() {
+                return Err(MpiError::new(
+                    error::ERR_TRUNCATE,
+                    format!(
+                        "the root's own block has {} bytes but its receive buffer takes {}",
+                        own.len(),
+                        r.packed_len()
+                    ),
+                ));
+            }
+            r.unpack(&own).map(|_| ())
+        }
+        None => Ok(()),
+    }
+}
+
+/// `MPI_Allgather(v)`: `send` `None` for `MPI_IN_PLACE` (own block already in `recv`).
+pub fn allgatherv(
+    core: &mut Core,
+    comm: c_int,
+    send: Option<&Region>,
+    recv: &mut VBuf,
+) -> MpiResult<()> {
+    let (ctx, me, n) = ctx_of(core, comm)?;
+    check_blocks(recv, n, "allgather")?;
+    let own = own_block(send, recv, me)?;
+    let mut laid = lay_out(recv, false)?;
+    match laid.packed.as_mut() {
+        None => core
+            .engine
+            .coll_allgatherv(ctx, &own, hull_mut(recv), &laid.counts, &laid.displs)
+            .map_err(coll_err)?,
+        Some(p) => core
+            .engine
+            .coll_allgatherv(ctx, &own, p, &laid.counts, &laid.displs)
+            .map_err(coll_err)?,
+    }
+    store_blocks(recv, &laid, None)
+}
+
+/// `MPI_Alltoall(v)`: `send` `None` for `MPI_IN_PLACE` (the data comes from `recv`).
+pub fn alltoallv(
+    core: &mut Core,
+    comm: c_int,
+    send: Option<&VBuf>,
+    recv: &mut VBuf,
+) -> MpiResult<()> {
+    let (ctx, _, n) = ctx_of(core, comm)?;
+    check_blocks(recv, n, "alltoall")?;
+    // In place: the outgoing blocks are read before anything is received.
+    let (scounts, sdispls, sdata) = match send {
+        Some(s) => {
+            check_blocks(s, n, "alltoall")?;
+            let laid = lay_out(s, true)?;
+            let data = match laid.packed {
+                Some(p) => Cow::Owned(p),
+                None => Cow::Borrowed(s.hull.as_slice()),
+            };
+            (laid.counts, laid.displs, data)
+        }
+        None => {
+            let laid = lay_out(recv, true)?;
+            let data = match laid.packed {
+                Some(p) => p,
+                None => recv.hull.as_slice().to_vec(),
+            };
+            (laid.counts, laid.displs, Cow::Owned(data))
+        }
+    };
+    let mut laid = lay_out(recv, false)?;
+    match laid.packed.as_mut() {
+        None => core
+            .engine
+            .coll_alltoallv(
+                ctx,
+                &sdata,
+                &scounts,
+                &sdispls,
+                hull_mut(recv),
+                &laid.counts,
+                &laid.displs,
+            )
+            .map_err(coll_err)?,
+        Some(p) => core
+            .engine
+            .coll_alltoallv(
+                ctx,
+                &sdata,
+                &scounts,
+                &sdispls,
+                p,
+                &laid.counts,
+                &laid.displs,
+            )
+            .map_err(coll_err)?,
+    }
+    store_blocks(recv, &laid, None)
+}
+
+/// `MPI_Reduce_local`: `inout = input op inout`.
+pub fn reduce_local(input: &Region, inout: &mut Region, red: &Red) -> MpiResult<()> {
+    let a = view_data(input, red.view)?;
+    let mut b = view_data(inout, red.view)?;
+    red.reduction
+        .apply(red.view.dtype(), &a, &mut b)
+        .map_err(|e| MpiError::new(error::ERR_OP, e.to_string()))?;
+    view_store(inout, red.view, &b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c64(re: f64, im: f64) -> Vec<u8> {
+        [re.to_ne_bytes(), im.to_ne_bytes()].concat()
+    }
+
+    #[test]
+    fn complex_sum_and_product() {
+        let a = c64(1.0, 2.0);
+        let mut b = c64(3.0, -1.0);
+        complex_kernel::<8>(&a, &mut b, false, f64::from_ne_bytes, f64::to_ne_bytes);
+        assert_eq!(b, c64(4.0, 1.0));
+        let mut b = c64(3.0, -1.0);
+        // (1 + 2i)(3 - i) = 3 - i + 6i + 2 = 5 + 5i
+        complex_kernel::<8>(&a, &mut b, true, f64::from_ne_bytes, f64::to_ne_bytes);
+        assert_eq!(b, c64(5.0, 5.0));
+    }
+
+    #[test]
+    fn predefined_ops_map_to_mpich_handles() {
+        assert_eq!(predefined_op(0x5800_0003), Some(Op::Sum));
+        assert_eq!(predefined_op(0x5800_000c), Some(Op::Maxloc));
+        assert_eq!(predefined_op(0x5800_000d), None);
+        assert_eq!(predefined_op(0x1800_0000), None);
+    }
+}

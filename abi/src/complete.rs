@@ -1,0 +1,374 @@
+//! The wait and test families, and request management (`MPI_Start`, `MPI_Cancel`,
+//! `MPI_Request_free`, `MPI_Request_get_status`).
+//!
+//! This module owns MPI's completion rules over arrays of request handles: null and
+//! inactive requests, freeing completed requests (persistent ones become inactive instead),
+//! `MPI_UNDEFINED` when nothing is active, and `MPI_ERR_IN_STATUS` for multiple
+//! completions with a failed member. The entry points hand it the handle arrays as slices
+//! and write the statuses it returns; it never touches raw memory.
+
+use std::os::raw::c_int;
+
+use crate::error::{self, MpiError, MpiResult};
+use crate::handle;
+use crate::mem::St;
+use crate::p2p::{self, ANY_SOURCE};
+use crate::requests::{self, Persistent, ReqState};
+use crate::state::Core;
+
+/// `MPI_UNDEFINED`.
+pub const UNDEFINED: c_int = -32766;
+
+/// A request's slot, or `None` for `MPI_REQUEST_NULL`.
+fn slot_of(core: &Core, h: c_int) -> MpiResult<Option<u32>> {
+    if h == handle::REQUEST_NULL {
+        return Ok(None);
+    }
+    match requests::slot(h) {
+        Some(i) if core.requests.get(i).is_some() => Ok(Some(i)),
+        _ => Err(requests::bad_request(h)),
+    }
+}
+
+/// Whether a slot holds a request that can complete (not inactive persistent).
+fn live(core: &Core, i: u32) -> bool {
+    core.requests
+        .get(i)
+        .is_some_and(|r| !matches!(r.state, ReqState::Inactive))
+}
+
+/// Polls slot `i` without progress.
+fn poll_slot(core: &mut Core, i: u32) -> MpiResult<bool> {
+    let Core {
+        engine, requests, ..
+    } = core;
+    match requests.get_mut(i) {
+        Some(r) => requests::poll(engine, r),
+        None => Ok(true),
+    }
+}
+
+/// Reports a completed slot: its status; frees it (or deactivates a persistent one) and
+/// sets the handle to `MPI_REQUEST_NULL` when freed.
+fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
+    let persistent = core
+        .requests
+        .get(i)
+        .is_some_and(|r| r.persistent().is_some());
+    let st = match core.requests.get_mut(i) {
+        Some(r) => requests::take_status(r),
+        None => St::empty(ANY_SOURCE),
+    };
+    if !persistent {
+        core.requests.remove(i);
+        *h = handle::REQUEST_NULL;
+    }
+    st
+}
+
+/// The error a completed request reports, if any, on its communicator.
+pub fn status_error(st: &St, comm: c_int) -> MpiResult<()> {
+    p2p::check_truncation(st, st.bytes).map_err(|e| e.on(comm))
+}
+
+fn comm_of(core: &Core, i: u32) -> c_int {
+    core.requests
+        .get(i)
+        .map(|r| r.comm)
+        .unwrap_or(handle::COMM_WORLD)
+}
+
+/// `MPI_Wait`: the status and the request's communicator.
+pub fn wait(core: &mut Core, h: &mut c_int) -> MpiResult<(St, c_int)> {
+    let Some(i) = slot_of(core, *h)? else {
+        return Ok((St::empty(ANY_SOURCE), handle::COMM_WORLD));
+    };
+    if !live(core, i) {
+        return Ok((St::empty(ANY_SOURCE), comm_of(core, i)));
+    }
+    let mut idle = 0u32;
+    while !poll_slot(core, i)? {
+        core.engine.idle_step(&mut idle);
+        requests::reap_detached(core);
+    }
+    let comm = comm_of(core, i);
+    Ok((finish(core, h, i), comm))
+}
+
+/// `MPI_Test`: the status if complete.
+pub fn test(core: &mut Core, h: &mut c_int) -> MpiResult<Option<(St, c_int)>> {
+    let Some(i) = slot_of(core, *h)? else {
+        return Ok(Some((St::empty(ANY_SOURCE), handle::COMM_WORLD)));
+    };
+    if !live(core, i) {
+        return Ok(Some((St::empty(ANY_SOURCE), comm_of(core, i))));
+    }
+    if !poll_slot(core, i)? {
+        core.engine.progress();
+        requests::reap_detached(core);
+        if !poll_slot(core, i)? {
+            return Ok(None);
+        }
+    }
+    let comm = comm_of(core, i);
+    Ok(Some((finish(core, h, i), comm)))
+}
+
+/// Statuses of a multiple completion, and the error to return (`MPI_ERR_IN_STATUS` when a
+/// member failed; each status then carries its own class).
+pub struct Many {
+    /// One per request (empty statuses for null and inactive ones).
+    pub statuses: Vec<St>,
+    /// Set when a member failed.
+    pub in_status: Option<MpiError>,
+}
+
+fn many(statuses: Vec<St>, comm: c_int) -> Many {
+    let failed = statuses
+        .iter()
+        .filter(|s| s.error != error::SUCCESS)
+        .count();
+    let in_status = (failed > 0).then(|| {
+        MpiError::new(
+            error::ERR_IN_STATUS,
+            format!("{failed} of the requests failed; see MPI_ERROR in their statuses"),
+        )
+        .on(comm)
+    });
+    Many {
+        statuses,
+        in_status,
+    }
+}
+
+/// `MPI_Waitall`.
+pub fn waitall(core: &mut Core, hs: &mut [c_int]) -> MpiResult<Many> {
+    let slots: Vec<Option<u32>> = hs
+        .iter()
+        .map(|&h| slot_of(core, h))
+        .collect::<MpiResult<_>>()?;
+    let mut idle = 0u32;
+    loop {
+        let mut all = true;
+        for &i in slots.iter().flatten() {
+            if live(core, i) && !poll_slot(core, i)? {
+                all = false;
+            }
+        }
+        if all {
+            break;
+        }
+        core.engine.idle_step(&mut idle);
+        requests::reap_detached(core);
+    }
+    let mut comm = handle::COMM_WORLD;
+    let statuses = slots
+        .iter()
+        .zip(hs.iter_mut())
+        .map(|(s, h)| match s {
+            Some(i) if live(core, *i) => {
+                let c = comm_of(core, *i);
+                let st = finish(core, h, *i);
+                if st.error != error::SUCCESS {
+                    comm = c;
+                }
+                st
+            }
+            _ => St::empty(ANY_SOURCE),
+        })
+        .collect();
+    Ok(many(statuses, comm))
+}
+
+/// `MPI_Testall`: `None` when not all are complete (then none is reported).
+pub fn testall(core: &mut Core, hs: &mut [c_int]) -> MpiResult<Option<Many>> {
+    let slots: Vec<Option<u32>> = hs
+        .iter()
+        .map(|&h| slot_of(core, h))
+        .collect::<MpiResult<_>>()?;
+    core.engine.progress();
+    requests::reap_detached(core);
+    for &i in slots.iter().flatten() {
+        if live(core, i) && !poll_slot(core, i)? {
+            return Ok(None);
+        }
+    }
+    waitall(core, hs).map(Some)
+}
+
+/// `MPI_Waitany` (`block`) and `MPI_Testany`: the index completed (`MPI_UNDEFINED` when no
+/// request is active) and its status; `None` from a test that found nothing complete.
+pub fn any(
+    core: &mut Core,
+    hs: &mut [c_int],
+    block: bool,
+) -> MpiResult<Option<(c_int, St, c_int)>> {
+    let slots: Vec<Option<u32>> = hs
+        .iter()
+        .map(|&h| slot_of(core, h))
+        .collect::<MpiResult<_>>()?;
+    if !slots.iter().flatten().any(|&i| live(core, i)) {
+        return Ok(Some((UNDEFINED, St::empty(ANY_SOURCE), handle::COMM_WORLD)));
+    }
+    let mut idle = 0u32;
+    let mut progressed = false;
+    loop {
+        for (k, s) in slots.iter().enumerate() {
+            if let Some(i) = *s {
+                if live(core, i) && poll_slot(core, i)? {
+                    let comm = comm_of(core, i);
+                    let st = finish(core, &mut hs[k], i);
+                    return Ok(Some((k as c_int, st, comm)));
+                }
+            }
+        }
+        if !block {
+            if progressed {
+                return Ok(None);
+            }
+            core.engine.progress();
+            requests::reap_detached(core);
+            progressed = true;
+            continue;
+        }
+        core.engine.idle_step(&mut idle);
+        requests::reap_detached(core);
+    }
+}
+
+/// `MPI_Waitsome` (`block`) and `MPI_Testsome`: indices completed with their statuses;
+/// `None` when no request is active (`outcount = MPI_UNDEFINED`).
+pub fn some(
+    core: &mut Core,
+    hs: &mut [c_int],
+    block: bool,
+) -> MpiResult<Option<(Vec<c_int>, Many)>> {
+    let slots: Vec<Option<u32>> = hs
+        .iter()
+        .map(|&h| slot_of(core, h))
+        .collect::<MpiResult<_>>()?;
+    if !slots.iter().flatten().any(|&i| live(core, i)) {
+        return Ok(None);
+    }
+    let mut idle = 0u32;
+    let mut progressed = false;
+    loop {
+        let mut done = Vec::new();
+        for (k, s) in slots.iter().enumerate() {
+            if let Some(i) = *s {
+                if live(core, i) && poll_slot(core, i)? {
+                    done.push((k, i));
+                }
+            }
+        }
+        if !done.is_empty() || (!block && progressed) {
+            let mut comm = handle::COMM_WORLD;
+            let mut idx = Vec::with_capacity(done.len());
+            let mut sts = Vec::with_capacity(done.len());
+            for (k, i) in done {
+                let c = comm_of(core, i);
+                let st = finish(core, &mut hs[k], i);
+                if st.error != error::SUCCESS {
+                    comm = c;
+                }
+                idx.push(k as c_int);
+                sts.push(st);
+            }
+            return Ok(Some((idx, many(sts, comm))));
+        }
+        if block {
+            core.engine.idle_step(&mut idle);
+        } else {
+            core.engine.progress();
+            progressed = true;
+        }
+        requests::reap_detached(core);
+    }
+}
+
+/// `MPI_Request_get_status`: the status if complete, without freeing the request.
+pub fn get_status(core: &mut Core, h: c_int) -> MpiResult<Option<St>> {
+    let Some(i) = slot_of(core, h)? else {
+        return Ok(Some(St::empty(ANY_SOURCE)));
+    };
+    if !live(core, i) {
+        return Ok(Some(St::empty(ANY_SOURCE)));
+    }
+    if !poll_slot(core, i)? {
+        core.engine.progress();
+        if !poll_slot(core, i)? {
+            return Ok(None);
+        }
+    }
+    Ok(match core.requests.get(i).map(|r| &r.state) {
+        Some(ReqState::Done(st)) => Some(*st),
+        _ => Some(St::empty(ANY_SOURCE)),
+    })
+}
+
+/// `MPI_Cancel`: receives not yet matched are cancelled; sends cannot be (MPI allows
+/// that: their status then reports "not cancelled").
+pub fn cancel(core: &mut Core, h: c_int) -> MpiResult<()> {
+    let i = slot_of(core, h)?
+        .ok_or_else(|| MpiError::new(error::ERR_REQUEST, "the request is MPI_REQUEST_NULL"))?;
+    let Core {
+        engine, requests, ..
+    } = core;
+    if let Some(r) = requests.get_mut(i) {
+        if let (ReqState::Active(id), true) = (&r.state, r.recv) {
+            engine.cancel(*id, r.ctx);
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Request_free`: a running request completes on its own and is then forgotten.
+pub fn free(core: &mut Core, h: &mut c_int) -> MpiResult<()> {
+    let i = slot_of(core, *h)?
+        .ok_or_else(|| MpiError::new(error::ERR_REQUEST, "the request is MPI_REQUEST_NULL"))?;
+    if let Some(r) = core.requests.remove(i) {
+        if r.is_active() {
+            core.detached.push(r);
+        }
+    }
+    *h = handle::REQUEST_NULL;
+    Ok(())
+}
+
+/// `MPI_Start`.
+pub fn start(core: &mut Core, h: c_int) -> MpiResult<()> {
+    let i = slot_of(core, h)?
+        .ok_or_else(|| MpiError::new(error::ERR_REQUEST, "the request is MPI_REQUEST_NULL"))?;
+    let (p, comm) = match core.requests.get(i) {
+        Some(r) => match (r.persistent(), &r.state) {
+            (Some(p), ReqState::Inactive) => (p.clone(), r.comm),
+            (Some(_), _) => {
+                return Err(MpiError::new(
+                    error::ERR_REQUEST,
+                    "the persistent request is still active; complete it (MPI_Wait, MPI_Test) before starting it again",
+                ))
+            }
+            (None, _) => {
+                return Err(MpiError::new(
+                    error::ERR_REQUEST,
+                    format!("{h:#x} is not a persistent request (MPI_Send_init, MPI_Recv_init, ...)"),
+                ))
+            }
+        },
+        None => return Err(requests::bad_request(h)),
+    };
+    let mut fresh = match &p {
+        Persistent::Send {
+            mode,
+            region,
+            peer,
+            tag,
+        } => p2p::start_send(core, comm, region, *peer, *tag, *mode)?,
+        Persistent::Recv { region, peer, tag } => p2p::start_recv(core, comm, region, *peer, *tag)?,
+    };
+    fresh.extra().persistent = Some(p);
+    if let Some(r) = core.requests.get_mut(i) {
+        *r = fresh;
+    }
+    Ok(())
+}

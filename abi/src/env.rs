@@ -1,0 +1,169 @@
+//! Start-up and shut-down: `MPI_Init`, `MPI_Finalize`, thread levels, clocks, versions.
+//!
+//! This module owns the library's life cycle: resolving Kestrel's parameters, starting
+//! logging, connecting to the launcher and starting the engine (as the Rust facade does),
+//! creating `MPI_COMM_WORLD` and `MPI_COMM_SELF`, and tearing it all down in order. It
+//! never runs before `MPI_Init` or after `MPI_Finalize` except for the calls MPI allows
+//! then (`MPI_Initialized`, `MPI_Finalized`, `MPI_Get_version`, `MPI_Wtime`).
+
+use std::os::raw::c_int;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use kestrel_pml::engine::{CTX_SELF, CTX_WORLD};
+use kestrel_pml::Engine;
+use kestrel_runtime::Runtime;
+use kestrel_transport::params::Params;
+
+use crate::error::{self, MpiError, MpiResult};
+use crate::handle;
+use crate::state::{BsendArea, CommRec, Core, Locked, Phase, Slab};
+
+/// `MPI_THREAD_SINGLE`.
+pub const THREAD_SINGLE: c_int = 0;
+/// `MPI_THREAD_SERIALIZED`: the most this library grants (one lock serializes calls, and a
+/// blocking call holds it until it returns).
+pub const THREAD_SERIALIZED: c_int = 2;
+/// `MPI_THREAD_MULTIPLE`.
+pub const THREAD_MULTIPLE: c_int = 3;
+
+/// The MPI standard version this library implements a subset of.
+pub const VERSION: (c_int, c_int) = (3, 1);
+
+fn clock_zero() -> Instant {
+    static ZERO: OnceLock<Instant> = OnceLock::new();
+    *ZERO.get_or_init(Instant::now)
+}
+
+/// `MPI_Wtime`: seconds since the library first read the clock (a monotonic clock; not
+/// synchronized between processes, so `MPI_WTIME_IS_GLOBAL` is false).
+pub fn wtime() -> f64 {
+    clock_zero().elapsed().as_secs_f64()
+}
+
+/// `MPI_Wtick`: the monotonic clock's resolution.
+pub const WTICK: f64 = 1e-9;
+
+/// `MPI_Get_library_version`.
+pub fn library_version() -> String {
+    format!(
+        "Kestrel {} (MPICH ABI, libmpich.so.12; MPI {}.{} subset; transports over shared memory, launcher kestrel-run)",
+        env!("CARGO_PKG_VERSION"),
+        VERSION.0,
+        VERSION.1
+    )
+}
+
+fn startup(e: impl std::fmt::Display) -> MpiError {
+    MpiError::new(error::ERR_OTHER, format!("start-up failed: {e}"))
+}
+
+/// `MPI_Init_thread`: returns the thread level provided.
+pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
+    match l.phase() {
+        Phase::Before => {}
+        Phase::Running(_) => {
+            return Err(MpiError::new(
+                error::ERR_OTHER,
+                "MPI is already initialized; call MPI_Init or MPI_Init_thread once",
+            ))
+        }
+        Phase::After => {
+            return Err(MpiError::new(
+                error::ERR_OTHER,
+                "MPI was finalized and cannot be initialized again",
+            ))
+        }
+    }
+    clock_zero();
+    let params = Params::from_env(&kestrel::all_param_specs()).map_err(startup)?;
+    let label = match std::env::var("PMI_RANK") {
+        Ok(r) => format!("kestrel r{r}"),
+        Err(_) => "kestrel".to_string(),
+    };
+    kestrel_transport::logging::init(
+        &kestrel_transport::core_params::VERBOSE.get(&params),
+        &label,
+    )
+    .map_err(startup)?;
+    let mut runtime = Runtime::init(&params).map_err(startup)?;
+    let engine = Engine::new(&params, &mut runtime).map_err(startup)?;
+    let me = engine.rank();
+    let size = engine.size();
+    let mut comms = Slab::default();
+    comms.put_at(
+        0,
+        CommRec {
+            ctx: CTX_WORLD,
+            rank: me as i32,
+            members: (0..size).collect(),
+            name: String::new(),
+            errhandler: handle::ERRORS_ARE_FATAL,
+            attrs: Vec::new(),
+        },
+    );
+    comms.put_at(
+        1,
+        CommRec {
+            ctx: CTX_SELF,
+            rank: 0,
+            members: vec![me],
+            name: String::new(),
+            errhandler: handle::ERRORS_ARE_FATAL,
+            attrs: Vec::new(),
+        },
+    );
+    crate::comm::set_universe_size(size);
+    let provided = required.clamp(THREAD_SINGLE, THREAD_SERIALIZED);
+    tracing::debug!(target: "abi", rank = me, size, provided, "MPI initialized");
+    *l.phase() = Phase::Running(Box::new(Core {
+        engine,
+        runtime,
+        comms,
+        groups: Slab::default(),
+        requests: Slab::default(),
+        messages: Slab::default(),
+        ops: Slab::default(),
+        errhandlers: Slab::default(),
+        keyvals: Slab::default(),
+        infos: Slab::default(),
+        bsend: BsendArea::default(),
+        detached: Vec::new(),
+        thread_level: provided,
+        main_thread: std::thread::current().id(),
+    }));
+    Ok(provided)
+}
+
+/// `MPI_Finalize`: deletes `MPI_COMM_SELF`'s attributes (their delete functions run first,
+/// as MPI specifies), lets buffered sends finish, then stops the engine and the runtime.
+pub fn finalize(l: &mut Locked) -> MpiResult<()> {
+    let self_attrs = l.core()?.comm(handle::COMM_SELF)?.attrs.clone();
+    for (kv, _) in self_attrs.into_iter().rev() {
+        crate::comm::delete_attr(l, handle::COMM_SELF, kv)?;
+    }
+    let core = l.core()?;
+    let mut idle = 0u32;
+    while !core.bsend.pending.is_empty() {
+        let Core { bsend, engine, .. } = &mut *core;
+        bsend
+            .pending
+            .retain(|&(id, _, _)| engine.try_complete(id).is_none());
+        core.engine.idle_step(&mut idle);
+    }
+    crate::requests::reap_detached(core);
+    let Phase::Running(mut core) = std::mem::replace(l.phase(), Phase::After) else {
+        unreachable!("checked by l.core() above");
+    };
+    let Core {
+        engine, runtime, ..
+    } = &mut *core;
+    engine
+        .finalize(runtime)
+        .map_err(|e| MpiError::new(error::ERR_OTHER, format!("shut-down failed: {e}")))?;
+    runtime
+        .finalize()
+        .map_err(|e| MpiError::new(error::ERR_OTHER, format!("shut-down failed: {e}")))?;
+    tracing::debug!(target: "abi", "MPI finalized");
+    Ok(())
+}

@@ -1,0 +1,629 @@
+//! Datatype constructors, queries, and packing.
+
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+use super::region;
+use crate::api;
+use crate::comm::MAX_OBJECT_NAME;
+use crate::complete::UNDEFINED;
+use crate::error::{self, MpiError, MpiResult};
+use crate::handle::{self, Kind, Obj};
+use crate::mem;
+use crate::state::{self, TypeEntry};
+use crate::types::{self, combiner, Dt, Envelope, Part, TypeInfo};
+
+/// Registers a derived type; returns its handle.
+fn register(info: TypeInfo, committed: bool) -> c_int {
+    let slot = state::with_types(|t| {
+        t.derived.insert(TypeEntry {
+            info: Arc::new(info),
+            committed,
+            name: String::new(),
+        })
+    });
+    handle::make(Kind::Indirect, Obj::Datatype, slot)
+}
+
+fn built(r: Result<TypeInfo, types::BuildError>) -> MpiResult<TypeInfo> {
+    r.map_err(|e| MpiError::new(error::ERR_ARG, e.0))
+}
+
+fn env(combiner: c_int, integers: usize, addresses: usize, datatypes: usize) -> Envelope {
+    Envelope {
+        combiner,
+        integers: integers as c_int,
+        addresses: addresses as c_int,
+        datatypes: datatypes as c_int,
+    }
+}
+
+fn too_many() -> MpiError {
+    MpiError::new(
+        error::ERR_ARG,
+        format!(
+            "the type would have more than {} separate blocks; build it from fewer, larger pieces",
+            types::MAX_BLOCKS
+        ),
+    )
+}
+
+fn blocklen(b: c_int) -> MpiResult<usize> {
+    usize::try_from(b)
+        .map_err(|_| MpiError::new(error::ERR_ARG, format!("block length {b} is negative")))
+}
+
+/// Runs a constructor body and stores the new type's handle in `newtype`.
+fn construct(
+    name: &'static str,
+    newtype: *mut c_int,
+    body: impl FnOnce() -> MpiResult<TypeInfo>,
+) -> c_int {
+    api::call_types(name, || {
+        let info = body()?;
+        let h = register(info, false);
+        // SAFETY: out-parameter (contract of the calling entry point).
+        unsafe { mem::put(newtype, h, "newtype") }
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Type_contiguous`.
+    fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_contiguous", newtype, || {
+            let n = mem::count(count)?;
+            let old = state::datatype(oldtype, false)?;
+            built(types::build(&[Part { disp: 0, count: n, ty: &old }], env(combiner::CONTIGUOUS, 1, 0, 1)))
+        })
+    }
+}
+
+fn strided(
+    count: c_int,
+    blocklength: c_int,
+    stride_bytes: impl Fn(&Dt) -> isize,
+    old: c_int,
+    e: Envelope,
+) -> MpiResult<TypeInfo> {
+    let n = mem::count(count)?;
+    let b = blocklen(blocklength)?;
+    let old = state::datatype(old, false)?;
+    let stride = stride_bytes(&old);
+    if b > 0 && stride == b as isize * old.extent() {
+        // Blocks back to back: a contiguous run of `n * b` elements.
+        let total = n.checked_mul(b).ok_or_else(too_many)?;
+        return built(types::build(
+            &[Part {
+                disp: 0,
+                count: total,
+                ty: &old,
+            }],
+            e,
+        ));
+    }
+    if n > types::MAX_BLOCKS {
+        return Err(too_many());
+    }
+    let parts: Vec<Part> = (0..n)
+        .map(|i| Part {
+            disp: (i as isize).wrapping_mul(stride),
+            count: b,
+            ty: &old,
+        })
+        .collect();
+    built(types::build(&parts, e))
+}
+
+mpi_fn! {
+    /// `MPI_Type_vector`: `stride` in extents of `oldtype`.
+    fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_vector", newtype, || {
+            strided(count, blocklength, |t| stride as isize * t.extent(), oldtype, env(combiner::VECTOR, 3, 0, 1))
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_hvector`: `stride` in bytes.
+    fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_create_hvector", newtype, || {
+            strided(count, blocklength, |_| stride, oldtype, env(combiner::HVECTOR, 2, 1, 1))
+        })
+    }
+}
+
+/// Blocks at displacements (in extents of `old` when `scaled`, else bytes).
+fn indexed(
+    n: usize,
+    lens: &[usize],
+    displs: &[isize],
+    old: c_int,
+    scaled: bool,
+    e: Envelope,
+) -> MpiResult<TypeInfo> {
+    let old = state::datatype(old, false)?;
+    let unit = if scaled { old.extent() } else { 1 };
+    let parts: Vec<Part> = (0..n)
+        .map(|i| Part {
+            disp: displs[i].wrapping_mul(unit),
+            count: lens[i],
+            ty: &old,
+        })
+        .collect();
+    built(types::build(&parts, e))
+}
+
+mpi_fn! {
+    /// `MPI_Type_indexed`.
+    fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_indexed", newtype, || {
+            let n = mem::count(count)?;
+            // SAFETY: both arrays hold `count` ints (contract).
+            let (bl, ds) = unsafe { (mem::slice(blocklengths, n, "array_of_blocklengths")?, mem::slice(displacements, n, "array_of_displacements")?) };
+            let lens = bl.iter().map(|&b| blocklen(b)).collect::<MpiResult<Vec<_>>>()?;
+            let displs: Vec<isize> = ds.iter().map(|&d| d as isize).collect();
+            indexed(n, &lens, &displs, oldtype, true, env(combiner::INDEXED, 2 * n + 1, 0, 1))
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_hindexed`.
+    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_create_hindexed", newtype, || {
+            let n = mem::count(count)?;
+            // SAFETY: both arrays hold `count` entries (contract).
+            let (bl, ds) = unsafe { (mem::slice(blocklengths, n, "array_of_blocklengths")?, mem::slice(displacements, n, "array_of_displacements")?) };
+            let lens = bl.iter().map(|&b| blocklen(b)).collect::<MpiResult<Vec<_>>>()?;
+            indexed(n, &lens, ds, oldtype, false, env(combiner::HINDEXED, n + 1, n, 1))
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_indexed_block`.
+    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, displacements: *const c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_create_indexed_block", newtype, || {
+            let n = mem::count(count)?;
+            let b = blocklen(blocklength)?;
+            // SAFETY: `displacements` holds `count` ints (contract).
+            let ds = unsafe { mem::slice(displacements, n, "array_of_displacements") }?;
+            let displs: Vec<isize> = ds.iter().map(|&d| d as isize).collect();
+            indexed(n, &vec![b; n], &displs, oldtype, true, env(combiner::INDEXED_BLOCK, n + 2, 0, 1))
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_hindexed_block`.
+    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, displacements: *const isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_create_hindexed_block", newtype, || {
+            let n = mem::count(count)?;
+            let b = blocklen(blocklength)?;
+            // SAFETY: `displacements` holds `count` entries (contract).
+            let ds = unsafe { mem::slice(displacements, n, "array_of_displacements") }?;
+            indexed(n, &vec![b; n], ds, oldtype, false, env(combiner::HINDEXED_BLOCK, 2, n, 1))
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_struct`: the extent is padded to the largest member alignment.
+    fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklengths: *const c_int, displacements: *const isize, types_: *const c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_create_struct", newtype, || {
+            let n = mem::count(count)?;
+            // SAFETY: the three arrays hold `count` entries (contract).
+            let (bl, ds, ts) = unsafe {
+                (
+                    mem::slice(blocklengths, n, "array_of_blocklengths")?,
+                    mem::slice(displacements, n, "array_of_displacements")?,
+                    mem::slice(types_, n, "array_of_types")?,
+                )
+            };
+            let members = ts.iter().map(|&t| state::datatype(t, false)).collect::<MpiResult<Vec<Dt>>>()?;
+            let lens = bl.iter().map(|&b| blocklen(b)).collect::<MpiResult<Vec<_>>>()?;
+            let parts: Vec<Part> = (0..n).map(|i| Part { disp: ds[i], count: lens[i], ty: &members[i] }).collect();
+            let mut t = built(types::build(&parts, env(combiner::STRUCT, n + 1, n, n)))?;
+            types::pad_struct(&mut t);
+            Ok(t)
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_subarray`.
+    fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_create_subarray", newtype, || {
+            let nd = mem::count(ndims)?;
+            if nd == 0 {
+                return Err(MpiError::new(error::ERR_ARG, "ndims must be at least 1"));
+            }
+            // SAFETY: the three arrays hold `ndims` ints (contract).
+            let (sz, sub, st) = unsafe {
+                (mem::slice(sizes, nd, "array_of_sizes")?, mem::slice(subsizes, nd, "array_of_subsizes")?, mem::slice(starts, nd, "array_of_starts")?)
+            };
+            let old = state::datatype(oldtype, false)?;
+            // Dimension indices from the fastest-varying to the slowest.
+            let dims: Vec<usize> = match order {
+                56 => (0..nd).rev().collect(),
+                57 => (0..nd).collect(),
+                o => return Err(MpiError::new(error::ERR_ARG, format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"))),
+            };
+            for d in 0..nd {
+                if sz[d] <= 0 || sub[d] < 0 || st[d] < 0 || st[d] + sub[d] > sz[d] {
+                    return Err(MpiError::new(
+                        error::ERR_ARG,
+                        format!("dimension {d}: size {}, subsize {}, start {} do not describe a subarray", sz[d], sub[d], st[d]),
+                    ));
+                }
+            }
+            if sub.iter().any(|&x| x as usize > types::MAX_BLOCKS) {
+                return Err(too_many());
+            }
+            let ext = old.extent();
+            let mut stride = ext;
+            let mut offset = 0isize;
+            let mut t: TypeInfo = (*old).clone();
+            for (k, &d) in dims.iter().enumerate() {
+                let e = env(combiner::SUBARRAY, 3 * nd + 2, 0, 1);
+                let parts: Vec<Part> = if k == 0 {
+                    vec![Part { disp: 0, count: sub[d] as usize, ty: &t }]
+                } else {
+                    (0..sub[d] as isize).map(|i| Part { disp: i * stride, count: 1, ty: &t }).collect()
+                };
+                let next = built(types::build(&parts, e))?;
+                offset += st[d] as isize * stride;
+                stride *= sz[d] as isize;
+                t = next;
+            }
+            let placed = built(types::build(&[Part { disp: offset, count: 1, ty: &t }], env(combiner::SUBARRAY, 3 * nd + 2, 0, 1)))?;
+            let mut r = types::resized(&placed, 0, stride);
+            r.envelope = env(combiner::SUBARRAY, 3 * nd + 2, 0, 1);
+            Ok(r)
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_resized`.
+    fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: c_int, lb: isize, extent: isize, newtype: *mut c_int) -> c_int {
+        construct("MPI_Type_create_resized", newtype, || {
+            let old = state::datatype(oldtype, false)?;
+            Ok(types::resized(&old, lb, extent))
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_dup`: the copy is committed if the original is.
+    fn MPI_Type_dup / PMPI_Type_dup(oldtype: c_int, newtype: *mut c_int) -> c_int {
+        api::call_types("MPI_Type_dup", || {
+            let old = state::datatype(oldtype, false)?;
+            let committed = old.predefined.is_some() || state::datatype(oldtype, true).is_ok();
+            let mut info = (*old).clone();
+            info.envelope = env(combiner::DUP, 0, 0, 1);
+            let h = register(info, committed);
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(newtype, h, "newtype") }
+        })
+    }
+}
+
+fn derived_slot(h: c_int) -> Option<u32> {
+    match handle::decode(h, Obj::Datatype) {
+        Some((Kind::Indirect, i)) => Some(i),
+        _ => None,
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_commit`.
+    fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut c_int) -> c_int {
+        api::call_types("MPI_Type_commit", || {
+            // SAFETY: in parameter (contract).
+            let h = unsafe { mem::get(datatype, "datatype") }?;
+            state::datatype(h, false)?;
+            if let Some(i) = derived_slot(h) {
+                state::with_types(|t| {
+                    if let Some(e) = t.derived.get_mut(i) {
+                        e.committed = true;
+                    }
+                });
+            }
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_free`: operations already using the type keep it.
+    fn MPI_Type_free / PMPI_Type_free(datatype: *mut c_int) -> c_int {
+        api::call_types("MPI_Type_free", || {
+            // SAFETY: in-out parameter (contract).
+            let h = unsafe { mem::get(datatype, "datatype") }?;
+            let t = state::datatype(h, false)?;
+            if t.predefined.is_some() {
+                return Err(MpiError::new(error::ERR_TYPE, "predefined datatypes cannot be freed"));
+            }
+            if let Some(i) = derived_slot(h) {
+                state::with_types(|t| t.derived.remove(i));
+            }
+            // SAFETY: as above.
+            unsafe { mem::put(datatype, handle::DATATYPE_NULL, "datatype") }
+        })
+    }
+}
+
+fn query<T>(
+    name: &'static str,
+    datatype: c_int,
+    f: impl FnOnce(&Dt) -> MpiResult<T>,
+    out: impl FnOnce(T) -> MpiResult<()>,
+) -> c_int {
+    api::call_types(name, || {
+        let t = state::datatype(datatype, false)?;
+        out(f(&t)?)
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Type_size`: `MPI_UNDEFINED` when it does not fit an int.
+    fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) -> c_int {
+        query("MPI_Type_size", datatype, |t| Ok(c_int::try_from(t.size).unwrap_or(UNDEFINED)),
+            // SAFETY: out-parameter (contract).
+            |v| unsafe { mem::put(size, v, "size") })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_size_x`.
+    fn MPI_Type_size_x / PMPI_Type_size_x(datatype: c_int, size: *mut i64) -> c_int {
+        query("MPI_Type_size_x", datatype, |t| Ok(t.size as i64),
+            // SAFETY: out-parameter (contract).
+            |v| unsafe { mem::put(size, v, "size") })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_extent`.
+    fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: c_int, lb: *mut isize, extent: *mut isize) -> c_int {
+        query("MPI_Type_get_extent", datatype, |t| Ok((t.lb, t.extent())),
+            // SAFETY: out-parameters (contract).
+            |(a, b)| unsafe { mem::put(lb, a, "lb").and_then(|_| mem::put(extent, b, "extent")) })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_extent_x`.
+    fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: c_int, lb: *mut i64, extent: *mut i64) -> c_int {
+        query("MPI_Type_get_extent_x", datatype, |t| Ok((t.lb as i64, t.extent() as i64)),
+            // SAFETY: out-parameters (contract).
+            |(a, b)| unsafe { mem::put(lb, a, "lb").and_then(|_| mem::put(extent, b, "extent")) })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_true_extent`.
+    fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: c_int, true_lb: *mut isize, true_extent: *mut isize) -> c_int {
+        query("MPI_Type_get_true_extent", datatype, |t| Ok((t.true_lb, t.true_ub - t.true_lb)),
+            // SAFETY: out-parameters (contract).
+            |(a, b)| unsafe { mem::put(true_lb, a, "true_lb").and_then(|_| mem::put(true_extent, b, "true_extent")) })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_true_extent_x`.
+    fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(datatype: c_int, true_lb: *mut i64, true_extent: *mut i64) -> c_int {
+        query("MPI_Type_get_true_extent_x", datatype, |t| Ok((t.true_lb as i64, (t.true_ub - t.true_lb) as i64)),
+            // SAFETY: out-parameters (contract).
+            |(a, b)| unsafe { mem::put(true_lb, a, "true_lb").and_then(|_| mem::put(true_extent, b, "true_extent")) })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_envelope`.
+    fn MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: c_int, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner_: *mut c_int) -> c_int {
+        query("MPI_Type_get_envelope", datatype, |t| Ok(t.envelope),
+            // SAFETY: out-parameters (contract).
+            |e| unsafe {
+                mem::put(num_integers, e.integers, "num_integers")?;
+                mem::put(num_addresses, e.addresses, "num_addresses")?;
+                mem::put(num_datatypes, e.datatypes, "num_datatypes")?;
+                mem::put(combiner_, e.combiner, "combiner")
+            })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_set_name`.
+    fn MPI_Type_set_name / PMPI_Type_set_name(datatype: c_int, type_name: *const c_char) -> c_int {
+        api::call_types("MPI_Type_set_name", || {
+            state::datatype(datatype, false)?;
+            // SAFETY: NUL-terminated string (contract).
+            let mut n = unsafe { mem::cstr(type_name, "type_name") }?;
+            n.truncate(MAX_OBJECT_NAME - 1);
+            state::with_types(|t| match derived_slot(datatype).and_then(|i| t.derived.get_mut(i)) {
+                Some(e) => e.name = n,
+                None => {
+                    t.renamed.insert(datatype, n);
+                }
+            });
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_name`: predefined types are named as in C (`MPI_INT`).
+    fn MPI_Type_get_name / PMPI_Type_get_name(datatype: c_int, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+        api::call_types("MPI_Type_get_name", || {
+            state::datatype(datatype, false)?;
+            let n = state::with_types(|t| match derived_slot(datatype).and_then(|i| t.derived.get(i)) {
+                Some(e) => e.name.clone(),
+                None => t
+                    .renamed
+                    .get(&datatype)
+                    .cloned()
+                    .or_else(|| types::predefined_name(datatype).map(str::to_string))
+                    .unwrap_or_default(),
+            });
+            // SAFETY: `type_name` holds MPI_MAX_OBJECT_NAME bytes (contract).
+            unsafe { mem::put_cstr(type_name, MAX_OBJECT_NAME, &n, resultlen, "type_name") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Pack`.
+    fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: c_int, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: c_int) -> c_int {
+        api::call("MPI_Pack", comm, |l| {
+            l.core()?.comm(comm)?;
+            // SAFETY: `inbuf` holds `incount` elements (contract).
+            let r = unsafe { region(inbuf, incount, datatype) }?;
+            let data = r.pack()?;
+            // SAFETY: in-out parameter (contract).
+            let pos = unsafe { mem::get(position, "position") }?;
+            let size = mem::count(outsize)?;
+            let at = usize::try_from(pos).map_err(|_| MpiError::new(error::ERR_ARG, format!("position {pos} is negative")))?;
+            if at + data.len() > size {
+                return Err(MpiError::new(
+                    error::ERR_TRUNCATE,
+                    format!("{} packed bytes do not fit at position {at} of a {size}-byte buffer", data.len()),
+                ));
+            }
+            // SAFETY: `outbuf` holds `outsize` bytes (contract); the range is inside it.
+            let out = unsafe { mem::slice_mut(outbuf as *mut u8, size, "outbuf") }?;
+            out[at..at + data.len()].copy_from_slice(&data);
+            // SAFETY: as above.
+            unsafe { mem::put(position, (at + data.len()) as c_int, "position") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Unpack`.
+    fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: c_int, comm: c_int) -> c_int {
+        api::call("MPI_Unpack", comm, |l| {
+            l.core()?.comm(comm)?;
+            // SAFETY: `outbuf` holds `outcount` elements (contract).
+            let r = unsafe { region(outbuf, outcount, datatype) }?;
+            // SAFETY: in-out parameter (contract).
+            let pos = unsafe { mem::get(position, "position") }?;
+            let size = mem::count(insize)?;
+            let at = usize::try_from(pos).map_err(|_| MpiError::new(error::ERR_ARG, format!("position {pos} is negative")))?;
+            let need = r.packed_len();
+            if at + need > size {
+                return Err(MpiError::new(
+                    error::ERR_TRUNCATE,
+                    format!("unpacking {need} bytes at position {at} runs past the {size}-byte input"),
+                ));
+            }
+            // SAFETY: `inbuf` holds `insize` bytes (contract).
+            let input = unsafe { mem::slice(inbuf as *const u8, size, "inbuf") }?;
+            r.unpack(&input[at..at + need])?;
+            // SAFETY: as above.
+            unsafe { mem::put(position, (at + need) as c_int, "position") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Pack_size`.
+    fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: c_int, comm: c_int, size: *mut c_int) -> c_int {
+        api::call("MPI_Pack_size", comm, |l| {
+            l.core()?.comm(comm)?;
+            let n = mem::count(incount)?;
+            let t = state::datatype(datatype, false)?;
+            let bytes = c_int::try_from(n * t.size).map_err(|_| {
+                MpiError::new(error::ERR_ARG, "the packed size does not fit an int")
+            })?;
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(size, bytes, "size") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Get_address`.
+    fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) -> c_int {
+        api::call_types("MPI_Get_address", || {
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(address, location as isize, "address") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Aint_add`.
+    fn MPI_Aint_add / PMPI_Aint_add(base: isize, disp: isize) -> isize {
+        base.wrapping_add(disp)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Aint_diff`.
+    fn MPI_Aint_diff / PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
+        addr1.wrapping_sub(addr2)
+    }
+}
+
+// MPI-1 names removed in MPI-3, still called by older programs (and exported by MPICH).
+
+mpi_fn! {
+    /// `MPI_Type_hvector` (MPI-1 name of `MPI_Type_create_hvector`).
+    fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        // SAFETY: same contract.
+        unsafe { PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_hindexed` (MPI-1 name of `MPI_Type_create_hindexed`).
+    fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        // SAFETY: same contract.
+        unsafe { PMPI_Type_create_hindexed(count, blocklengths, displacements, oldtype, newtype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_struct` (MPI-1 name of `MPI_Type_create_struct`).
+    fn MPI_Type_struct / PMPI_Type_struct(count: c_int, blocklengths: *const c_int, displacements: *const isize, types_: *const c_int, newtype: *mut c_int) -> c_int {
+        // SAFETY: same contract.
+        unsafe { PMPI_Type_create_struct(count, blocklengths, displacements, types_, newtype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Address` (MPI-1 name of `MPI_Get_address`).
+    fn MPI_Address / PMPI_Address(location: *const c_void, address: *mut isize) -> c_int {
+        // SAFETY: same contract.
+        unsafe { PMPI_Get_address(location, address) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_extent` (MPI-1).
+    fn MPI_Type_extent / PMPI_Type_extent(datatype: c_int, extent: *mut isize) -> c_int {
+        query("MPI_Type_extent", datatype, |t| Ok(t.extent()),
+            // SAFETY: out-parameter (contract).
+            |v| unsafe { mem::put(extent, v, "extent") })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_lb` (MPI-1).
+    fn MPI_Type_lb / PMPI_Type_lb(datatype: c_int, displacement: *mut isize) -> c_int {
+        query("MPI_Type_lb", datatype, |t| Ok(t.lb),
+            // SAFETY: out-parameter (contract).
+            |v| unsafe { mem::put(displacement, v, "displacement") })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_ub` (MPI-1).
+    fn MPI_Type_ub / PMPI_Type_ub(datatype: c_int, displacement: *mut isize) -> c_int {
+        query("MPI_Type_ub", datatype, |t| Ok(t.ub),
+            // SAFETY: out-parameter (contract).
+            |v| unsafe { mem::put(displacement, v, "displacement") })
+    }
+}

@@ -1,0 +1,119 @@
+//! The C entry points: every `MPI_*` function and its `PMPI_*` twin.
+//!
+//! This module owns the exported symbols and nothing else: each function converts its C
+//! arguments into Rust values through [`crate::mem`] and runs the call's body under
+//! [`crate::api::call`], which takes the library lock and routes errors through the error
+//! handlers. `PMPI_name` holds the implementation and `MPI_name` calls it, so a profiling
+//! library that defines its own `MPI_name` and calls `PMPI_name` sees every call.
+//!
+//! Safety contract of every function here: the caller is a C program following MPI's
+//! rules for the arguments (buffers valid for the data their datatype describes, arrays
+//! as long as the counts say, out-parameters writable, and buffers of nonblocking calls
+//! left alone until the request completes). The functions check what can be checked
+//! (null pointers, handles, counts, ranks, tags) and report violations as MPI errors.
+#![allow(clippy::missing_safety_doc)]
+#![allow(non_snake_case)]
+// C signatures decide the argument lists.
+#![allow(clippy::too_many_arguments)]
+
+use std::os::raw::c_int;
+
+/// Defines `PMPI_name` with the body and `MPI_name` calling it.
+macro_rules! mpi_fn {
+    ($(#[$doc:meta])* fn $mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* $(,)? ) -> $r:ty $body:block) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $pmpi($($a: $t),*) -> $r $body
+
+        #[doc = concat!("`", stringify!($mpi), "`: calls [`", stringify!($pmpi), "`] (profilers define their own and call through).")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi($($a: $t),*) -> $r {
+            // SAFETY: same arguments, same contract.
+            unsafe { $pmpi($($a),*) }
+        }
+    };
+}
+
+pub mod coll;
+pub mod comm;
+pub mod dtype;
+pub mod env;
+pub mod p2p;
+pub mod unsupported;
+
+/// A pointer-sized exported object (MPICH's sentinel pointers).
+#[repr(transparent)]
+pub struct Sentinel(pub *mut c_int);
+
+// SAFETY: the pointers are only compared by programs, never dereferenced by the library.
+unsafe impl Sync for Sentinel {}
+
+static UNWEIGHTED_OBJ: c_int = 0;
+static WEIGHTS_EMPTY_OBJ: c_int = 0;
+
+/// `MPI_F_STATUS_IGNORE` (Fortran status ignore; null as in MPICH until Fortran is used).
+#[no_mangle]
+pub static MPI_F_STATUS_IGNORE: Sentinel = Sentinel(std::ptr::null_mut());
+/// `MPI_F_STATUSES_IGNORE`.
+#[no_mangle]
+pub static MPI_F_STATUSES_IGNORE: Sentinel = Sentinel(std::ptr::null_mut());
+/// `MPI_UNWEIGHTED`: a unique address for graph topology calls (which Kestrel lacks), so
+/// binaries referring to it load.
+#[no_mangle]
+pub static MPI_UNWEIGHTED: Sentinel = Sentinel(&UNWEIGHTED_OBJ as *const c_int as *mut c_int);
+/// `MPI_WEIGHTS_EMPTY`.
+#[no_mangle]
+pub static MPI_WEIGHTS_EMPTY: Sentinel = Sentinel(&WEIGHTS_EMPTY_OBJ as *const c_int as *mut c_int);
+
+/// The typed buffer `count` elements of committed datatype `dt` at `buf`.
+///
+/// # Safety
+/// As [`crate::mem::Region::new`]: the memory the elements cover is valid until the
+/// operation using the region completes.
+pub(crate) unsafe fn region(
+    buf: *const std::os::raw::c_void,
+    count: c_int,
+    dt: c_int,
+) -> crate::error::MpiResult<crate::mem::Region> {
+    let n = crate::mem::count(count)?;
+    let t = crate::state::datatype(dt, true)?;
+    // SAFETY: forwarded to the caller.
+    unsafe { crate::mem::Region::new(buf, n, t) }
+}
+
+/// `MPI_BYTE`.
+pub(crate) const BYTE: c_int = 0x4c00_010d;
+
+// The rest of the data objects MPICH exports (Fortran 2008 bindings and the tool
+// interface), with MPICH's sizes, so that any binary referring to them loads; Kestrel has
+// no Fortran bindings and no tool interface, so nothing reads them.
+
+/// `MPIR_F08_MPI_STATUS_IGNORE_OBJ`: an `MPI_F08_status` (5 ints).
+#[no_mangle]
+pub static MPIR_F08_MPI_STATUS_IGNORE_OBJ: [c_int; 5] = [0; 5];
+/// `MPIR_F08_MPI_STATUSES_IGNORE_OBJ`: an array of one `MPI_F08_status`.
+#[no_mangle]
+pub static MPIR_F08_MPI_STATUSES_IGNORE_OBJ: [c_int; 5] = [0; 5];
+/// `MPIR_F08_MPI_IN_PLACE`.
+#[no_mangle]
+pub static MPIR_F08_MPI_IN_PLACE: c_int = 0;
+/// `MPIR_F08_MPI_BOTTOM`.
+#[no_mangle]
+pub static MPIR_F08_MPI_BOTTOM: c_int = 0;
+/// `MPI_F08_STATUS_IGNORE`: points at its object.
+#[no_mangle]
+pub static MPI_F08_STATUS_IGNORE: Sentinel =
+    Sentinel(&MPIR_F08_MPI_STATUS_IGNORE_OBJ as *const [c_int; 5] as *mut c_int);
+/// `MPI_F08_STATUSES_IGNORE`: points at its object.
+#[no_mangle]
+pub static MPI_F08_STATUSES_IGNORE: Sentinel =
+    Sentinel(&MPIR_F08_MPI_STATUSES_IGNORE_OBJ as *const [c_int; 5] as *mut c_int);
+/// `MPIR_C_MPI_UNWEIGHTED`.
+#[no_mangle]
+pub static MPIR_C_MPI_UNWEIGHTED: Sentinel = Sentinel(std::ptr::null_mut());
+/// `MPIR_C_MPI_WEIGHTS_EMPTY`.
+#[no_mangle]
+pub static MPIR_C_MPI_WEIGHTS_EMPTY: Sentinel = Sentinel(std::ptr::null_mut());
+/// `MPI_T_PVAR_ALL_HANDLES`.
+#[no_mangle]
+pub static MPI_T_PVAR_ALL_HANDLES: Sentinel = Sentinel(std::ptr::null_mut());

@@ -1,0 +1,730 @@
+//! Point-to-point calls, requests and their completion.
+
+use std::os::raw::{c_int, c_void};
+
+use super::{region, BYTE};
+use crate::api;
+use crate::complete::{self, UNDEFINED};
+use crate::error::{self, MpiError};
+use crate::handle;
+use crate::mem::{self, MpiStatus, Region};
+use crate::p2p;
+use crate::requests::{self, Mode, Persistent, ReqRec};
+use crate::state;
+
+fn blocking_send(
+    name: &'static str,
+    buf: *const c_void,
+    count: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: Mode,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let core = l.core()?;
+        // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes
+        // before this returns.
+        let r = unsafe { region(buf, count, dt) }?;
+        p2p::send(core, comm, &r, dest, tag, mode)
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Send`.
+    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
+        blocking_send("MPI_Send", buf, count, datatype, dest, tag, comm, Mode::Standard)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ssend`.
+    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
+        blocking_send("MPI_Ssend", buf, count, datatype, dest, tag, comm, Mode::Sync)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Rsend`.
+    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
+        blocking_send("MPI_Rsend", buf, count, datatype, dest, tag, comm, Mode::Ready)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Bsend`.
+    fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
+        blocking_send("MPI_Bsend", buf, count, datatype, dest, tag, comm, Mode::Buffered)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Recv`.
+    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Recv", comm, |l| {
+            let core = l.core()?;
+            // SAFETY: `buf` holds `count` elements (contract); complete before returning.
+            let r = unsafe { region(buf, count, datatype) }?;
+            let st = p2p::recv(core, comm, &r, source, tag)?;
+            // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+            unsafe { mem::put_status(status, &st, false) };
+            p2p::check_truncation(&st, r.packed_len())
+        })
+    }
+}
+
+fn nonblocking_send(
+    name: &'static str,
+    buf: *const c_void,
+    count: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: Mode,
+    request: *mut c_int,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let core = l.core()?;
+        // SAFETY: `buf` holds `count` elements and stays untouched until the request
+        // completes (contract).
+        let r = unsafe { region(buf, count, dt) }?;
+        let rec = p2p::start_send(core, comm, &r, dest, tag, mode)?;
+        let h = requests::insert(core, rec);
+        // SAFETY: out-parameter (contract).
+        unsafe { mem::put(request, h, "request") }
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Isend`.
+    fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        nonblocking_send("MPI_Isend", buf, count, datatype, dest, tag, comm, Mode::Standard, request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Issend`.
+    fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        nonblocking_send("MPI_Issend", buf, count, datatype, dest, tag, comm, Mode::Sync, request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Irsend`.
+    fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        nonblocking_send("MPI_Irsend", buf, count, datatype, dest, tag, comm, Mode::Ready, request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ibsend`: complete once the data is in the attached buffer.
+    fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        nonblocking_send("MPI_Ibsend", buf, count, datatype, dest, tag, comm, Mode::Buffered, request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Irecv`.
+    fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        api::call("MPI_Irecv", comm, |l| {
+            let core = l.core()?;
+            // SAFETY: `buf` holds `count` elements and stays untouched until the request
+            // completes (contract).
+            let r = unsafe { region(buf, count, datatype) }?;
+            let rec = p2p::start_recv(core, comm, &r, source, tag)?;
+            let h = requests::insert(core, rec);
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(request, h, "request") }
+        })
+    }
+}
+
+fn persistent(
+    name: &'static str,
+    buf: *const c_void,
+    count: c_int,
+    dt: c_int,
+    peer: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: Option<Mode>,
+    request: *mut c_int,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let core = l.core()?;
+        // SAFETY: `buf` stays valid while the persistent request exists and untouched while
+        // it is active (contract).
+        let region = unsafe { region(buf, count, dt) }?;
+        let c = core.comm(comm)?;
+        let ctx = c.ctx;
+        let p = match mode {
+            Some(mode) => {
+                p2p::dest_rank(c, peer)?;
+                p2p::send_tag(tag)?;
+                Persistent::Send {
+                    mode,
+                    region,
+                    peer,
+                    tag,
+                }
+            }
+            None => {
+                p2p::source_rank(c, peer)?;
+                p2p::recv_tag(tag)?;
+                Persistent::Recv { region, peer, tag }
+            }
+        };
+        let mut rec = ReqRec::new(comm, ctx, mode.is_none());
+        rec.extra().persistent = Some(p);
+        let h = requests::insert(core, rec);
+        // SAFETY: out-parameter (contract).
+        unsafe { mem::put(request, h, "request") }
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Send_init`.
+    fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent("MPI_Send_init", buf, count, datatype, dest, tag, comm, Some(Mode::Standard), request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ssend_init`.
+    fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent("MPI_Ssend_init", buf, count, datatype, dest, tag, comm, Some(Mode::Sync), request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Rsend_init`.
+    fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent("MPI_Rsend_init", buf, count, datatype, dest, tag, comm, Some(Mode::Ready), request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Bsend_init`.
+    fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent("MPI_Bsend_init", buf, count, datatype, dest, tag, comm, Some(Mode::Buffered), request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Recv_init`.
+    fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent("MPI_Recv_init", buf, count, datatype, source, tag, comm, None, request)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Start`.
+    fn MPI_Start / PMPI_Start(request: *mut c_int) -> c_int {
+        api::call("MPI_Start", handle::COMM_WORLD, |l| {
+            // SAFETY: in-out parameter (contract).
+            let h = unsafe { mem::get(request, "request") }?;
+            complete::start(l.core()?, h)
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Startall`.
+    fn MPI_Startall / PMPI_Startall(count: c_int, requests: *mut c_int) -> c_int {
+        api::call("MPI_Startall", handle::COMM_WORLD, |l| {
+            // SAFETY: `requests` holds `count` handles (contract).
+            let hs = unsafe { mem::slice(requests, mem::count(count)?, "array_of_requests") }?;
+            let core = l.core()?;
+            for &h in hs {
+                complete::start(core, h)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Buffer_attach`.
+    fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
+        api::call("MPI_Buffer_attach", handle::COMM_WORLD, |l| {
+            let n = mem::count(size)?;
+            let t = state::datatype(BYTE, true)?;
+            // SAFETY: the program gives the library `size` bytes at `buffer` until it
+            // detaches them (contract).
+            let r = unsafe { Region::new(buffer, n, t) }?;
+            p2p::buffer_attach(l.core()?, r.span, buffer as usize)
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Buffer_detach`: waits for the buffered sends, then returns the buffer.
+    fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+        api::call("MPI_Buffer_detach", handle::COMM_WORLD, |l| {
+            let (addr, n) = p2p::buffer_detach(l.core()?)?;
+            // SAFETY: `buffer_addr` is a `void **` in disguise; `size` an int (contract).
+            unsafe {
+                mem::put(buffer_addr as *mut usize, addr, "buffer_addr")?;
+                mem::put(size, n as c_int, "size")
+            }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Sendrecv`.
+    fn MPI_Sendrecv / PMPI_Sendrecv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, source: c_int, recvtag: c_int,
+        comm: c_int, status: *mut MpiStatus,
+    ) -> c_int {
+        api::call("MPI_Sendrecv", comm, |l| {
+            let core = l.core()?;
+            // SAFETY: both buffers hold their elements (contract); complete before returning.
+            let s = unsafe { region(sendbuf, sendcount, sendtype) }?;
+            // SAFETY: as above.
+            let r = unsafe { region(recvbuf, recvcount, recvtype) }?;
+            let st = p2p::sendrecv(core, comm, &s, dest, sendtag, &r, source, recvtag)?;
+            // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+            unsafe { mem::put_status(status, &st, false) };
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Sendrecv_replace`: the outgoing data is copied first.
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
+        buf: *mut c_void, count: c_int, datatype: c_int, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: c_int, status: *mut MpiStatus,
+    ) -> c_int {
+        api::call("MPI_Sendrecv_replace", comm, |l| {
+            let core = l.core()?;
+            // SAFETY: `buf` holds `count` elements (contract); complete before returning.
+            let r = unsafe { region(buf, count, datatype) }?;
+            let copy = r.pack()?;
+            let byte = state::datatype(BYTE, true)?;
+            // SAFETY: `copy` outlives the send, which completes inside `sendrecv`.
+            let s = unsafe { Region::new(copy.as_ptr() as *const c_void, copy.len(), byte) }?;
+            let st = p2p::sendrecv(core, comm, &s, dest, sendtag, &r, source, recvtag)?;
+            drop(copy);
+            // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+            unsafe { mem::put_status(status, &st, false) };
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Probe`.
+    fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Probe", comm, |l| {
+            let st = p2p::probe(l.core()?, comm, source, tag, true)?.unwrap_or_default();
+            // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+            unsafe { mem::put_status(status, &st, false) };
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Iprobe`.
+    fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Iprobe", comm, |l| {
+            let found = p2p::probe(l.core()?, comm, source, tag, false)?;
+            if let Some(st) = &found {
+                // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+                unsafe { mem::put_status(status, st, false) };
+            }
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(flag, c_int::from(found.is_some()), "flag") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Mprobe`.
+    fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: c_int, message: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Mprobe", comm, |l| {
+            let (m, st) = p2p::mprobe(l.core()?, comm, source, tag, true)?
+                .unwrap_or((handle::REQUEST_NULL, mem::St::default()));
+            // SAFETY: out-parameters (contract).
+            unsafe {
+                mem::put_status(status, &st, false);
+                mem::put(message, m, "message")
+            }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Improbe`.
+    fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: c_int, flag: *mut c_int, message: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Improbe", comm, |l| {
+            let found = p2p::mprobe(l.core()?, comm, source, tag, false)?;
+            if let Some((m, st)) = &found {
+                // SAFETY: out-parameters (contract).
+                unsafe {
+                    mem::put_status(status, st, false);
+                    mem::put(message, *m, "message")?;
+                }
+            }
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(flag, c_int::from(found.is_some()), "flag") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Mrecv`.
+    fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: c_int, message: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Mrecv", handle::COMM_WORLD, |l| {
+            let core = l.core()?;
+            // SAFETY: in-out parameter (contract).
+            let m = unsafe { mem::get(message, "message") }?;
+            // SAFETY: `buf` holds `count` elements (contract); complete before returning.
+            let r = unsafe { region(buf, count, datatype) }?;
+            let mut rec = p2p::start_mrecv(core, m, &r)?;
+            let comm = rec.comm;
+            let st = requests::wait(&mut core.engine, &mut rec)?;
+            // SAFETY: out-parameters (contract).
+            unsafe {
+                mem::put_status(status, &st, false);
+                mem::put(message, handle::REQUEST_NULL, "message")?;
+            }
+            p2p::check_truncation(&st, r.packed_len()).map_err(|e| e.on(comm))
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Imrecv`.
+    fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: c_int, message: *mut c_int, request: *mut c_int) -> c_int {
+        api::call("MPI_Imrecv", handle::COMM_WORLD, |l| {
+            let core = l.core()?;
+            // SAFETY: in-out parameter (contract).
+            let m = unsafe { mem::get(message, "message") }?;
+            // SAFETY: `buf` holds `count` elements, untouched until completion (contract).
+            let r = unsafe { region(buf, count, datatype) }?;
+            let rec = p2p::start_mrecv(core, m, &r)?;
+            let h = requests::insert(core, rec);
+            // SAFETY: out-parameters (contract).
+            unsafe {
+                mem::put(message, handle::REQUEST_NULL, "message")?;
+                mem::put(request, h, "request")
+            }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Cancel`.
+    fn MPI_Cancel / PMPI_Cancel(request: *mut c_int) -> c_int {
+        api::call("MPI_Cancel", handle::COMM_WORLD, |l| {
+            // SAFETY: in parameter (contract).
+            let h = unsafe { mem::get(request, "request") }?;
+            complete::cancel(l.core()?, h)
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Request_free`.
+    fn MPI_Request_free / PMPI_Request_free(request: *mut c_int) -> c_int {
+        api::call("MPI_Request_free", handle::COMM_WORLD, |l| {
+            // SAFETY: in-out parameter (contract).
+            let mut h = unsafe { mem::get(request, "request") }?;
+            complete::free(l.core()?, &mut h)?;
+            // SAFETY: as above.
+            unsafe { mem::put(request, h, "request") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Request_get_status`.
+    fn MPI_Request_get_status / PMPI_Request_get_status(request: c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Request_get_status", handle::COMM_WORLD, |l| {
+            let found = complete::get_status(l.core()?, request)?;
+            if let Some(st) = &found {
+                // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+                unsafe { mem::put_status(status, st, false) };
+            }
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(flag, c_int::from(found.is_some()), "flag") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Test_cancelled`.
+    fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) -> c_int {
+        api::call_types("MPI_Test_cancelled", || {
+            // SAFETY: a status (contract).
+            let st = unsafe { mem::get_status(status) }?;
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(flag, c_int::from(st.cancelled), "flag") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Get_count`: `MPI_UNDEFINED` when the bytes are not whole elements.
+    fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: c_int, count: *mut c_int) -> c_int {
+        api::call_types("MPI_Get_count", || {
+            // SAFETY: a status (contract).
+            let st = unsafe { mem::get_status(status) }?;
+            let t = state::datatype(datatype, false)?;
+            let n = if t.size == 0 {
+                0
+            } else if st.bytes % t.size != 0 {
+                UNDEFINED
+            } else {
+                c_int::try_from(st.bytes / t.size).unwrap_or(UNDEFINED)
+            };
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(count, n, "count") }
+        })
+    }
+}
+
+fn elements(status: *const MpiStatus, datatype: c_int) -> Result<Option<usize>, MpiError> {
+    // SAFETY: a status (contract of the calling entry point).
+    let st = unsafe { mem::get_status(status) }?;
+    Ok(state::datatype(datatype, false)?.elements_in(st.bytes))
+}
+
+mpi_fn! {
+    /// `MPI_Get_elements`.
+    fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: c_int, count: *mut c_int) -> c_int {
+        api::call_types("MPI_Get_elements", || {
+            let n = elements(status, datatype)?
+                .and_then(|n| c_int::try_from(n).ok())
+                .unwrap_or(UNDEFINED);
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(count, n, "count") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Get_elements_x`.
+    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, datatype: c_int, count: *mut i64) -> c_int {
+        api::call_types("MPI_Get_elements_x", || {
+            let n = elements(status, datatype)?.map_or(i64::from(UNDEFINED), |n| n as i64);
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(count, n, "count") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Status_set_elements`.
+    fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: c_int, count: c_int) -> c_int {
+        api::call_types("MPI_Status_set_elements", || {
+            let n = mem::count(count)?;
+            let t = state::datatype(datatype, false)?;
+            let bytes = t.bytes_for_elements(n).ok_or_else(|| {
+                MpiError::new(error::ERR_COUNT, format!("{n} elements overflow a byte count"))
+            })?;
+            // SAFETY: a status (contract).
+            let mut st = unsafe { mem::get_status(status) }?;
+            st.bytes = bytes;
+            // SAFETY: as above.
+            unsafe { mem::put_status(status, &st, true) };
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Status_set_cancelled`.
+    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int {
+        api::call_types("MPI_Status_set_cancelled", || {
+            // SAFETY: a status (contract).
+            let mut st = unsafe { mem::get_status(status) }?;
+            st.cancelled = flag != 0;
+            // SAFETY: as above.
+            unsafe { mem::put_status(status, &st, true) };
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Wait`.
+    fn MPI_Wait / PMPI_Wait(request: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Wait", handle::COMM_WORLD, |l| {
+            // SAFETY: in-out parameter (contract).
+            let mut h = unsafe { mem::get(request, "request") }?;
+            let (st, comm) = complete::wait(l.core()?, &mut h)?;
+            // SAFETY: out-parameters (contract).
+            unsafe {
+                mem::put(request, h, "request")?;
+                mem::put_status(status, &st, false);
+            }
+            complete::status_error(&st, comm)
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Test`.
+    fn MPI_Test / PMPI_Test(request: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api::call("MPI_Test", handle::COMM_WORLD, |l| {
+            // SAFETY: in-out parameter (contract).
+            let mut h = unsafe { mem::get(request, "request") }?;
+            let done = complete::test(l.core()?, &mut h)?;
+            // SAFETY: out-parameters (contract).
+            unsafe {
+                mem::put(request, h, "request")?;
+                mem::put(flag, c_int::from(done.is_some()), "flag")?;
+            }
+            if let Some((st, comm)) = done {
+                // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+                unsafe { mem::put_status(status, &st, false) };
+                complete::status_error(&st, comm)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Writes the statuses of a multiple completion and returns its error.
+///
+/// # Safety
+/// `statuses` is `MPI_STATUSES_IGNORE` or holds `m.statuses.len()` statuses.
+unsafe fn report_many(statuses: *mut MpiStatus, m: &complete::Many) -> Result<(), MpiError> {
+    let with_error = m.in_status.is_some();
+    for (i, st) in m.statuses.iter().enumerate() {
+        // SAFETY: entry `i` exists (caller).
+        unsafe { mem::put_status_at(statuses, i, st, with_error) };
+    }
+    match &m.in_status {
+        Some(e) => Err(e.clone()),
+        None => Ok(()),
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Waitall`.
+    fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut c_int, statuses: *mut MpiStatus) -> c_int {
+        api::call("MPI_Waitall", handle::COMM_WORLD, |l| {
+            // SAFETY: `requests` holds `count` handles (contract).
+            let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
+            let m = complete::waitall(l.core()?, hs)?;
+            // SAFETY: `statuses` holds `count` entries or ignores them (contract).
+            unsafe { report_many(statuses, &m) }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Testall`.
+    fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut c_int, flag: *mut c_int, statuses: *mut MpiStatus) -> c_int {
+        api::call("MPI_Testall", handle::COMM_WORLD, |l| {
+            // SAFETY: `requests` holds `count` handles (contract).
+            let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
+            let m = complete::testall(l.core()?, hs)?;
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(flag, c_int::from(m.is_some()), "flag") }?;
+            match m {
+                // SAFETY: `statuses` holds `count` entries or ignores them (contract).
+                Some(m) => unsafe { report_many(statuses, &m) },
+                None => Ok(()),
+            }
+        })
+    }
+}
+
+fn any(
+    name: &'static str,
+    count: c_int,
+    requests: *mut c_int,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MpiStatus,
+    block: bool,
+) -> c_int {
+    api::call(name, handle::COMM_WORLD, |l| {
+        // SAFETY: `requests` holds `count` handles (contract of the calling entry point).
+        let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
+        let found = complete::any(l.core()?, hs, block)?;
+        if !block {
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(flag, c_int::from(found.is_some()), "flag") }?;
+        }
+        match found {
+            Some((i, st, comm)) => {
+                // SAFETY: out-parameters (contract).
+                unsafe {
+                    mem::put(index, i, "index")?;
+                    mem::put_status(status, &st, false);
+                }
+                complete::status_error(&st, comm)
+            }
+            // SAFETY: out-parameter (contract).
+            None => unsafe { mem::put(index, UNDEFINED, "index") },
+        }
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Waitany`.
+    fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut c_int, index: *mut c_int, status: *mut MpiStatus) -> c_int {
+        any("MPI_Waitany", count, requests, index, std::ptr::null_mut(), status, true)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Testany`.
+    fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut c_int, index: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        any("MPI_Testany", count, requests, index, flag, status, false)
+    }
+}
+
+fn some(
+    name: &'static str,
+    incount: c_int,
+    requests: *mut c_int,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+    block: bool,
+) -> c_int {
+    api::call(name, handle::COMM_WORLD, |l| {
+        let n = mem::count(incount)?;
+        // SAFETY: `requests` holds `incount` handles (contract of the calling entry point).
+        let hs = unsafe { mem::slice_mut(requests, n, "array_of_requests") }?;
+        match complete::some(l.core()?, hs, block)? {
+            // SAFETY: out-parameter (contract).
+            None => unsafe { mem::put(outcount, UNDEFINED, "outcount") },
+            Some((idx, m)) => {
+                // SAFETY: `indices` holds up to `incount` ints (contract).
+                let out = unsafe { mem::slice_mut(indices, idx.len(), "array_of_indices") }?;
+                out.copy_from_slice(&idx);
+                // SAFETY: out-parameter; `statuses` holds up to `incount` entries (contract).
+                unsafe {
+                    mem::put(outcount, idx.len() as c_int, "outcount")?;
+                    report_many(statuses, &m)
+                }
+            }
+        }
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Waitsome`.
+    fn MPI_Waitsome / PMPI_Waitsome(incount: c_int, requests: *mut c_int, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) -> c_int {
+        some("MPI_Waitsome", incount, requests, outcount, indices, statuses, true)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Testsome`.
+    fn MPI_Testsome / PMPI_Testsome(incount: c_int, requests: *mut c_int, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) -> c_int {
+        some("MPI_Testsome", incount, requests, outcount, indices, statuses, false)
+    }
+}

@@ -1,0 +1,38 @@
+//! Kestrel's MPICH-ABI-compatible C library, `libmpich.so.12`.
+//!
+//! Programs built against MPICH (or Intel MPI, MVAPICH: the same binary interface) load
+//! this library instead of MPICH's when it comes first on `LD_LIBRARY_PATH`, and programs
+//! compiled with `abi/bin/mpicc` against `abi/include/mpi.h` link to it directly. Either
+//! way they run on Kestrel's engine under `kestrel-run` (`abi/bin/mpiexec`).
+//!
+//! Layout, from the C boundary inwards:
+//! * [`ffi`]: the exported `MPI_*`/`PMPI_*` functions. Each converts its C arguments
+//!   (through [`mem`]) and runs a body under [`api::call`].
+//! * [`api`]: the library lock, and error handlers.
+//! * [`p2p`], [`requests`], [`complete`], [`coll`], [`comm`], [`env`]: the calls' meaning,
+//!   in safe Rust over [`mem::Region`]s and the engine.
+//! * [`types`]: datatypes and packing; [`handle`]: MPICH's handle bits; [`error`]: error
+//!   classes and codes; [`state`]: the tables behind the handles.
+//!
+//! `unsafe` code is confined to [`ffi`] (C entry points), [`mem`] (C pointers to bounded
+//! views), [`callbacks`] (calls into the program's C functions), [`requests`] (library
+//! memory lent to the engine) and one `Send` impl in [`state`]; each block says why it is
+//! sound.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod callbacks;
+pub mod coll;
+pub mod comm;
+pub mod complete;
+pub mod env;
+pub mod error;
+#[allow(unsafe_code)]
+pub mod ffi;
+pub mod handle;
+pub mod mem;
+pub mod p2p;
+pub mod requests;
+pub mod state;
+pub mod types;

@@ -1,0 +1,316 @@
+//! Requests: starting engine operations on program memory, and completing them.
+//!
+//! This module owns a request's life: the engine request it wraps, the staging memory of
+//! non-contiguous data (packed before a send, unpacked after a receive), persistent
+//! requests' arguments, and the status it reports. Its invariant is the one that makes
+//! staging sound: a [`ReqRec`] holding [`Staging`] is dropped only once its engine request
+//! completed (`MPI_Request_free` on a running request moves it to
+//! [`crate::state::Core::detached`] until then). It never validates MPI arguments (the
+//! caller did) and never raises errors through handlers.
+#![allow(unsafe_code)]
+
+use std::os::raw::c_int;
+
+use kestrel_pml::buf::UserBuf;
+use kestrel_pml::{Engine, ReqId, Status};
+
+use crate::error::{self, MpiError, MpiResult};
+use crate::handle::{self, Kind, Obj};
+use crate::mem::{Region, St, Staging};
+use crate::state::Core;
+
+/// Send modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `MPI_Send`.
+    Standard,
+    /// `MPI_Ssend`: completes once the receiver matched.
+    Sync,
+    /// `MPI_Rsend`: like standard (a matching receive is posted, so nothing is gained by
+    /// another protocol).
+    Ready,
+    /// `MPI_Bsend`: copied into the attached buffer.
+    Buffered,
+}
+
+/// What a persistent request starts each time.
+#[derive(Debug, Clone)]
+pub enum Persistent {
+    /// A send of `region` to `peer`.
+    Send {
+        /// Send mode.
+        mode: Mode,
+        /// The data.
+        region: Region,
+        /// Destination rank.
+        peer: c_int,
+        /// Tag.
+        tag: c_int,
+    },
+    /// A receive into `region`.
+    Recv {
+        /// The buffer.
+        region: Region,
+        /// Source rank or `MPI_ANY_SOURCE`.
+        peer: c_int,
+        /// Tag or `MPI_ANY_TAG`.
+        tag: c_int,
+    },
+}
+
+/// Where a request is.
+#[derive(Debug)]
+pub enum ReqState {
+    /// Running in the engine.
+    Active(ReqId),
+    /// Complete with this status, not yet reported.
+    Done(St),
+    /// A persistent request not started, or already reported.
+    Inactive,
+}
+
+/// A request.
+#[derive(Debug)]
+pub struct ReqRec {
+    /// Where it is.
+    pub state: ReqState,
+    /// The communicator (for error handlers).
+    pub comm: c_int,
+    /// Its engine context (for cancel).
+    pub ctx: u16,
+    /// Whether it receives.
+    pub recv: bool,
+    /// What only some requests need, boxed so that the common record stays small (records
+    /// move in and out of the request table on every nonblocking call).
+    pub extra: Option<Box<Extra>>,
+}
+
+/// The parts of a request only some requests have.
+#[derive(Debug, Default)]
+pub struct Extra {
+    /// Memory lent to the engine.
+    pub staging: Option<Staging>,
+    /// Where staged received data goes.
+    pub unpack_into: Option<Region>,
+    /// Set for persistent requests.
+    pub persistent: Option<Persistent>,
+}
+
+impl ReqRec {
+    /// A request not started yet.
+    pub fn new(comm: c_int, ctx: u16, recv: bool) -> ReqRec {
+        ReqRec {
+            state: ReqState::Inactive,
+            comm,
+            ctx,
+            recv,
+            extra: None,
+        }
+    }
+
+    /// A request that is already complete.
+    pub fn done(comm: c_int, ctx: u16, st: St) -> ReqRec {
+        ReqRec {
+            state: ReqState::Done(st),
+            ..ReqRec::new(comm, ctx, false)
+        }
+    }
+
+    /// The extra parts, created on first use.
+    pub fn extra(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Default::default)
+    }
+
+    /// What a persistent request starts, if this is one.
+    pub fn persistent(&self) -> Option<&Persistent> {
+        self.extra.as_ref()?.persistent.as_ref()
+    }
+
+    /// Whether it is running in the engine.
+    pub fn is_active(&self) -> bool {
+        matches!(self.state, ReqState::Active(_))
+    }
+}
+
+/// Status of a completed engine request.
+pub fn status_of(s: Status) -> St {
+    St {
+        source: s.source,
+        tag: s.tag,
+        error: if s.truncated_from.is_some() {
+            error::ERR_TRUNCATE
+        } else {
+            error::SUCCESS
+        },
+        bytes: s.count,
+        cancelled: s.cancelled,
+    }
+}
+
+/// Starts a send of `region` (packed first unless contiguous).
+pub fn start_send(
+    core: &mut Core,
+    comm: c_int,
+    ctx: u16,
+    dest: u32,
+    tag: c_int,
+    region: &Region,
+    sync: bool,
+) -> MpiResult<ReqRec> {
+    let mut rec = ReqRec::new(comm, ctx, false);
+    let buf = if region.is_contiguous() {
+        region.span
+    } else {
+        let staging = rec.extra().staging.insert(Staging::new(region.pack()?));
+        // SAFETY: the staging lives in `rec`, which is dropped only after the engine request
+        // completed (module invariant).
+        unsafe { staging.engine_buf() }
+    };
+    let id = core
+        .engine
+        .isend(ctx, dest, tag, buf, sync)
+        .map_err(crate::api::pml(error::ERR_RANK))?;
+    rec.state = if id == kestrel_pml::engine::DONE {
+        rec.extra = None;
+        ReqState::Done(St::default())
+    } else {
+        ReqState::Active(id)
+    };
+    Ok(rec)
+}
+
+/// Starts a send from library memory (buffered sends): `buf` must stay valid until the
+/// returned engine request completes, which the buffered-send area guarantees.
+pub fn start_send_raw(
+    core: &mut Core,
+    ctx: u16,
+    dest: u32,
+    tag: c_int,
+    buf: UserBuf,
+) -> MpiResult<ReqId> {
+    core.engine
+        .isend(ctx, dest, tag, buf, false)
+        .map_err(crate::api::pml(error::ERR_RANK))
+}
+
+/// Starts a receive into `region` (through staging unless contiguous).
+pub fn start_recv(
+    core: &mut Core,
+    comm: c_int,
+    ctx: u16,
+    source: Option<u32>,
+    tag: Option<c_int>,
+    region: &Region,
+) -> MpiResult<ReqRec> {
+    let mut rec = ReqRec::new(comm, ctx, true);
+    let buf = staged_recv_buf(&mut rec, region);
+    let id = core
+        .engine
+        .irecv(ctx, source, tag, buf)
+        .map_err(crate::api::pml(error::ERR_RANK))?;
+    rec.state = ReqState::Active(id);
+    Ok(rec)
+}
+
+/// Receives a message taken by a matched probe into `region`.
+pub fn start_mrecv(
+    core: &mut Core,
+    comm: c_int,
+    ctx: u16,
+    msg: kestrel_pml::engine::MessageHandle,
+    region: &Region,
+) -> MpiResult<ReqRec> {
+    let mut rec = ReqRec::new(comm, ctx, true);
+    let buf = staged_recv_buf(&mut rec, region);
+    let id = core
+        .engine
+        .imrecv(msg, buf)
+        .map_err(crate::api::pml(error::ERR_REQUEST))?;
+    rec.state = ReqState::Active(id);
+    Ok(rec)
+}
+
+fn staged_recv_buf(rec: &mut ReqRec, region: &Region) -> UserBuf {
+    if region.is_contiguous() {
+        return region.span;
+    }
+    let extra = rec.extra();
+    extra.unpack_into = Some(region.clone());
+    let staging = extra.staging.insert(Staging::zeroed(region.packed_len()));
+    // SAFETY: the staging lives in `rec`, dropped only after completion (module invariant).
+    unsafe { staging.engine_buf() }
+}
+
+/// Completes `rec` if its engine request is done (no progress made): moves it to
+/// [`ReqState::Done`] and unpacks staged data. Returns whether it is done.
+pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
+    match rec.state {
+        ReqState::Done(_) | ReqState::Inactive => Ok(true),
+        ReqState::Active(id) => {
+            let Some(s) = engine.try_complete(id) else {
+                return Ok(false);
+            };
+            let st = status_of(s);
+            rec.state = ReqState::Done(st);
+            if let Some(extra) = rec.extra.as_mut() {
+                if let (Some(region), Some(staging)) =
+                    (extra.unpack_into.take(), extra.staging.as_ref())
+                {
+                    region.unpack(&staging.bytes()[..st.bytes.min(staging.bytes().len())])?;
+                }
+                extra.staging = None;
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// Progresses until `rec` completes; returns its status and leaves it inactive.
+pub fn wait(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<St> {
+    let mut idle = 0u32;
+    while !poll(engine, rec)? {
+        engine.idle_step(&mut idle);
+    }
+    Ok(take_status(rec))
+}
+
+/// The status of a completed request; the request becomes inactive.
+pub fn take_status(rec: &mut ReqRec) -> St {
+    match std::mem::replace(&mut rec.state, ReqState::Inactive) {
+        ReqState::Done(st) => st,
+        _ => St::empty(-2),
+    }
+}
+
+/// The table slot of a request handle.
+pub fn slot(h: c_int) -> Option<u32> {
+    match handle::decode(h, Obj::Request)? {
+        (Kind::Direct, i) => Some(i),
+        _ => None,
+    }
+}
+
+/// Stores a request; returns its handle.
+pub fn insert(core: &mut Core, rec: ReqRec) -> c_int {
+    handle::make(Kind::Direct, Obj::Request, core.requests.insert(rec))
+}
+
+/// The error for a handle that names no request.
+pub fn bad_request(h: c_int) -> MpiError {
+    MpiError::new(
+        error::ERR_REQUEST,
+        format!("{h:#x} is not a request (already completed and freed, or another kind of handle)"),
+    )
+}
+
+/// Completes requests freed while running, once the engine is done with them.
+pub fn reap_detached(core: &mut Core) {
+    if core.detached.is_empty() {
+        return;
+    }
+    let Core {
+        engine, detached, ..
+    } = core;
+    // A request whose unpack failed is finished too: nobody can report the error.
+    detached.retain_mut(|r| matches!(poll(engine, r), Ok(false)));
+}

@@ -1,0 +1,465 @@
+//! The library's process-wide state and the lock every MPI call takes.
+//!
+//! This module owns the tables behind the handles (communicators, groups, requests, matched
+//! messages, user operations, error handlers, attribute keys, info objects, derived
+//! datatypes), the messaging engine and the runtime, and the one lock that serializes MPI
+//! calls. It never interprets an MPI call's arguments or raises MPI errors through
+//! handlers: [`crate::api`] does that with [`Locked`].
+//!
+//! Locking: [`CORE`] holds everything but datatypes; a call holds it from start to end
+//! (blocking calls included), which gives `MPI_THREAD_SERIALIZED`. Derived datatypes live in
+//! [`TYPES`], a separate lock taken only briefly, so that a user reduction function (called
+//! while [`CORE`] is held) may still ask `MPI_Type_size` and friends. Callbacks that may
+//! legitimately call MPI (error handlers, attribute copy and delete functions) run with
+//! [`CORE`] released ([`Locked::unlocked`]). Datatype calls do not take [`CORE`] at all. Any
+//! other call made from inside a reduction function fails with `MPI_ERR_OTHER` instead of
+//! deadlocking. The lock is tried first and waited for only when taken, so an uncontended
+//! call costs one atomic exchange each way and no thread-local access.
+
+use std::collections::HashMap;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+
+use kestrel_pml::engine::MessageHandle;
+use kestrel_pml::{Engine, Group};
+use kestrel_runtime::Runtime;
+
+use crate::error::{self, MpiError, MpiResult};
+use crate::handle::{self, Kind, Obj};
+use crate::requests::ReqRec;
+use crate::types::{self, Dt, TypeInfo};
+
+/// A table of objects addressed by slot number, reusing freed slots.
+#[derive(Debug)]
+pub struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    /// Stores `v`; returns its slot.
+    pub fn insert(&mut self, v: T) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i as usize] = Some(v);
+                i
+            }
+            None => {
+                self.items.push(Some(v));
+                (self.items.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Stores `v` in slot `i` (for fixed slots such as the world communicator).
+    pub fn put_at(&mut self, i: u32, v: T) {
+        let i = i as usize;
+        if self.items.len() <= i {
+            self.items.resize_with(i + 1, || None);
+        }
+        self.items[i] = Some(v);
+    }
+
+    /// The object in slot `i`.
+    pub fn get(&self, i: u32) -> Option<&T> {
+        self.items.get(i as usize)?.as_ref()
+    }
+
+    /// The object in slot `i`, mutably.
+    pub fn get_mut(&mut self, i: u32) -> Option<&mut T> {
+        self.items.get_mut(i as usize)?.as_mut()
+    }
+
+    /// Empties slot `i`.
+    pub fn remove(&mut self, i: u32) -> Option<T> {
+        let v = self.items.get_mut(i as usize)?.take();
+        if v.is_some() {
+            self.free.push(i);
+        }
+        v
+    }
+
+    /// Occupied slots and their objects.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().map(|v| (i as u32, v)))
+    }
+}
+
+/// `MPI_User_function`: `f(invec, inoutvec, len, datatype)`.
+pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut c_int);
+/// `MPI_Comm_errhandler_function`: `f(comm, errcode, ...)`.
+pub type ErrFn = unsafe extern "C" fn(*mut c_int, *mut c_int, ...);
+/// `MPI_Comm_copy_attr_function`.
+pub type CopyFn =
+    unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+/// `MPI_Comm_delete_attr_function`.
+pub type DeleteFn = unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+
+/// A communicator.
+#[derive(Debug, Clone)]
+pub struct CommRec {
+    /// The engine's communication context.
+    pub ctx: u16,
+    /// This process's rank in it.
+    pub rank: i32,
+    /// Its members as job ranks, in rank order.
+    pub members: Vec<u32>,
+    /// `MPI_Comm_set_name`.
+    pub name: String,
+    /// Its error handler (a handle).
+    pub errhandler: c_int,
+    /// Attribute values by keyval, in the order they were set.
+    pub attrs: Vec<(c_int, usize)>,
+}
+
+impl CommRec {
+    /// Ranks in the communicator.
+    pub fn size(&self) -> i32 {
+        self.members.len() as i32
+    }
+}
+
+/// A user-defined reduction (`MPI_Op_create`).
+#[derive(Debug, Clone, Copy)]
+pub struct OpRec {
+    /// The C function.
+    pub func: UserFn,
+    /// Whether the program declared it commutative.
+    pub commute: bool,
+}
+
+/// An attribute key (`MPI_Comm_create_keyval`).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyvalRec {
+    /// Called when a communicator holding the attribute is duplicated (`None`: not copied).
+    pub copy: Option<CopyFn>,
+    /// Called when the attribute is deleted or its communicator freed.
+    pub delete: Option<DeleteFn>,
+    /// The program's `extra_state`.
+    pub extra: usize,
+    /// Attributes still set with this key (the key goes when it is freed and this is 0).
+    pub uses: usize,
+    /// `MPI_Comm_free_keyval` was called.
+    pub freed: bool,
+}
+
+/// A message taken by `MPI_Mprobe`/`MPI_Improbe`.
+#[derive(Debug, Clone, Copy)]
+pub struct MsgRec {
+    /// The engine's handle.
+    pub handle: MessageHandle,
+    /// The communicator it arrived on.
+    pub comm: c_int,
+}
+
+/// `MPI_Buffer_attach`'s buffer and what buffered sends occupy in it.
+#[derive(Debug, Default)]
+pub struct BsendArea {
+    /// The attached memory, if any.
+    pub buf: Option<kestrel_pml::buf::UserBuf>,
+    /// Its address as the program passed it (for `MPI_Buffer_detach`).
+    pub addr: usize,
+    /// Sends in flight from the buffer: engine request, offset, bytes reserved.
+    pub pending: Vec<(kestrel_pml::ReqId, usize, usize)>,
+}
+
+/// Everything an MPI call may touch, except datatypes.
+pub struct Core {
+    /// The messaging engine.
+    pub engine: Engine,
+    /// PMI, modex, abort.
+    pub runtime: Runtime,
+    /// Communicators: slot 0 is `MPI_COMM_WORLD`, slot 1 `MPI_COMM_SELF`.
+    pub comms: Slab<CommRec>,
+    /// Groups (`MPI_GROUP_EMPTY` is not stored).
+    pub groups: Slab<Group>,
+    /// Requests.
+    pub requests: Slab<ReqRec>,
+    /// Matched messages.
+    pub messages: Slab<MsgRec>,
+    /// User operations.
+    pub ops: Slab<OpRec>,
+    /// User error handlers.
+    pub errhandlers: Slab<ErrFn>,
+    /// Attribute keys.
+    pub keyvals: Slab<KeyvalRec>,
+    /// Info objects: ordered key/value pairs.
+    pub infos: Slab<Vec<(String, String)>>,
+    /// The buffered-send area.
+    pub bsend: BsendArea,
+    /// Requests freed by `MPI_Request_free` while still running: reaped when complete.
+    pub detached: Vec<ReqRec>,
+    /// The thread level granted by `MPI_Init_thread`.
+    pub thread_level: c_int,
+    /// The thread that called `MPI_Init`.
+    pub main_thread: std::thread::ThreadId,
+}
+
+impl Core {
+    /// The communicator behind a handle.
+    pub fn comm(&self, h: c_int) -> MpiResult<&CommRec> {
+        comm_slot(h)
+            .and_then(|i| self.comms.get(i))
+            .ok_or_else(|| bad_comm(h))
+    }
+
+    /// The communicator behind a handle, mutably.
+    pub fn comm_mut(&mut self, h: c_int) -> MpiResult<&mut CommRec> {
+        comm_slot(h)
+            .and_then(|i| self.comms.get_mut(i))
+            .ok_or_else(|| bad_comm(h))
+    }
+
+    /// The group behind a handle (`MPI_GROUP_EMPTY` included).
+    pub fn group(&self, h: c_int) -> MpiResult<Group> {
+        if h == handle::GROUP_EMPTY {
+            return Ok(Group::new(Vec::new()));
+        }
+        match handle::decode(h, Obj::Group) {
+            Some((Kind::Direct, i)) => self.groups.get(i).cloned(),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            if h == handle::GROUP_NULL {
+                MpiError::new(error::ERR_GROUP, "the group is MPI_GROUP_NULL")
+            } else {
+                MpiError::new(
+                    error::ERR_GROUP,
+                    format!("{h:#x} is not a group (freed, or another kind of handle)"),
+                )
+            }
+        })
+    }
+
+    /// Stores a group; returns its handle (`MPI_GROUP_EMPTY` for an empty one).
+    pub fn new_group(&mut self, g: Group) -> c_int {
+        if g.size() == 0 {
+            return handle::GROUP_EMPTY;
+        }
+        handle::make(Kind::Direct, Obj::Group, self.groups.insert(g))
+    }
+
+    /// Registers a communicator for an engine context; returns its handle.
+    pub fn new_comm(&mut self, ctx: u16, errhandler: c_int) -> MpiResult<c_int> {
+        let members = self
+            .engine
+            .context_group(ctx)
+            .ok_or_else(|| {
+                MpiError::new(
+                    error::ERR_INTERN,
+                    format!("the engine has no context {ctx} for a new communicator"),
+                )
+            })?
+            .to_vec();
+        let me = self.engine.rank();
+        let rank = members.iter().position(|&r| r == me).unwrap_or(0) as i32;
+        let slot = self.comms.insert(CommRec {
+            ctx,
+            rank,
+            members,
+            name: String::new(),
+            errhandler,
+            attrs: Vec::new(),
+        });
+        Ok(handle::make(Kind::Direct, Obj::Comm, slot))
+    }
+
+    /// The user operation behind a handle.
+    pub fn user_op(&self, h: c_int) -> Option<OpRec> {
+        match handle::decode(h, Obj::Op) {
+            Some((Kind::Direct, i)) => self.ops.get(i).copied(),
+            _ => None,
+        }
+    }
+}
+
+/// The table slot of a communicator handle.
+pub fn comm_slot(h: c_int) -> Option<u32> {
+    match handle::decode(h, Obj::Comm)? {
+        (Kind::Builtin, i) if i < 2 => Some(i),
+        (Kind::Direct, i) if i >= 2 => Some(i),
+        _ => None,
+    }
+}
+
+fn bad_comm(h: c_int) -> MpiError {
+    if h == handle::COMM_NULL {
+        MpiError::new(error::ERR_COMM, "the communicator is MPI_COMM_NULL")
+    } else {
+        MpiError::new(
+            error::ERR_COMM,
+            format!("{h:#x} is not a communicator (freed, or another kind of handle)"),
+        )
+    }
+}
+
+/// Where the library is in its life.
+pub enum Phase {
+    /// Before `MPI_Init`.
+    Before,
+    /// Between `MPI_Init` and `MPI_Finalize`.
+    Running(Box<Core>),
+    /// After `MPI_Finalize`.
+    After,
+}
+
+/// [`Phase`] made storable in a static.
+pub struct PhaseCell(pub Phase);
+
+// SAFETY: the engine and the runtime are not `Send` only because the transports hold raw
+// pointers into shared memory and the engine may hold a reduction closure in an `Rc` while
+// a collective runs. Nothing in them is tied to the thread that created it (no
+// thread-locals, no thread-affine handles). The cell is only reachable through `CORE`'s
+// mutex, so at most one thread touches it at a time, and the mutex orders those accesses.
+#[allow(unsafe_code)]
+unsafe impl Send for PhaseCell {}
+
+/// Everything but datatypes; see the module documentation.
+pub static CORE: Mutex<PhaseCell> = Mutex::new(PhaseCell(Phase::Before));
+
+/// Set while a user reduction function runs, the only callback that runs with [`CORE`]
+/// held: a call that then finds [`CORE`] taken is that function calling MPI (another
+/// thread calling at the same time would break `MPI_THREAD_SERIALIZED` anyway).
+static IN_REDUCTION: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f` (a user reduction function) with [`IN_REDUCTION`] set.
+pub fn in_reduction<R>(f: impl FnOnce() -> R) -> R {
+    let was = IN_REDUCTION.swap(true, Ordering::Relaxed);
+    let r = f();
+    IN_REDUCTION.store(was, Ordering::Relaxed);
+    r
+}
+
+/// [`CORE`], held for one MPI call.
+pub struct Locked {
+    guard: Option<MutexGuard<'static, PhaseCell>>,
+}
+
+impl Locked {
+    /// Takes [`CORE`]; `None` when a user reduction function running inside an MPI call of
+    /// this process calls MPI.
+    pub fn acquire() -> Option<Locked> {
+        let guard = match CORE.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if IN_REDUCTION.load(Ordering::Relaxed) {
+                    return None;
+                }
+                CORE.lock().unwrap_or_else(|p| p.into_inner())
+            }
+        };
+        Some(Locked { guard: Some(guard) })
+    }
+
+    /// The phase.
+    pub fn phase(&mut self) -> &mut Phase {
+        &mut self
+            .guard
+            .as_mut()
+            .expect("CORE is held between calls to unlocked")
+            .0
+    }
+
+    /// The state of a running library.
+    #[inline]
+    pub fn core(&mut self) -> MpiResult<&mut Core> {
+        match self.phase() {
+            Phase::Running(c) => Ok(c),
+            Phase::Before => Err(MpiError::new(
+                error::ERR_OTHER,
+                "called before MPI_Init; call MPI_Init or MPI_Init_thread first",
+            )),
+            Phase::After => Err(MpiError::new(
+                error::ERR_OTHER,
+                "called after MPI_Finalize; no MPI call but MPI_Initialized, MPI_Finalized and MPI_Get_version is allowed then",
+            )),
+        }
+    }
+
+    /// Runs `f` (a callback into the program) with [`CORE`] released, so that it may call
+    /// MPI itself.
+    pub fn unlocked<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        self.guard = None;
+        let r = f();
+        self.guard = Some(CORE.lock().unwrap_or_else(|p| p.into_inner()));
+        r
+    }
+}
+
+/// A derived datatype as the program sees it.
+#[derive(Debug, Clone)]
+pub struct TypeEntry {
+    /// Its type map (shared with operations still using it after `MPI_Type_free`).
+    pub info: Arc<TypeInfo>,
+    /// `MPI_Type_commit` was called.
+    pub committed: bool,
+    /// `MPI_Type_set_name`.
+    pub name: String,
+}
+
+/// Derived datatypes and names given to predefined ones.
+#[derive(Debug, Default)]
+pub struct TypeTable {
+    /// Derived types by slot (indirect datatype handles).
+    pub derived: Slab<TypeEntry>,
+    /// Names the program gave predefined types.
+    pub renamed: HashMap<c_int, String>,
+}
+
+/// Datatypes; see the module documentation.
+pub static TYPES: Mutex<Option<TypeTable>> = Mutex::new(None);
+
+/// Runs `f` on the datatype table.
+pub fn with_types<R>(f: impl FnOnce(&mut TypeTable) -> R) -> R {
+    let mut g = TYPES.lock().unwrap_or_else(|p| p.into_inner());
+    f(g.get_or_insert_with(TypeTable::default))
+}
+
+/// Resolves a datatype handle for use in communication (`committed` required) or for
+/// queries and constructors (`committed` not required).
+pub fn datatype(h: c_int, need_commit: bool) -> MpiResult<Dt> {
+    if let Some(t) = types::predefined(h) {
+        return Ok(Dt::Static(t));
+    }
+    if types::is_removed_marker(h) {
+        return Err(MpiError::new(
+            error::ERR_TYPE,
+            "MPI_LB and MPI_UB were removed in MPI-3; set bounds with MPI_Type_create_resized",
+        ));
+    }
+    let entry = match handle::decode(h, Obj::Datatype) {
+        Some((Kind::Indirect, i)) => with_types(|t| t.derived.get(i).cloned()),
+        _ => None,
+    };
+    let Some(entry) = entry else {
+        return Err(if h == handle::DATATYPE_NULL {
+            MpiError::new(error::ERR_TYPE, "the datatype is MPI_DATATYPE_NULL")
+        } else {
+            MpiError::new(
+                error::ERR_TYPE,
+                format!("{h:#x} is not a datatype (unknown, freed, or another kind of handle)"),
+            )
+        });
+    };
+    if need_commit && !entry.committed {
+        return Err(MpiError::new(
+            error::ERR_TYPE,
+            format!("datatype {h:#x} is not committed; call MPI_Type_commit before communicating with it"),
+        ));
+    }
+    Ok(Dt::Shared(entry.info))
+}

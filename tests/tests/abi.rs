@@ -1,0 +1,405 @@
+//! The MPICH-ABI C library (`abi/`, `libmpich.so.12`): an unmodified MPICH binary
+//! (Debian's NetPIPE) on Kestrel, the C benchmarks built with Kestrel's `mpicc`, the C
+//! function-group tests of `tests/c/` (each first proven on MPICH), and the header's values
+//! against MPICH's.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kestrel_tests::*;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository")
+        .to_path_buf()
+}
+
+/// Kestrel's `mpicc`, pointed at the running tests' target directory.
+fn mpicc() -> Command {
+    let mut c = Command::new(repo().join("abi/bin/mpicc"));
+    c.env("KESTREL_TARGET_DIR", target_dir());
+    c
+}
+
+/// The directory holding `libmpich.so.12` (its links made by `mpicc --libdir`).
+fn libdir() -> PathBuf {
+    let out = mpicc().arg("--libdir").output().expect("run abi/bin/mpicc");
+    assert!(
+        out.status.success(),
+        "mpicc --libdir failed (is target/release/libmpich.so built? cargo build --release -p kestrel-abi): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(marker(tag));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles `src` with `cc` (a `Command` for mpicc) into `exe`.
+fn compile(mut cc: Command, src: &Path, exe: &Path) {
+    let out = cc
+        .args(["-O2", "-Wall", "-o"])
+        .arg(exe)
+        .arg(src)
+        // After the source: libm for the complex arithmetic of some tests.
+        .arg("-lm")
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "compiling {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// NetPIPE's table rows: (bytes, Mbps, usec).
+fn netpipe_rows(text: &str) -> Vec<(u64, f64, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((
+                f.next()?.parse().ok()?,
+                f.next()?.parse().ok()?,
+                f.next()?.parse::<f64>().ok()? * 1e6,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn unmodified_mpich_netpipe_runs_on_kestrel() {
+    let np = tool("NPmpich2", "netpipe-mpich2");
+    let ldd = Command::new("ldd").arg(&np).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&ldd.stdout).contains("libmpich.so.12"),
+        "{} is not linked against libmpich.so.12",
+        np.display()
+    );
+    let dir = scratch("netpipe");
+    let table = dir.join("np.out");
+    let lib = libdir();
+    let mut cmd = kestrel_run(&["-n", "2", "--timeout", "100", "env"]);
+    cmd.arg(format!("LD_LIBRARY_PATH={}", lib.display()))
+        .arg("KESTREL_VERBOSE=abi:debug")
+        .arg(&np)
+        // A fixed 50 repetitions per size keeps the run to seconds.
+        .args(["-u", "1048576", "-n", "50", "-o"])
+        .arg(&table)
+        .current_dir(&dir);
+    let out = run(cmd, DEADLINE);
+    let text = std::fs::read_to_string(&table).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.success(), "{}", out.show());
+    // Our library says so when it starts: MPICH's own would have run the program too.
+    assert_eq!(
+        out.stderr.matches("MPI initialized").count(),
+        2,
+        "Kestrel's libmpich.so.12 did not start on both ranks: {}",
+        out.show()
+    );
+    let rows = netpipe_rows(&text);
+    assert!(
+        rows.iter().any(|r| r.0 == 1) && rows.iter().any(|r| r.0 == 1048576),
+        "NetPIPE's table lacks the 1-byte or the 1 MiB row:\n{text}"
+    );
+    assert!(
+        rows.iter().all(|r| r.1 > 0.0 && r.2 > 0.0),
+        "rows without a measurement:\n{text}"
+    );
+}
+
+#[test]
+fn bench_c_programs_build_with_kestrel_mpicc_and_run_under_kestrel_run() {
+    let dir = scratch("bench-c");
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(repo().join("bench/c")).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "c") {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            compile(mpicc(), &p, &dir.join(&name));
+            names.push(name);
+        }
+    }
+    names.sort();
+    assert!(names.len() >= 10, "bench/c has only {names:?}");
+    for name in &names {
+        let exe = dir.join(name);
+        let exe = exe.to_str().unwrap();
+        let out = if name == "hello" {
+            run(kestrel_run(&["-n", "3", exe]), DEADLINE)
+        } else {
+            run(
+                kestrel_run(&["-n", "2", exe, "-m", "1:65536", "-i", "10", "-x", "2"]),
+                DEADLINE,
+            )
+        };
+        assert!(out.success(), "{name}: {}", out.show());
+        let rows = out
+            .stdout
+            .lines()
+            .filter(|l| {
+                l.starts_with("Hello from rank ")
+                    || l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+            })
+            .count();
+        let want = match name.as_str() {
+            "hello" => 3,
+            "osu_barrier" => 1,
+            // Sizes 1, 2, 4, ..., 65536 (the collectives start at 1 as well).
+            _ => 17,
+        };
+        assert_eq!(rows, want, "{name}: {}", out.show());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `mpicc.mpich`.
+fn mpich_cc() -> Command {
+    Command::new(tool("mpicc.mpich", "libmpich-dev"))
+}
+
+fn c_test(name: &str) -> PathBuf {
+    repo().join("tests/c").join(format!("{name}.c"))
+}
+
+/// Compiles a C test (warnings that only concern `MPI_STATUSES_IGNORE` arrays silenced).
+fn compile_test(cc: Command, name: &str, exe: &Path) {
+    let mut cc = cc;
+    cc.arg("-Wno-stringop-overflow");
+    compile(cc, &c_test(name), exe);
+}
+
+/// Asserts that every one of `n` ranks printed `PASS <name> rank <r>`.
+fn assert_passed(out: &Outcome, name: &str, n: u32, stack: &str) {
+    assert!(
+        out.success(),
+        "{name} on {stack} with {n} ranks: {}",
+        out.show()
+    );
+    let passed = lines_starting(&out.stdout, &format!("PASS {name} rank "));
+    assert_eq!(
+        passed.len(),
+        n as usize,
+        "{name} on {stack} with {n} ranks: {}",
+        out.show()
+    );
+}
+
+/// Runs C test `name` on MPICH (proving the test) and then on Kestrel, with each of
+/// `ranks`.
+fn mpich_then_kestrel(name: &str, ranks: &[u32]) {
+    let dir = scratch(name);
+    let on_mpich = dir.join(format!("{name}.mpich"));
+    let on_kestrel = dir.join(format!("{name}.kestrel"));
+    compile_test(mpich_cc(), name, &on_mpich);
+    compile_test(mpicc(), name, &on_kestrel);
+    for &n in ranks {
+        let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+        c.args(["-n", &n.to_string()]).arg(&on_mpich);
+        assert_passed(&run(c, DEADLINE), name, n, "MPICH");
+        let out = run(
+            kestrel_run(&[
+                "-n",
+                &n.to_string(),
+                "--timeout",
+                "100",
+                on_kestrel.to_str().unwrap(),
+            ]),
+            DEADLINE,
+        );
+        assert_passed(&out, name, n, "Kestrel");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn c_point_to_point() {
+    mpich_then_kestrel("p2p", &[2, 3]);
+}
+
+#[test]
+fn c_collectives() {
+    mpich_then_kestrel("coll", &[4, 3]);
+}
+
+#[test]
+fn c_datatypes() {
+    mpich_then_kestrel("datatype", &[2]);
+}
+
+#[test]
+fn c_communicators_groups_attributes() {
+    mpich_then_kestrel("comm", &[4, 3]);
+}
+
+#[test]
+fn c_environment() {
+    mpich_then_kestrel("env", &[2]);
+}
+
+#[test]
+fn c_errors_and_handlers() {
+    mpich_then_kestrel("errors", &[2]);
+}
+
+#[test]
+fn c_profiling_interface() {
+    mpich_then_kestrel("pmpi", &[2]);
+}
+
+#[test]
+fn header_values_match_mpich() {
+    let dir = scratch("abi-values");
+    let (m, k) = (dir.join("values.mpich"), dir.join("values.kestrel"));
+    compile(mpich_cc(), &c_test("abi_values"), &m);
+    compile(mpicc(), &c_test("abi_values"), &k);
+    let printed = |exe: &Path| {
+        let out = Command::new(exe).output().unwrap();
+        assert!(out.status.success(), "{} failed", exe.display());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (mv, kv) = (printed(&m), printed(&k));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(kv.lines().count() > 200, "too few values:\n{kv}");
+    for (a, b) in mv.lines().zip(kv.lines()) {
+        assert_eq!(a, b, "MPICH's header and Kestrel's differ");
+    }
+    assert_eq!(mv.lines().count(), kv.lines().count());
+}
+
+#[test]
+fn kestrel_rejects_what_mpich_crashes_on_and_names_unsupported_calls() {
+    let dir = scratch("kestrel-only");
+    let exe = dir.join("kestrel_only");
+    // Built against MPICH's header: it calls MPI_Ibarrier, which Kestrel's mpi.h lacks.
+    compile_test(mpich_cc(), "kestrel_only", &exe);
+    let lib = format!("LD_LIBRARY_PATH={}", libdir().display());
+    let exe = exe.to_str().unwrap();
+    let out = run(kestrel_run(&["-n", "2", "env", &lib, exe]), DEADLINE);
+    assert_passed(&out, "kestrel_only", 2, "Kestrel");
+    // Under MPI_ERRORS_ARE_FATAL the job stops, and says why.
+    let out = run(
+        kestrel_run(&["-n", "2", "env", &lib, exe, "fatal"]),
+        DEADLINE,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(44), "{}", out.show());
+    assert!(
+        out.stderr
+            .contains("MPI_Ibarrier: Kestrel's MPI library does not implement"),
+        "{}",
+        out.show()
+    );
+    assert!(!out.stdout.contains("PASS"), "{}", out.show());
+}
+
+#[test]
+fn c_abort_stops_the_job_with_its_code_on_both_stacks() {
+    let dir = scratch("abort");
+    let (m, k) = (dir.join("abort.mpich"), dir.join("abort.kestrel"));
+    compile_test(mpich_cc(), "abort", &m);
+    compile_test(mpicc(), "abort", &k);
+    let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+    c.args(["-n", "2"]).arg(&m);
+    let on_mpich = run(c, DEADLINE);
+    let on_kestrel = run(kestrel_run(&["-n", "2", k.to_str().unwrap()]), DEADLINE);
+    let _ = std::fs::remove_dir_all(&dir);
+    for (stack, out) in [("MPICH", &on_mpich), ("Kestrel", &on_kestrel)] {
+        assert_eq!(out.code, Some(7), "{stack}: {}", out.show());
+        assert!(!out.stdout.contains("must not"), "{stack}: {}", out.show());
+    }
+    // (hydra sometimes drops the aborting rank's last output; kestrel-run forwards it.)
+    assert!(
+        on_kestrel.stdout.contains("aborting"),
+        "{}",
+        on_kestrel.show()
+    );
+}
+
+/// `(name, kind)` of the dynamic symbols a library defines, from `nm -D --defined-only`.
+fn exported(lib: &Path) -> std::collections::BTreeSet<String> {
+    let out = Command::new(tool("nm", "binutils"))
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nm {} failed", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .filter(|n| n.starts_with("MPI") || n.starts_with("PMPI_"))
+        .collect()
+}
+
+#[test]
+fn every_symbol_mpich_exports_is_exported() {
+    // Where the loader finds MPICH's library for an MPICH-built binary.
+    let ldd = Command::new("ldd")
+        .arg(tool("NPmpich2", "netpipe-mpich2"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&ldd.stdout).into_owned();
+    let mpich = text
+        .lines()
+        .find_map(|l| {
+            let (name, rest) = l.trim().split_once(" => ")?;
+            (name == "libmpich.so.12").then(|| rest.split_whitespace().next().map(PathBuf::from))?
+        })
+        .unwrap_or_else(|| panic!("ldd does not find MPICH's libmpich.so.12:\n{text}"));
+    let theirs = exported(&mpich);
+    let ours = exported(&libdir().join("libmpich.so.12"));
+    let missing: Vec<&String> = theirs
+        .iter()
+        .filter(|n| {
+            // MPICH-internal (MPIR_ helpers other than data objects, MPII_, MPIX_ extensions)
+            // are not part of the MPI interface programs use.
+            (n.starts_with("MPI_") || n.starts_with("PMPI_") || n.starts_with("MPIR_F08_"))
+                && !ours.contains(*n)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of MPICH's symbols are missing: {missing:?}",
+        missing.len()
+    );
+    assert!(ours.len() > 1200, "only {} symbols exported", ours.len());
+}
+
+#[test]
+fn mpich_binary_on_kestrel_library_under_mpichs_own_launcher() {
+    let np = tool("NPmpich2", "netpipe-mpich2");
+    let dir = scratch("netpipe-hydra");
+    let table = dir.join("np.out");
+    let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+    c.args(["-n", "2", "env"])
+        .arg(format!("LD_LIBRARY_PATH={}", libdir().display()))
+        .arg("KESTREL_VERBOSE=abi:debug")
+        .arg(&np)
+        .args(["-u", "65536", "-n", "20", "-o"])
+        .arg(&table)
+        .current_dir(&dir);
+    let out = run(c, DEADLINE);
+    let text = std::fs::read_to_string(&table).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.success(), "{}", out.show());
+    assert_eq!(
+        out.stderr.matches("MPI initialized").count(),
+        2,
+        "{}",
+        out.show()
+    );
+    assert!(
+        netpipe_rows(&text).iter().any(|r| r.0 == 65536),
+        "NetPIPE's table lacks the 64 KiB row:\n{text}"
+    );
+}
