@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash ci/setup.sh
-cargo build --release --workspace --examples --bins
+cargo build --release --workspace --lib --bins --examples
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace

@@ -1200,9 +1200,7 @@ mod tests {
         for cmd in SUBCOMMANDS {
             assert!(text.contains(&format!("{PROGRAM} {}", cmd.name)));
         }
-        for missing in ["list", "card", "check"] {
-            assert!(!text.contains(&format!("{PROGRAM} {missing}")), "{missing}");
-        }
+        assert!(!text.contains(&format!("{PROGRAM} frob")));
         let mut out = Vec::new();
         let mut err = Vec::new();
         assert_eq!(run(&args(&["frob"]), &mut out, &mut err), EXIT_USAGE);
