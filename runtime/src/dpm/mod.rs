@@ -71,6 +71,13 @@ pub enum DpmError {
     Setup(String),
     /// The launcher refused or failed a request.
     Pmi(String),
+    /// What the root of a collective connect/accept/spawn reported to the other members.
+    AtRoot {
+        /// The error class the root saw.
+        class: MpiClass,
+        /// The root's message.
+        message: String,
+    },
 }
 
 /// MPI error classes the C ABI maps [`DpmError`] to.
@@ -103,6 +110,7 @@ impl DpmError {
             DpmError::Spawn(_) => MpiClass::Spawn,
             DpmError::ProcFailed(_) => MpiClass::ProcFailed,
             DpmError::Protocol { .. } | DpmError::Setup(_) | DpmError::Pmi(_) => MpiClass::Other,
+            DpmError::AtRoot { class, .. } => *class,
         }
     }
 }
@@ -137,6 +145,7 @@ impl fmt::Display for DpmError {
             DpmError::ProcFailed(m) => write!(f, "dpm: {m}"),
             DpmError::Setup(m) => write!(f, "dpm: setting up the connection failed: {m}"),
             DpmError::Pmi(m) => write!(f, "dpm: {m}"),
+            DpmError::AtRoot { message, .. } => write!(f, "{message} (reported by the root)"),
         }
     }
 }
