@@ -418,7 +418,9 @@ struct Prepared {
     usnic: Option<kestrel_usnic::btl::UsnicBtl>,
 }
 
-fn encode_outcome(r: &Result<Vec<u8>, PmlError>) -> Vec<u8> {
+/// Encodes a root's outcome for its group: `[0]` + body, or `[1, class]` + the error's text
+/// (see [`decode_outcome`]).
+pub fn encode_outcome(r: &Result<Vec<u8>, PmlError>) -> Vec<u8> {
     match r {
         Ok(body) => {
             let mut v = vec![0u8];
@@ -447,7 +449,9 @@ fn encode_outcome(r: &Result<Vec<u8>, PmlError>) -> Vec<u8> {
     }
 }
 
-fn decode_outcome(bytes: &[u8], root: u32) -> Result<Vec<u8>, PmlError> {
+/// Decodes [`encode_outcome`]'s bytes; an error becomes `DpmError::Reported` with the root's
+/// class and text.
+pub fn decode_outcome(bytes: &[u8], root: u32) -> Result<Vec<u8>, PmlError> {
     match bytes.split_first() {
         Some((0, body)) => Ok(body.to_vec()),
         Some((1, rest)) if !rest.is_empty() => {
@@ -459,7 +463,7 @@ fn decode_outcome(bytes: &[u8], root: u32) -> Result<Vec<u8>, PmlError> {
                 5 => MpiClass::ProcFailed,
                 _ => MpiClass::Other,
             };
-            Err(dpm_err(DpmError::AtRoot {
+            Err(dpm_err(DpmError::Reported {
                 class,
                 message: String::from_utf8_lossy(&rest[1..]).into_owned(),
             }))
@@ -774,6 +778,8 @@ impl Engine {
             Ok(Vec::new())
         };
         let bytes = self.bcast_bytes(ctx, root, encode_outcome(&outcome))?;
+        // The root keeps its own, typed error; the others get its class and text.
+        outcome?;
         let body = decode_outcome(&bytes, root)?;
         let agreed = match (body.split_first(), body.get(1..).map(OobMsg::decode)) {
             (Some((&acc, _)), Some(Ok(OobMsg::Accept { conn, group, ctx }))) if acc <= 1 => {
@@ -1117,7 +1123,11 @@ impl Engine {
             Ok(Vec::new())
         };
         let bytes = self.bcast_bytes(ctx, root, encode_outcome(&outcome))?;
-        let remote_cards = match decode_outcome(&bytes, root) {
+        let shared = match outcome {
+            Err(e) => Err(e),
+            Ok(_) => decode_outcome(&bytes, root),
+        };
+        let remote_cards = match shared {
             Ok(body) => {
                 let mut data = &body[..];
                 let n = data
@@ -1207,7 +1217,11 @@ impl Engine {
             Ok(Vec::new())
         };
         let bytes = self.bcast_bytes(ctx, root, encode_outcome(&outcome))?;
-        if let Err(e) = decode_outcome(&bytes, root) {
+        let shared = match outcome {
+            Err(e) => Err(e),
+            Ok(_) => decode_outcome(&bytes, root),
+        };
+        if let Err(e) = shared {
             self.abandon(&new_remote, &slots);
             return Err(e);
         }

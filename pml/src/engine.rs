@@ -1306,6 +1306,72 @@ impl Engine {
         Ok(())
     }
 
+    /// Blocking send that reports a failed peer (or broken communicator) as an error.
+    pub fn send_checked(
+        &mut self,
+        ctx: u16,
+        dest: u32,
+        tag: i32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(), PmlError> {
+        // SAFETY: `data` outlives the request, which completes before this function returns.
+        #[allow(unsafe_code)]
+        let buf = unsafe { UserBuf::for_send(data.as_ptr(), data.len()) };
+        let id = self.isend(ctx, dest, tag, buf, sync)?;
+        match self.wait(id).failed_peer {
+            Some(p) => Err(self.failure_error(p)),
+            None => Ok(()),
+        }
+    }
+
+    /// Blocking receive into `buf` that reports a failed peer (or broken communicator) as an
+    /// error instead of a status.
+    pub fn recv_checked(
+        &mut self,
+        ctx: u16,
+        source: Option<u32>,
+        tag: Option<i32>,
+        buf: &mut [u8],
+    ) -> Result<Status, PmlError> {
+        // SAFETY: `buf` stays borrowed until the request completes, before this returns.
+        #[allow(unsafe_code)]
+        let ub = unsafe { UserBuf::for_recv(buf.as_mut_ptr(), buf.len()) };
+        let id = self.irecv(ctx, source, tag, ub)?;
+        let st = self.wait(id);
+        match st.failed_peer {
+            Some(p) => Err(self.failure_error(p)),
+            None => Ok(st),
+        }
+    }
+
+    /// Blocking receive of a whole message of any length (a matched probe, then the receive);
+    /// a failed peer (or broken communicator) is an error.
+    pub fn recv_vec_checked(
+        &mut self,
+        ctx: u16,
+        source: Option<u32>,
+        tag: Option<i32>,
+    ) -> Result<(Vec<u8>, Status), PmlError> {
+        let mut idle = 0;
+        let (handle, status) = loop {
+            if let Some(found) = self.improbe(ctx, source, tag)? {
+                break found;
+            }
+            self.idle_step(&mut idle);
+        };
+        let mut data = vec![0u8; status.count];
+        // SAFETY: `data` outlives the request, which completes before this function returns.
+        #[allow(unsafe_code)]
+        let buf = unsafe { UserBuf::for_recv(data.as_mut_ptr(), data.len()) };
+        let id = self.imrecv(handle, buf)?;
+        let st = self.wait(id);
+        match st.failed_peer {
+            Some(p) => Err(self.failure_error(p)),
+            None => Ok((data, st)),
+        }
+    }
+
     /// Blocking helper: receives a message of any length from a communicator rank.
     pub fn recv_bytes(&mut self, ctx: u16, source: u32, tag: i32) -> Result<Vec<u8>, PmlError> {
         let mut idle = 0;

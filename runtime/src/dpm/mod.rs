@@ -71,8 +71,11 @@ pub enum DpmError {
     Setup(String),
     /// The launcher refused or failed a request.
     Pmi(String),
-    /// What the root of a collective connect/accept/spawn reported to the other members.
-    AtRoot {
+    /// The messaging layer failed under a dynamic-process operation.
+    Messaging(String),
+    /// An error another process reported: the root of a collective connect, accept or spawn
+    /// (to the other members), or the launcher (name service).
+    Reported {
         /// The error class the root saw.
         class: MpiClass,
         /// The root's message.
@@ -109,8 +112,11 @@ impl DpmError {
             DpmError::Name(_) => MpiClass::Service,
             DpmError::Spawn(_) => MpiClass::Spawn,
             DpmError::ProcFailed(_) => MpiClass::ProcFailed,
-            DpmError::Protocol { .. } | DpmError::Setup(_) | DpmError::Pmi(_) => MpiClass::Other,
-            DpmError::AtRoot { class, .. } => *class,
+            DpmError::Protocol { .. }
+            | DpmError::Setup(_)
+            | DpmError::Pmi(_)
+            | DpmError::Messaging(_) => MpiClass::Other,
+            DpmError::Reported { class, .. } => *class,
         }
     }
 }
@@ -145,7 +151,8 @@ impl fmt::Display for DpmError {
             DpmError::ProcFailed(m) => write!(f, "dpm: {m}"),
             DpmError::Setup(m) => write!(f, "dpm: setting up the connection failed: {m}"),
             DpmError::Pmi(m) => write!(f, "dpm: {m}"),
-            DpmError::AtRoot { message, .. } => write!(f, "{message} (reported by the root)"),
+            DpmError::Messaging(m) => write!(f, "{m}"),
+            DpmError::Reported { message, .. } => write!(f, "{message}"),
         }
     }
 }
