@@ -9,6 +9,9 @@
 //!   across the parent/child communicator; then both disconnect.
 //! * `crash-parent N` / `crash-child`: child rank 1 dies after connecting; the parent's
 //!   receive from it must fail with an error, not hang.
+//! * `multi-parent N` / `multi-child`: `spawn_multiple` of two programs into one job.
+//! * `orphan-parent N`: parent rank 1 dies while its children are connected; the parent's
+//!   launcher must stop the children too.
 //! * `spawn-fail`: spawning a program that does not exist is an error.
 //! * `ports`: malformed port names and a closed port are errors naming what is wrong; a port
 //!   of a process that is gone fails after `dpm_connect_timeout_ms`.
@@ -84,6 +87,32 @@ fn exercise(inter: &InterCommunicator, server: bool, label: &str) {
     // The server sends first; both orders are safe for eager messages, this keeps it simple.
     order(server);
     order(!server);
+    // A large message each way between the leaders (rendezvous across the jobs).
+    if me == 0 {
+        let big: Vec<u64> = (0..(1u64 << 17)).map(|i| i * 3 + base).collect();
+        let mut back = vec![0u64; big.len()];
+        if server {
+            inter
+                .send(0, &big[..], 8)
+                .unwrap_or_else(|e| die("large send", e));
+            inter
+                .receive_into(Some(0), Some(8), &mut back[..])
+                .unwrap_or_else(|e| die("large receive", e));
+        } else {
+            inter
+                .receive_into(Some(0), Some(8), &mut back[..])
+                .unwrap_or_else(|e| die("large receive", e));
+            inter
+                .send(0, &big[..], 8)
+                .unwrap_or_else(|e| die("large send", e));
+        }
+        check(
+            back.iter()
+                .enumerate()
+                .all(|(i, &v)| v == i as u64 * 3 + other),
+            "1 MiB message from the other job",
+        );
+    }
     inter.barrier().unwrap_or_else(|e| die("inter barrier", e));
     // Broadcast from server rank 0 to the client group.
     let mut b = [0u32; 4];
@@ -218,18 +247,43 @@ fn alone(u: &Universe, label: &str) {
 fn parent(u: &Universe, n: u32, child_mode: &str, marker: &str) {
     let world = u.world();
     let exe = std::env::current_exe().unwrap_or_else(|e| die("current_exe", e));
-    let cmd = SpawnCommand::new(exe.display().to_string(), n)
-        .arg(child_mode)
-        .arg(marker)
-        .info(
-            "env",
-            format!(
-                "DPM_CHECK_GREETING=hello from {}\nDPM_CHECK_N={n}",
-                world.size()
-            ),
-        )
-        .info("wdir", "/tmp");
-    let children = world.spawn(&cmd, 0).unwrap_or_else(|e| die("spawn", e));
+    let exe = exe.display().to_string();
+    let cmd = |procs: u32, app: &str| {
+        SpawnCommand::new(exe.clone(), procs)
+            .arg(child_mode)
+            .arg(marker)
+            .arg(app)
+            .info(
+                "env",
+                format!(
+                    "DPM_CHECK_GREETING=hello from {}\nDPM_CHECK_N={n}",
+                    world.size()
+                ),
+            )
+            .info("wdir", "/tmp")
+    };
+    let children = if child_mode == "multi-child" {
+        // Two programs (here: two argument lists) in one job: ranks 0..n-1 run A, n-1 runs B.
+        world
+            .spawn_multiple(&[cmd(n - 1, "A"), cmd(1, "B")], 0)
+            .unwrap_or_else(|e| die("spawn_multiple", e))
+    } else {
+        world
+            .spawn(&cmd(n, "A"), 0)
+            .unwrap_or_else(|e| die("spawn", e))
+    };
+    if child_mode == "orphan-child" {
+        // Rank 1 dies with the children connected; its launcher stops everything.
+        if world.rank() == 1 {
+            // Ends without disconnecting or finalizing (exit runs no clean-up).
+            eprintln!("parent rank 1: dying on purpose");
+            std::process::exit(42);
+        }
+        let mut v = [0u64; 2];
+        let _ = children.receive_into(Some(0), Some(2), &mut v[..]);
+        std::thread::sleep(Duration::from_secs(30));
+        return;
+    }
     check(children.remote_size() == n as i32, "children remote size");
     // Rank 0 of the parents hands out work, every parent receives a share of the results.
     let me = world.rank();
@@ -295,10 +349,12 @@ fn child(u: &Universe, crash: bool) {
         .receive_into(Some(0), Some(1), &mut work[..])
         .unwrap_or_else(|e| die("receive work", e));
     if crash && world.rank() == 1 {
-        eprintln!("child rank 1: crashing on purpose");
-        std::process::abort();
+        // Ends without disconnecting or finalizing (exit runs no clean-up).
+        eprintln!("child rank 1: dying on purpose");
+        std::process::exit(42);
     }
     let me = world.rank();
+    println!("child rank {me}: app {}", arg(3));
     let dest = me % parent.remote_size();
     parent
         .send(dest, &[work[0] * work[0], n][..], 2)
@@ -437,7 +493,9 @@ fn main() {
         "client" => client(&u, &arg(2)),
         "parent" => parent(&u, arg(2).parse().unwrap_or(3), "child", &arg(3)),
         "crash-parent" => parent(&u, arg(2).parse().unwrap_or(3), "crash-child", &arg(3)),
-        "child" => child(&u, false),
+        "multi-parent" => parent(&u, arg(2).parse().unwrap_or(3), "multi-child", &arg(3)),
+        "orphan-parent" => parent(&u, arg(2).parse().unwrap_or(3), "orphan-child", &arg(3)),
+        "child" | "multi-child" | "orphan-child" => child(&u, false),
         "crash-child" => child(&u, true),
         "spawn-fail" => spawn_fail(&u),
         "ports" => ports(&u),

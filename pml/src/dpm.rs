@@ -1728,3 +1728,63 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kestrel_transport::btl::SelfBtl;
+
+    #[test]
+    fn remapped_translates_peers_both_ways_and_drops_strangers() {
+        // Union index 4 is this process inside the instance; the engine calls it 9.
+        let mut b = Remapped::new(Box::new(SelfBtl::new(4)), &[(9, 4)]);
+        assert!(b.reaches(9));
+        assert!(!b.reaches(4));
+        b.send(9, 1, b"hdr", b"payload").unwrap();
+        assert_eq!(
+            b.send(5, 1, b"", b""),
+            Err(SendError::Unreachable { peer: 5 })
+        );
+        let mut got = Vec::new();
+        b.progress(&mut |m| got.push((m.peer, m.am, m.data.to_vec())));
+        assert_eq!(got, vec![(9, 1, b"hdrpayload".to_vec())]);
+        // An instance member this process does not route through it: dropped, counted.
+        let mut stray = Remapped::new(Box::new(SelfBtl::new(2)), &[(7, 3)]);
+        stray.inner.send(2, 1, b"x", b"").unwrap();
+        let mut n = 0;
+        stray.progress(&mut |_| n += 1);
+        assert_eq!((n, stray.dropped), (0, 1));
+        let mut r = Retired;
+        assert!(!r.reaches(0));
+        assert_eq!(r.progress(&mut |_| {}), 0);
+    }
+
+    #[test]
+    fn cards_and_outcomes_round_trip_and_garbage_is_refused() {
+        for (shm, usnic) in [
+            (None, None),
+            (Some(b"1|0|/dev/shm/x".to_vec()), None),
+            (None, Some(vec![1, 2, 3])),
+            (Some(vec![]), Some(vec![9; 300])),
+        ] {
+            let enc = encode_cards(shm.clone(), usnic.clone());
+            assert_eq!(decode_cards(&enc), Some((shm, usnic)));
+            for end in 0..enc.len() {
+                assert_eq!(decode_cards(&enc[..end]), None);
+            }
+        }
+        assert_eq!(decode_cards(&[4, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        let ok = encode_outcome(&Ok(vec![5, 6]));
+        assert_eq!(decode_outcome(&ok, 0).unwrap(), vec![5, 6]);
+        let err = encode_outcome(&Err(PmlError::Dpm(DpmError::Spawn("no".into()))));
+        match decode_outcome(&err, 0) {
+            Err(PmlError::Dpm(e)) => {
+                assert_eq!(e.mpi_class(), MpiClass::Spawn);
+                assert!(e.to_string().contains("spawn failed: no"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(decode_outcome(&[], 0).is_err());
+        assert!(decode_outcome(&[7], 0).is_err());
+    }
+}

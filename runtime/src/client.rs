@@ -1204,6 +1204,116 @@ mod tests {
     }
 
     #[test]
+    fn spawn_requests_round_trip_and_malformed_ones_are_refused() {
+        let cmds = vec![
+            SpawnRequest {
+                program: "/bin/a".into(),
+                args: vec!["x".into(), "y z".into()],
+                procs: 2,
+                info: vec![("wdir".into(), "/tmp".into()), ("env".into(), "A=1".into())],
+            },
+            SpawnRequest {
+                program: "b".into(),
+                args: vec![],
+                procs: 1,
+                info: vec![],
+            },
+        ];
+        let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), "p".to_string())];
+        let cmd = spawn_command(&cmds, &preput);
+        // Through the PMI-2 wire and back.
+        let bytes = Framing::V2.encode(&cmd).unwrap();
+        let (decoded, _) = Framing::V2.decode(&bytes).unwrap().unwrap();
+        assert_eq!(parse_spawn_command(&decoded).unwrap(), (cmds, preput));
+        let cut = |n: usize| Command {
+            name: "spawn".into(),
+            pairs: cmd.pairs[..n].to_vec(),
+        };
+        for n in 0..cmd.pairs.len() {
+            assert!(parse_spawn_command(&cut(n)).is_err(), "cut at {n}");
+        }
+        let mut extra = cmd.clone();
+        extra.pairs.push(("junk".into(), "1".into()));
+        assert!(parse_spawn_command(&extra)
+            .unwrap_err()
+            .contains("unexpected 'junk'"));
+        let huge = Command::new("spawn")
+            .with("ncmds", "99999999")
+            .with("preputcount", "0");
+        assert!(parse_spawn_command(&huge).unwrap_err().contains("ncmds"));
+    }
+
+    #[test]
+    fn pmi2_name_service_and_spawn_against_a_scripted_server() {
+        let (stream, server) =
+            serve(vec![
+            (
+                "cmd=init pmi_version=2",
+                b"cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n".to_vec(),
+            ),
+            (
+                "v2:cmd=fullinit;",
+                v2("cmd=fullinit-response;rc=0;rank=0;size=1;appnum=0;"),
+            ),
+            ("v2:cmd=job-getid;", v2("cmd=job-getid-response;rc=0;jobid=j;")),
+            (
+                "v2:cmd=name-publish;name=svc;port=kestrel-port:v1:127.0.0.1:5:1;",
+                v2("cmd=name-publish-response;rc=0;"),
+            ),
+            (
+                "v2:cmd=name-lookup;name=svc;",
+                v2("cmd=name-lookup-response;rc=0;found=TRUE;value=P;"),
+            ),
+            (
+                "v2:cmd=name-lookup;name=nope;",
+                v2("cmd=name-lookup-response;rc=2;msg=nothing published;"),
+            ),
+            (
+                "v2:cmd=name-publish;name=svc;",
+                v2("cmd=name-publish-response;rc=1;msg=already published;"),
+            ),
+            (
+                "v2:cmd=name-unpublish;name=svc;",
+                v2("cmd=name-unpublish-response;rc=0;"),
+            ),
+            (
+                "v2:cmd=spawn;ncmds=1;preputcount=0;subcmd=prog;maxprocs=3;argc=0;infokeycount=0;",
+                v2("cmd=spawn-response;rc=0;jobid=child1;"),
+            ),
+        ]);
+        let mut c = WireClient::over_stream(
+            Box::new(stream),
+            "test".into(),
+            PmiChoice::Pmi2,
+            LaunchHints {
+                rank: Some(0),
+                ..LaunchHints::default()
+            },
+        )
+        .unwrap();
+        c.publish_name("svc", "kestrel-port:v1:127.0.0.1:5:1")
+            .unwrap();
+        assert_eq!(c.lookup_name("svc").unwrap().as_deref(), Some("P"));
+        assert_eq!(c.lookup_name("nope").unwrap(), None);
+        let e = c.publish_name("svc", "x").unwrap_err();
+        assert!(matches!(e, PmiError::Server { rc: 1, .. }), "{e}");
+        c.unpublish_name("svc").unwrap();
+        let job = c
+            .spawn(
+                &[SpawnRequest {
+                    program: "prog".into(),
+                    args: vec![],
+                    procs: 3,
+                    info: vec![],
+                }],
+                &[],
+            )
+            .unwrap();
+        assert_eq!(job, "child1");
+        server.join().unwrap();
+    }
+
+    #[test]
     fn a_refusal_without_message_still_reads_as_a_sentence() {
         let (stream, server) = serve(vec![
             (

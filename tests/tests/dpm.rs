@@ -10,6 +10,8 @@
 //!   no process or file behind; spawning a missing program is an error;
 //! * malformed port names, a closed port and a port nobody listens on are errors naming the
 //!   port (the last after `dpm_connect_timeout_ms`);
+//! * `spawn_multiple` of two programs into one job; a parent that crashes takes its
+//!   children with it;
 //! * `intercomm_create` between the halves of one job, dup and merge.
 
 use std::path::PathBuf;
@@ -30,12 +32,25 @@ fn name_dir(tag: &str) -> PathBuf {
     d
 }
 
+/// Job ids the ranks printed (`JOB=`) and the launcher named (`kestrel-run: job <id> (`).
 fn job_ids(out: &Outcome) -> Vec<String> {
-    out.stdout
+    let mut ids: Vec<String> = out
+        .stdout
         .lines()
         .filter_map(|l| l.strip_prefix("JOB="))
         .map(String::from)
-        .collect()
+        .collect();
+    for l in out.stderr.lines() {
+        if let Some(id) = l
+            .strip_prefix("kestrel-run: job ")
+            .and_then(|r| r.split(' ').next())
+        {
+            if !ids.iter().any(|i| i == id) {
+                ids.push(id.to_string());
+            }
+        }
+    }
+    ids
 }
 
 /// Nothing of `jobs` left in /dev/shm or the session directory, no process with `mark`.
@@ -216,6 +231,54 @@ fn a_crashing_child_is_an_error_in_the_parent_and_nothing_is_left() {
         "{}",
         out.show()
     );
+    let jobs = job_ids(&out);
+    assert_eq!(jobs.len(), 2, "{}", out.show());
+    assert_clean(&jobs, &mark);
+}
+
+#[test]
+fn spawn_multiple_starts_two_programs_as_one_job() {
+    let mark = marker("dpm-multi");
+    let p = prog();
+    let out = run(
+        kestrel_run(&["-n", "2", &p, "multi-parent", "3", &mark]),
+        DEADLINE,
+    );
+    assert!(out.success(), "{}", out.show());
+    for (r, app) in [(0, "A"), (1, "A"), (2, "B")] {
+        assert!(
+            out.stdout.contains(&format!("child rank {r}: app {app}")),
+            "{}",
+            out.show()
+        );
+        assert!(out
+            .stdout
+            .contains(&format!("child rank {r}: alone again ok")));
+    }
+    assert!(
+        out.stdout.contains("parent rank 0: 2 results ok"),
+        "{}",
+        out.show()
+    );
+    let jobs = job_ids(&out);
+    assert_clean(&jobs, &mark);
+}
+
+#[test]
+fn a_crashing_parent_takes_its_spawned_children_with_it() {
+    let mark = marker("dpm-orphan");
+    let p = prog();
+    let out = run(
+        kestrel_run(&["-n", "2", &p, "orphan-parent", "2", &mark]),
+        DEADLINE,
+    );
+    assert!(!out.success() && !out.timed_out, "{}", out.show());
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "took {:?}",
+        out.elapsed
+    );
+    assert!(out.stderr.contains("rank 1 (pid "), "{}", out.show());
     let jobs = job_ids(&out);
     assert_eq!(jobs.len(), 2, "{}", out.show());
     assert_clean(&jobs, &mark);

@@ -675,6 +675,10 @@ impl Agent {
         }
         if !hosts.is_empty() {
             argv.extend(["--host".into(), hosts.join(",")]);
+            // Other hosts are reached the way this job reached its own.
+            if !self.launch.launch_agent.is_empty() {
+                argv.extend(["--launch-agent".into(), self.launch.launch_agent.clone()]);
+            }
         }
         argv.extend(["-x".into(), format!("KESTREL_DPM_PARENT_PORT={port}")]);
         argv.extend([

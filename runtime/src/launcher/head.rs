@@ -480,6 +480,7 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                         .collect()
                 },
                 wdir: opts.wdir.clone().unwrap_or_default(),
+                launch_agent: head.plan.agent.join(" "),
                 env,
                 // Namespace hosts of one machine would bind their ranks to the same cores, and
                 // oversubscribed ranks must be free to move: auto binds only when neither holds.

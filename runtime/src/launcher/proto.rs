@@ -68,6 +68,8 @@ pub struct NodeLaunch {
     pub more_apps: Vec<(u32, String, Vec<String>)>,
     /// The ranks' working directory; empty = the agent's own.
     pub wdir: String,
+    /// The job's launch agent words (`ssh`, `ip netns exec`), for jobs its ranks spawn.
+    pub launch_agent: String,
 }
 
 impl NodeLaunch {
@@ -491,6 +493,7 @@ impl ToAgent {
                     w.strings(args);
                 }
                 w.string(&l.wdir);
+                w.string(&l.launch_agent);
             }
             ToAgent::FenceDone { puts } => {
                 w.u8(2);
@@ -534,6 +537,7 @@ impl ToAgent {
                     apps
                 },
                 wdir: r.string("launch wdir")?,
+                launch_agent: r.string("launch agent")?,
             })),
             2 => ToAgent::FenceDone {
                 puts: r.pairs("fence done")?,
@@ -589,6 +593,7 @@ mod tests {
             forward_stdin: false,
             more_apps: vec![(3, "/bin/true".into(), vec!["x".into()])],
             wdir: "/tmp".into(),
+            launch_agent: "ip netns exec".into(),
         }
     }
 
