@@ -597,6 +597,23 @@ impl Engine {
             }
         }
         self.st.fail_pending(p, &broken);
+        // A connection whose processes are all gone takes its transports with it: a network
+        // instance would otherwise keep resending to the dead and, after
+        // usnic_peer_timeout_ms, end this process.
+        if let Some(i) = self.dpm.conns.iter().position(|c| c.procs.contains(&p)) {
+            if self.dpm.conns[i]
+                .procs
+                .iter()
+                .all(|q| self.dpm.gone.contains_key(q))
+            {
+                let c = self.dpm.conns.remove(i);
+                self.dpm.lifelines.retire(&c.procs);
+                for &s in &c.btls {
+                    self.btls[s] = Box::new(Retired);
+                }
+                tracing::debug!(target: "dpm", conn = format_args!("{:x}", c.id), "every process of the connection is gone; its transports are closed");
+            }
+        }
     }
 
     fn add_process(&mut self, info: &ProcInfo) -> u32 {

@@ -204,36 +204,41 @@ fn a_parent_of_two_spawns_three_children_that_compute_and_answer() {
     assert_clean(&jobs, &mark);
 }
 
-#[test]
-fn a_crashing_child_is_an_error_in_the_parent_and_nothing_is_left() {
+fn crashing_child(extra: &[&str]) {
     let mark = marker("dpm-crash");
     let p = prog();
-    let out = run(
-        kestrel_run(&["-n", "2", &p, "crash-parent", "3", &mark]),
-        DEADLINE,
-    );
+    let mut args = vec!["-n", "2"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[&p, "crash-parent", "3", &mark]);
+    let out = run(kestrel_run(&args), DEADLINE);
     // The parent job handles the error and ends normally.
     assert!(out.success(), "{}", out.show());
+    assert!(out.elapsed < Duration::from_secs(30), "took {:?}", out.elapsed);
     assert!(
-        out.elapsed < Duration::from_secs(30),
-        "took {:?}",
-        out.elapsed
-    );
-    assert!(
-        out.stdout
-            .contains("failed as expected: dpm: rank 1 of job"),
+        out.stdout.contains("failed as expected: dpm: rank 1 of job")
+            && out.stdout.contains("ended without disconnecting"),
         "{}",
         out.show()
     );
     // The parent's launcher reports the child job's failure.
     assert!(
-        out.stderr.contains("spawned by rank 0)") && out.stderr.contains("kestrel-run: job "),
+        out.stderr.contains("spawned by rank 0) exited with status 42"),
         "{}",
         out.show()
     );
     let jobs = job_ids(&out);
     assert_eq!(jobs.len(), 2, "{}", out.show());
     assert_clean(&jobs, &mark);
+}
+
+#[test]
+fn a_crashing_child_is_an_error_in_the_parent_and_nothing_is_left() {
+    crashing_child(&[]);
+}
+
+#[test]
+fn a_crashing_child_over_the_network_transport_is_an_error_too() {
+    crashing_child(&["--mca", "btl", "self,usnic"]);
 }
 
 #[test]
