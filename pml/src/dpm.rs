@@ -117,6 +117,11 @@ impl DpmState {
         })
     }
 
+    /// Whether connections to other jobs are open.
+    pub(crate) fn has_connections(&self) -> bool {
+        !self.conns.is_empty()
+    }
+
     /// Why process `p` is gone, if it is.
     pub(crate) fn gone_reason(&self, p: u32) -> Option<&str> {
         self.gone.get(&p).map(|g| g.why.as_str())

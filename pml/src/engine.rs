@@ -1498,6 +1498,10 @@ impl Engine {
         // parameter only), so either every rank enters this barrier or none does.
         if self.network_flush {
             self.coll_barrier(CTX_WORLD)?;
+        }
+        // Transports of connections to other jobs flush too: those jobs keep running and
+        // must get what this process sent before it leaves.
+        if self.network_flush || self.dpm.has_connections() {
             let mut idle = 0;
             while !self.btls.iter_mut().all(|b| b.quiesce()) {
                 self.idle_step(&mut idle);
