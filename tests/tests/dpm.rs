@@ -213,16 +213,22 @@ fn crashing_child(extra: &[&str]) {
     let out = run(kestrel_run(&args), DEADLINE);
     // The parent job handles the error and ends normally.
     assert!(out.success(), "{}", out.show());
-    assert!(out.elapsed < Duration::from_secs(30), "took {:?}", out.elapsed);
     assert!(
-        out.stdout.contains("failed as expected: dpm: rank 1 of job")
+        out.elapsed < Duration::from_secs(30),
+        "took {:?}",
+        out.elapsed
+    );
+    assert!(
+        out.stdout
+            .contains("failed as expected: dpm: rank 1 of job")
             && out.stdout.contains("ended without disconnecting"),
         "{}",
         out.show()
     );
     // The parent's launcher reports the child job's failure.
     assert!(
-        out.stderr.contains("spawned by rank 0) exited with status 42"),
+        out.stderr
+            .contains("spawned by rank 0) exited with status 42"),
         "{}",
         out.show()
     );
