@@ -113,7 +113,7 @@ impl Universe {
         }
     }
 
-    /// `MPI_Unpublish_name`.
+    /// `MPI_Unpublish_name` (the service is removed whatever port it was published with).
     pub fn unpublish_name(&self, service: &str, port: &str) -> Result<(), DpmError> {
         let _ = port;
         self.inner

@@ -842,8 +842,8 @@ impl Engine {
                     }));
                 }
                 let ev = {
-                    // The listener lives in self.dpm; wait on a clone of nothing: poll it in
-                    // slices so the engine keeps progressing between slices.
+                    // Short waits on the port, with engine progress between them: MPI's
+                    // accept waits forever, but this process's transports must not stall.
                     let mut idle = 0u32;
                     loop {
                         let slice = Some(Instant::now() + Duration::from_millis(2));
