@@ -23,7 +23,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::cell::{RefCell, RefMut};
+use std::cell::{Cell, RefCell, RefMut};
 use std::fmt;
 use std::rc::Rc;
 
@@ -31,6 +31,7 @@ use std::rc::Rc;
 pub mod collective;
 #[allow(unsafe_code)]
 pub mod datatype;
+pub mod dpm;
 #[allow(unsafe_code)]
 pub mod request;
 
@@ -114,6 +115,8 @@ pub(crate) struct Inner {
     runtime: RefCell<Runtime>,
     params: Params,
     node_id: String,
+    /// The inter-communicator to the job that spawned this one.
+    parent: Cell<Option<u16>>,
 }
 
 impl Inner {
@@ -156,14 +159,24 @@ pub fn initialize() -> Result<Universe, Error> {
     )
     .map_err(Error::Logging)?;
     let mut runtime = Runtime::init(&params)?;
-    let engine = Engine::new(&params, &mut runtime).map_err(Error::Messaging)?;
+    let mut engine = Engine::new(&params, &mut runtime).map_err(Error::Messaging)?;
     let node_id = runtime.node_id().to_string();
+    // A spawned job connects back to its parent's root before the program runs.
+    let parent = match std::env::var(dpm::PARENT_PORT_VAR) {
+        Ok(port) if !port.is_empty() => Some(
+            engine
+                .connect(CTX_WORLD, 0, &port)
+                .map_err(Error::Messaging)?,
+        ),
+        _ => None,
+    };
     Ok(Universe {
         inner: Rc::new(Inner {
             engine: RefCell::new(engine),
             runtime: RefCell::new(runtime),
             params,
             node_id,
+            parent: Cell::new(parent),
         }),
         finalized: false,
     })

@@ -43,6 +43,12 @@ fn check_len(what: &str, got: usize, want: usize) -> Result<(), PmlError> {
 impl Engine {
     /// `(my rank, size)` of a communicator context.
     pub fn comm_info(&self, ctx: u16) -> Result<(u32, u32), PmlError> {
+        if self.is_inter(ctx) {
+            return Err(PmlError::Invalid(format!(
+                "collective: context {ctx} is an inter-communicator; use the inter-communicator \
+                 collectives (inter_barrier, inter_bcast, inter_allreduce, inter_allgather)"
+            )));
+        }
         let g = self.context_group(ctx).ok_or_else(|| {
             PmlError::Invalid(format!(
                 "collective: communicator context {ctx} does not exist"

@@ -41,7 +41,10 @@ impl Engine {
             .unwrap_or_default();
         let n = group.len();
         let node_of = |r: u32| self.node_of(r).to_string();
-        let local = n >= 2 && group.iter().all(|&r| node_of(r) == node_of(group[0]));
+        // Members of other jobs are left to point-to-point algorithms, which notice when such
+        // a member fails; the segment engine would wait for it forever.
+        let own_job = group.iter().all(|&r| r < self.size());
+        let local = own_job && n >= 2 && group.iter().all(|&r| node_of(r) == node_of(group[0]));
         if !local || !params::SHM.get(self.params()) {
             return Ok(None);
         }

@@ -63,6 +63,9 @@ pub struct Status {
     pub truncated_from: Option<usize>,
     /// The receive was cancelled.
     pub cancelled: bool,
+    /// The operation ended because this process (an engine process index) failed; see
+    /// [`Engine::failure_of`].
+    pub failed_peer: Option<u32>,
 }
 
 /// Errors of the messaging layer.
@@ -76,6 +79,9 @@ pub enum PmlError {
     Runtime(String),
     /// A rank or argument is out of range.
     Invalid(String),
+    /// A dynamic-process operation failed, or a process of another job that an operation
+    /// needed has failed.
+    Dpm(kestrel_runtime::dpm::DpmError),
 }
 
 impl fmt::Display for PmlError {
@@ -85,6 +91,7 @@ impl fmt::Display for PmlError {
             | PmlError::Transport(m)
             | PmlError::Runtime(m)
             | PmlError::Invalid(m) => write!(f, "{m}"),
+            PmlError::Dpm(e) => write!(f, "{e}"),
         }
     }
 }
@@ -120,12 +127,28 @@ impl fmt::Debug for Arrived {
     }
 }
 
-struct Ctx {
+pub(crate) struct Ctx {
     matcher: MatchEngine<Arrived>,
-    group: Vec<u32>,
-    /// This process's rank in the context (stamped into every header it sends).
-    me: u32,
+    /// The processes ranks address: the members, or for an inter-communicator the remote group.
+    pub(crate) group: Vec<u32>,
+    /// This process's rank in the context (stamped into every header it sends); for an
+    /// inter-communicator its rank in the local group.
+    pub(crate) me: u32,
     send_seq: Vec<u16>,
+    /// Set for inter-communicators.
+    pub(crate) inter: Option<InterCtx>,
+    /// Set once a member failed: every operation on the context fails with this reason.
+    pub(crate) broken: Option<(u32, String)>,
+}
+
+/// What an inter-communicator context has beyond its remote group.
+#[derive(Debug, Clone)]
+pub(crate) struct InterCtx {
+    /// The local group (process indices in local rank order).
+    pub(crate) local_group: Vec<u32>,
+    /// An intra-communicator context over the local group, for the local phases of
+    /// inter-communicator collectives.
+    pub(crate) local_ctx: u16,
 }
 
 enum SendState {
@@ -159,8 +182,10 @@ enum Req {
         peer: u32,
         buf: UserBuf,
         state: SendState,
+        failed: Option<u32>,
     },
     Recv {
+        ctx: u16,
         buf: UserBuf,
         state: RecvState,
         status: Status,
@@ -208,8 +233,8 @@ struct PendingPut {
 }
 
 /// Everything the transports' delivery callbacks may touch.
-struct State {
-    ctxs: Vec<Option<Ctx>>,
+pub(crate) struct State {
+    pub(crate) ctxs: Vec<Option<Ctx>>,
     orphans: HashMap<u16, Vec<(u32, Vec<u8>)>>,
     reqs: Vec<Slot>,
     free_reqs: Vec<u32>,
@@ -217,7 +242,7 @@ struct State {
     gets: Vec<PendingGet>,
     puts: Vec<PendingPut>,
     matched: Vec<(RecvId, Envelope, Arrived)>,
-    probed: Vec<Option<(Envelope, Arrived)>>,
+    probed: Vec<Option<(u16, Envelope, Arrived)>>,
     scratch: Vec<u8>,
     protocol_errors: u64,
 }
@@ -230,15 +255,21 @@ pub struct MessageHandle(usize);
 pub struct Engine {
     rank: u32,
     size: u32,
-    btls: Vec<Box<dyn Btl>>,
-    route: Vec<u8>,
-    nodes: Vec<String>,
-    /// Why the network transport cannot reach a rank (for the no-route error).
-    usnic_unreachable: Vec<Option<String>>,
+    /// Transports; peers are process indices (see [`crate::dpm`]): this job's ranks first,
+    /// then processes of other jobs in the order they were connected.
+    pub(crate) btls: Vec<Box<dyn Btl>>,
+    /// The transport (index into `btls`) of each process, `NO_ROUTE` when none.
+    pub(crate) route: Vec<u8>,
+    /// The node id of each process.
+    pub(crate) nodes: Vec<String>,
+    /// Why the network transport cannot reach a process (for the no-route error).
+    pub(crate) usnic_unreachable: Vec<Option<String>>,
+    /// Processes of other jobs, lifelines, connections (see [`crate::dpm`]).
+    pub(crate) dpm: crate::dpm::DpmState,
     /// Finalize runs a barrier and flushes acknowledged transports first (see `finalize`).
     network_flush: bool,
-    st: State,
-    next_ctx: u16,
+    pub(crate) st: State,
+    pub(crate) next_ctx: u16,
     yield_when_idle: bool,
     spin_before_yield: u32,
     selected: String,
@@ -261,7 +292,7 @@ impl fmt::Debug for Engine {
     }
 }
 
-const NO_ROUTE: u8 = u8::MAX;
+pub(crate) const NO_ROUTE: u8 = u8::MAX;
 
 /// Empty polls after which even a rank with a core of its own starts yielding.
 const LONG_IDLE: u32 = 20_000;
@@ -331,9 +362,8 @@ impl Engine {
                     usnic_unreachable[peer as usize] = Some(format!("rank {peer} opened no usnic interface (run `kestrel-ifmatch list` on node {} to see why)", nodes[peer as usize]));
                     continue;
                 };
-                let card = kestrel_usnic::card::ModexCard::decode(&bytes).map_err(|e| {
-                    PmlError::Transport(format!("usnic: card of rank {peer}: {e}"))
-                })?;
+                let card = kestrel_usnic::card::ModexCard::decode(&bytes)
+                    .map_err(|e| PmlError::Transport(format!("usnic: card of rank {peer}: {e}")))?;
                 if let Err(why) = b.add_peer(peer, card) {
                     tracing::debug!(target: "pml", "{why}");
                     usnic_unreachable[peer as usize] = Some(why);
@@ -342,7 +372,9 @@ impl Engine {
             btls.push(Box::new(b));
         } else if want_usnic {
             let why = format!("this rank (node {me_node}) has no usable network interface for usnic (run `kestrel-ifmatch list` to see why)");
-            usnic_unreachable.iter_mut().for_each(|u| *u = Some(why.clone()));
+            usnic_unreachable
+                .iter_mut()
+                .for_each(|u| *u = Some(why.clone()));
         }
         if let Some(mut b) = shm {
             for &peer in node_ranks.iter().filter(|&&r| r != rank) {
@@ -412,6 +444,7 @@ impl Engine {
                 })
                 .collect(),
             coll_segments: Vec::new(),
+            dpm: crate::dpm::DpmState::new(rt.job_id(), size),
         };
         e.add_context(CTX_WORLD, (0..size).collect());
         e.add_context(CTX_SELF, vec![rank]);
@@ -467,12 +500,53 @@ impl Engine {
         }
         let n = group.len();
         let me = group.iter().position(|&r| r == self.rank).unwrap_or(0) as u32;
+        let broken = self.dpm.first_failed_in(&group);
         self.st.ctxs[idx] = Some(Ctx {
             matcher: MatchEngine::new(n as u32),
             group,
             me,
             send_seq: vec![0; n],
+            inter: None,
+            broken,
         });
+        self.context_added(ctx);
+    }
+
+    /// Registers an inter-communicator context: ranks address `remote` (process indices in
+    /// remote rank order); `local_ctx` is created as an intra-communicator over `local`.
+    pub(crate) fn add_inter_context(
+        &mut self,
+        ctx: u16,
+        local: Vec<u32>,
+        remote: Vec<u32>,
+        local_ctx: u16,
+    ) {
+        self.add_context(local_ctx, local.clone());
+        let idx = ctx as usize;
+        if self.st.ctxs.len() <= idx {
+            self.st.ctxs.resize_with(idx + 1, || None);
+        }
+        let n = remote.len();
+        let me = local.iter().position(|&r| r == self.rank).unwrap_or(0) as u32;
+        let broken = self
+            .dpm
+            .first_failed_in(&remote)
+            .or_else(|| self.dpm.first_failed_in(&local));
+        self.st.ctxs[idx] = Some(Ctx {
+            matcher: MatchEngine::new(n as u32),
+            group: remote,
+            me,
+            send_seq: vec![0; n],
+            inter: Some(InterCtx {
+                local_group: local,
+                local_ctx,
+            }),
+            broken,
+        });
+        self.context_added(ctx);
+    }
+
+    fn context_added(&mut self, ctx: u16) {
         if ctx >= self.next_ctx {
             self.next_ctx = ctx + 1;
         }
@@ -484,19 +558,22 @@ impl Engine {
         }
     }
 
-    /// Forgets a context (`MPI_Comm_free`).
+    /// Forgets a context (`MPI_Comm_free`); for an inter-communicator also its local context.
     pub fn free_context(&mut self, ctx: u16) {
         if ctx > CTX_SELF {
             if let Some(slot) = self.coll_segments.get_mut(ctx as usize) {
                 *slot = None;
             }
             if let Some(slot) = self.st.ctxs.get_mut(ctx as usize) {
-                *slot = None;
+                if let Some(inter) = slot.take().and_then(|c| c.inter) {
+                    self.free_context(inter.local_ctx);
+                }
             }
         }
     }
 
-    /// The members (job ranks) of a context.
+    /// The processes ranks of a context address: its members (process indices, which are job
+    /// ranks for this job's processes), or the remote group of an inter-communicator.
     pub fn context_group(&self, ctx: u16) -> Option<&[u32]> {
         self.st
             .ctxs
@@ -505,8 +582,27 @@ impl Engine {
             .map(|c| c.group.as_slice())
     }
 
-    fn ctx(&self, ctx: u16) -> Result<&Ctx, PmlError> {
+    /// The local group of a context: its members, or an inter-communicator's local group.
+    pub fn context_local_group(&self, ctx: u16) -> Option<&[u32]> {
+        let c = self.st.ctxs.get(ctx as usize)?.as_ref()?;
+        Some(match &c.inter {
+            Some(i) => i.local_group.as_slice(),
+            None => c.group.as_slice(),
+        })
+    }
+
+    /// Whether `ctx` is an inter-communicator.
+    pub fn is_inter(&self, ctx: u16) -> bool {
         self.st
+            .ctxs
+            .get(ctx as usize)
+            .and_then(|c| c.as_ref())
+            .is_some_and(|c| c.inter.is_some())
+    }
+
+    pub(crate) fn ctx(&self, ctx: u16) -> Result<&Ctx, PmlError> {
+        let c = self
+            .st
             .ctxs
             .get(ctx as usize)
             .and_then(|c| c.as_ref())
@@ -514,7 +610,13 @@ impl Engine {
                 PmlError::Invalid(format!(
                     "pml: communicator context {ctx} does not exist (freed?)"
                 ))
-            })
+            })?;
+        if let Some((_, why)) = &c.broken {
+            return Err(PmlError::Dpm(kestrel_runtime::dpm::DpmError::ProcFailed(
+                why.clone(),
+            )));
+        }
+        Ok(c)
     }
 
     fn no_route(&self, peer: u32) -> PmlError {
@@ -559,6 +661,11 @@ impl Engine {
         let me = c.me;
         let b = self.route[peer as usize];
         if b == NO_ROUTE {
+            if let Some(why) = self.dpm.gone_reason(peer) {
+                return Err(PmlError::Dpm(kestrel_runtime::dpm::DpmError::ProcFailed(
+                    why.to_string(),
+                )));
+            }
             return Err(self.no_route(peer));
         }
         let limits = self.btls[b as usize].limits();
@@ -590,6 +697,7 @@ impl Engine {
                 peer,
                 buf,
                 state: SendState::WaitAck,
+                failed: None,
             });
             let mut h = Vec::with_capacity(hdr::SYNC_LEN);
             hdr::encode(
@@ -614,6 +722,7 @@ impl Engine {
             peer,
             buf,
             state: SendState::Rndv,
+            failed: None,
         });
         let get_addr = limits
             .get
@@ -651,6 +760,7 @@ impl Engine {
     ) -> Result<ReqId, PmlError> {
         self.ctx(ctx)?;
         let id = self.st.alloc(Req::Recv {
+            ctx,
             buf,
             state: RecvState::Posted,
             status: Status::default(),
@@ -717,7 +827,7 @@ impl Engine {
                         self.st.probed.push(None);
                         self.st.probed.len() - 1
                     });
-                self.st.probed[slot] = Some((env, a));
+                self.st.probed[slot] = Some((ctx, env, a));
                 return Ok(Some((MessageHandle(slot), status)));
             }
             if attempt == 0 {
@@ -729,7 +839,7 @@ impl Engine {
 
     /// `MPI_Imrecv`: receives a message taken by [`Engine::improbe`].
     pub fn imrecv(&mut self, msg: MessageHandle, buf: UserBuf) -> Result<ReqId, PmlError> {
-        let (env, arrived) = self
+        let (ctx, env, arrived) = self
             .st
             .probed
             .get_mut(msg.0)
@@ -738,6 +848,7 @@ impl Engine {
                 PmlError::Invalid("pml: message handle already received or never probed".into())
             })?;
         let id = self.st.alloc(Req::Recv {
+            ctx,
             buf,
             state: RecvState::Posted,
             status: Status::default(),
@@ -776,7 +887,11 @@ impl Engine {
         }
         let status = match self.st.free(id) {
             Some(Req::Recv { status, .. }) => status,
-            _ => Status::default(),
+            Some(Req::Send { failed, .. }) => Status {
+                failed_peer: failed,
+                ..Status::default()
+            },
+            None => Status::default(),
         };
         Some(status)
     }
@@ -815,6 +930,9 @@ impl Engine {
 
     /// One step of an idle wait: progress, and back off when nothing happened.
     pub fn idle_step(&mut self, idle: &mut u32) {
+        if self.dpm.lifelines.has_news() {
+            self.apply_lifeline_events();
+        }
         if self.progress() > 0 {
             *idle = 0;
             return;
@@ -1051,7 +1169,12 @@ impl Engine {
                     len,
                     completes,
                 } => {
-                    let b = self.route[peer as usize] as usize;
+                    let b = self.route[peer as usize];
+                    if b == NO_ROUTE {
+                        // The peer failed: its request was failed with it.
+                        continue;
+                    }
+                    let b = b as usize;
                     let chunk = self.btls[b].limits().max_send - hdr::FRAG_LEN;
                     let Some(Req::Send { buf, .. }) = self.st.req(req) else {
                         continue;
@@ -1146,6 +1269,12 @@ impl Engine {
         }
         for (id, expect) in ids {
             let st = self.wait(id);
+            if let Some(p) = st.failed_peer {
+                if first_err.is_none() {
+                    first_err = Some(self.failure_error(p));
+                }
+                continue;
+            }
             if let Some((src, len)) = expect {
                 let got = st.truncated_from.unwrap_or(st.count);
                 if got != len && first_err.is_none() {
@@ -1177,6 +1306,72 @@ impl Engine {
         Ok(())
     }
 
+    /// Blocking send that reports a failed peer (or broken communicator) as an error.
+    pub fn send_checked(
+        &mut self,
+        ctx: u16,
+        dest: u32,
+        tag: i32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(), PmlError> {
+        // SAFETY: `data` outlives the request, which completes before this function returns.
+        #[allow(unsafe_code)]
+        let buf = unsafe { UserBuf::for_send(data.as_ptr(), data.len()) };
+        let id = self.isend(ctx, dest, tag, buf, sync)?;
+        match self.wait(id).failed_peer {
+            Some(p) => Err(self.failure_error(p)),
+            None => Ok(()),
+        }
+    }
+
+    /// Blocking receive into `buf` that reports a failed peer (or broken communicator) as an
+    /// error instead of a status.
+    pub fn recv_checked(
+        &mut self,
+        ctx: u16,
+        source: Option<u32>,
+        tag: Option<i32>,
+        buf: &mut [u8],
+    ) -> Result<Status, PmlError> {
+        // SAFETY: `buf` stays borrowed until the request completes, before this returns.
+        #[allow(unsafe_code)]
+        let ub = unsafe { UserBuf::for_recv(buf.as_mut_ptr(), buf.len()) };
+        let id = self.irecv(ctx, source, tag, ub)?;
+        let st = self.wait(id);
+        match st.failed_peer {
+            Some(p) => Err(self.failure_error(p)),
+            None => Ok(st),
+        }
+    }
+
+    /// Blocking receive of a whole message of any length (a matched probe, then the receive);
+    /// a failed peer (or broken communicator) is an error.
+    pub fn recv_vec_checked(
+        &mut self,
+        ctx: u16,
+        source: Option<u32>,
+        tag: Option<i32>,
+    ) -> Result<(Vec<u8>, Status), PmlError> {
+        let mut idle = 0;
+        let (handle, status) = loop {
+            if let Some(found) = self.improbe(ctx, source, tag)? {
+                break found;
+            }
+            self.idle_step(&mut idle);
+        };
+        let mut data = vec![0u8; status.count];
+        // SAFETY: `data` outlives the request, which completes before this function returns.
+        #[allow(unsafe_code)]
+        let buf = unsafe { UserBuf::for_recv(data.as_mut_ptr(), data.len()) };
+        let id = self.imrecv(handle, buf)?;
+        let st = self.wait(id);
+        match st.failed_peer {
+            Some(p) => Err(self.failure_error(p)),
+            None => Ok((data, st)),
+        }
+    }
+
     /// Blocking helper: receives a message of any length from a communicator rank.
     pub fn recv_bytes(&mut self, ctx: u16, source: u32, tag: i32) -> Result<Vec<u8>, PmlError> {
         let mut idle = 0;
@@ -1197,13 +1392,7 @@ impl Engine {
 
     /// Collective over `ctx`: every member's bytes, in rank order (linear gather + broadcast).
     pub fn allgather_bytes(&mut self, ctx: u16, mine: &[u8]) -> Result<Vec<Vec<u8>>, PmlError> {
-        let (n, me) = {
-            let c = self.ctx(ctx)?;
-            (
-                c.group.len() as u32,
-                c.group.iter().position(|&r| r == self.rank).unwrap_or(0) as u32,
-            )
-        };
+        let (me, n) = self.comm_info(ctx)?;
         if me != 0 {
             self.send_bytes(ctx, 0, TAG_GATHER, mine)?;
             let packed = self.recv_bytes(ctx, 0, TAG_BCAST)?;
@@ -1241,6 +1430,9 @@ impl Engine {
 
     /// `MPI_Comm_dup`: a new context with the same members.
     pub fn dup(&mut self, ctx: u16) -> Result<u16, PmlError> {
+        if self.is_inter(ctx) {
+            return self.inter_dup(ctx);
+        }
         let group = self.ctx(ctx)?.group.clone();
         let new = self.agree_context(ctx)?;
         self.add_context(new, group);
@@ -1306,11 +1498,16 @@ impl Engine {
         // parameter only), so either every rank enters this barrier or none does.
         if self.network_flush {
             self.coll_barrier(CTX_WORLD)?;
+        }
+        // Transports of connections to other jobs flush too: those jobs keep running and
+        // must get what this process sent before it leaves.
+        if self.network_flush || self.dpm.has_connections() {
             let mut idle = 0;
             while !self.btls.iter_mut().all(|b| b.quiesce()) {
                 self.idle_step(&mut idle);
             }
         }
+        self.dpm_finalize();
         rt.barrier().map_err(|e| PmlError::Runtime(e.to_string()))?;
         self.coll_segments.clear();
         self.btls.clear();
@@ -1338,6 +1535,56 @@ fn unpack(mut data: &[u8], n: usize) -> Option<Vec<Vec<u8>>> {
 }
 
 impl State {
+    /// Completes the pending operations that failed process `p` ends: sends to it, receives
+    /// posted on the contexts in `broken` (and split copies it was part of), and drops queued
+    /// work for it. Transfers with live peers already under way are left to finish, so no
+    /// peer writes into a buffer its owner was told is free.
+    pub(crate) fn fail_pending(&mut self, p: u32, broken: &[u16]) {
+        let mut cancel = Vec::new();
+        for (idx, slot) in self.reqs.iter_mut().enumerate() {
+            let id = (u64::from(slot.gen) << 32) | idx as u64;
+            match &mut slot.req {
+                Some(Req::Send {
+                    peer,
+                    state,
+                    failed,
+                    ..
+                }) if *peer == p && !matches!(state, SendState::Done) => {
+                    *state = SendState::Done;
+                    *failed = Some(p);
+                }
+                Some(Req::Recv {
+                    ctx, state, status, ..
+                }) if broken.contains(ctx) => {
+                    let ends = match state {
+                        RecvState::Posted => {
+                            cancel.push((*ctx, id));
+                            true
+                        }
+                        RecvState::Pipeline { .. } => true,
+                        RecvState::Split { peer, .. } => *peer == p,
+                        RecvState::Done => false,
+                    };
+                    if ends {
+                        *state = RecvState::Done;
+                        status.failed_peer = Some(p);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (ctx, id) in cancel {
+            if let Some(c) = self.ctxs.get_mut(ctx as usize).and_then(Option::as_mut) {
+                c.matcher.cancel(RecvId(id));
+            }
+        }
+        self.outbox.retain(|o| match o {
+            Out::Msg { peer, .. } | Out::Stream { peer, .. } => *peer != p,
+        });
+        self.gets.retain(|g| g.peer != p);
+        self.puts.retain(|x| x.peer != p);
+    }
+
     fn alloc(&mut self, req: Req) -> ReqId {
         let idx = match self.free_reqs.pop() {
             Some(i) => i,
@@ -1392,7 +1639,10 @@ impl State {
 
     /// A matched receive: copy eager data, or start the rendezvous.
     fn matched_recv(&mut self, id: ReqId, env: Envelope, arrived: Arrived) {
-        let Some(Req::Recv { buf, state, status }) = self.req_mut(id) else {
+        let Some(Req::Recv {
+            buf, state, status, ..
+        }) = self.req_mut(id)
+        else {
             return;
         };
         status.source = env.source as i32;
@@ -1481,7 +1731,10 @@ impl State {
                 match c.matcher.match_in_order(env) {
                     Ok(Some(RecvId(id))) => {
                         // The fast path: straight from the transport into the user's buffer.
-                        if let Some(Req::Recv { buf, state, status }) = self.req_mut(id) {
+                        if let Some(Req::Recv {
+                            buf, state, status, ..
+                        }) = self.req_mut(id)
+                        {
                             status.source = src as i32;
                             status.tag = tag;
                             status.count = buf.write_at(0, payload);
@@ -1558,6 +1811,7 @@ impl State {
                     state: state @ SendState::Rndv,
                     buf,
                     peer: p,
+                    ..
                 }) if *p == peer => {
                     *state = SendState::Streaming;
                     let len = buf.len();
@@ -1594,6 +1848,7 @@ impl State {
                     state: SendState::Rndv,
                     peer: p,
                     buf,
+                    ..
                 }) if *p == peer && split <= end && end <= buf.len() as u64 => {
                     self.puts.push(PendingPut {
                         send_req,

@@ -11,9 +11,11 @@
 pub mod buf;
 pub mod coll;
 mod coll_shm;
+pub mod dpm;
 pub mod engine;
 pub mod group;
 pub mod hdr;
+pub mod inter;
 pub mod matching;
 pub mod op;
 pub mod params;

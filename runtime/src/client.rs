@@ -142,6 +142,104 @@ impl PmiChoice {
     }
 }
 
+/// One command of a spawn request (`MPI_Comm_spawn_multiple` has several).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnRequest {
+    /// The program.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// How many processes run it.
+    pub procs: u32,
+    /// Info keys and values (`host`, `wdir`, `env`...).
+    pub info: Vec<(String, String)>,
+}
+
+/// Encodes a spawn as the PMI-2 `spawn` command: header pairs, then per command `subcmd`,
+/// `maxprocs`, `argc`, `argv0..`, `infokeycount`, `infokey0..`/`infoval0..`.
+pub fn spawn_command(cmds: &[SpawnRequest], preput: &[(String, String)]) -> Command {
+    let mut c = Command::new("spawn")
+        .with("ncmds", cmds.len().to_string())
+        .with("preputcount", preput.len().to_string());
+    for (i, (k, v)) in preput.iter().enumerate() {
+        c = c
+            .with(format!("ppkey{i}"), k.as_str())
+            .with(format!("ppval{i}"), v.as_str());
+    }
+    for cmd in cmds {
+        c = c
+            .with("subcmd", cmd.program.as_str())
+            .with("maxprocs", cmd.procs.to_string())
+            .with("argc", cmd.args.len().to_string());
+        for (i, a) in cmd.args.iter().enumerate() {
+            c = c.with(format!("argv{i}"), a.as_str());
+        }
+        c = c.with("infokeycount", cmd.info.len().to_string());
+        for (i, (k, v)) in cmd.info.iter().enumerate() {
+            c = c
+                .with(format!("infokey{i}"), k.as_str())
+                .with(format!("infoval{i}"), v.as_str());
+        }
+    }
+    c
+}
+
+/// Decodes a PMI-2 `spawn` command (checked: counts must match the pairs that follow).
+#[allow(clippy::type_complexity)]
+pub fn parse_spawn_command(
+    cmd: &Command,
+) -> Result<(Vec<SpawnRequest>, Vec<(String, String)>), String> {
+    let mut it = cmd.pairs.iter().filter(|(k, _)| k != "thrid").peekable();
+    let mut next = |key: &str| -> Result<String, String> {
+        match it.next() {
+            Some((k, v)) if k == key => Ok(v.clone()),
+            Some((k, _)) => Err(format!("expected '{key}', found '{k}'")),
+            None => Err(format!("'{key}' is missing")),
+        }
+    };
+    let count = |text: String, what: &str, max: usize| -> Result<usize, String> {
+        text.parse::<usize>()
+            .ok()
+            .filter(|&n| n <= max)
+            .ok_or_else(|| format!("{what} '{text}' is not a number up to {max}"))
+    };
+    let ncmds = count(next("ncmds")?, "ncmds", 1024)?;
+    let npre = count(next("preputcount")?, "preputcount", 1024)?;
+    let mut preput = Vec::with_capacity(npre);
+    for i in 0..npre {
+        let k = next(&format!("ppkey{i}"))?;
+        let v = next(&format!("ppval{i}"))?;
+        preput.push((k, v));
+    }
+    let mut cmds = Vec::with_capacity(ncmds);
+    for _ in 0..ncmds {
+        let program = next("subcmd")?;
+        let procs = count(next("maxprocs")?, "maxprocs", 1 << 20)? as u32;
+        let argc = count(next("argc")?, "argc", 1 << 16)?;
+        let mut args = Vec::with_capacity(argc);
+        for i in 0..argc {
+            args.push(next(&format!("argv{i}"))?);
+        }
+        let ninfo = count(next("infokeycount")?, "infokeycount", 1 << 16)?;
+        let mut info = Vec::with_capacity(ninfo);
+        for i in 0..ninfo {
+            let k = next(&format!("infokey{i}"))?;
+            let v = next(&format!("infoval{i}"))?;
+            info.push((k, v));
+        }
+        cmds.push(SpawnRequest {
+            program,
+            args,
+            procs,
+            info,
+        });
+    }
+    if let Some((k, _)) = it.next() {
+        return Err(format!("unexpected '{k}' after the last command"));
+    }
+    Ok((cmds, preput))
+}
+
 /// The operations every client offers. Keys and values must follow PMI limits
 /// ([`PmiClient::max_key_len`], [`PmiClient::max_value_len`]); the modex splits larger blobs.
 pub trait PmiClient: Send {
@@ -169,6 +267,39 @@ pub trait PmiClient: Send {
     fn abort(&mut self, code: i32, message: &str) -> Result<(), PmiError>;
     /// Tells the launcher this rank is done with PMI.
     fn finalize(&mut self) -> Result<(), PmiError>;
+    /// Publishes `port` under `service` in the launcher's name service.
+    fn publish_name(&mut self, service: &str, port: &str) -> Result<(), PmiError> {
+        let _ = port;
+        Err(self.unsupported("publish_name", service))
+    }
+    /// The port published under `service` (`None` when nothing is).
+    fn lookup_name(&mut self, service: &str) -> Result<Option<String>, PmiError> {
+        Err(self.unsupported("lookup_name", service))
+    }
+    /// Removes `service` from the name service.
+    fn unpublish_name(&mut self, service: &str) -> Result<(), PmiError> {
+        Err(self.unsupported("unpublish_name", service))
+    }
+    /// Asks the launcher to start a new job; returns its job id.
+    fn spawn(
+        &mut self,
+        cmds: &[SpawnRequest],
+        preput: &[(String, String)],
+    ) -> Result<String, PmiError> {
+        let _ = (cmds, preput);
+        Err(self.unsupported("spawn", ""))
+    }
+    #[doc(hidden)]
+    fn unsupported(&self, what: &str, _subject: &str) -> PmiError {
+        PmiError::Server {
+            during: what.to_string(),
+            rc: -1,
+            msg: format!(
+                "the {} client cannot {what}; start the program with kestrel-run (PMI-2)",
+                self.kind()
+            ),
+        }
+    }
 }
 
 /// A process started without a launcher.
@@ -228,6 +359,55 @@ impl PmiClient for Singleton {
     }
     fn finalize(&mut self) -> Result<(), PmiError> {
         Ok(())
+    }
+    // A process without a launcher serves its own names from the registry directory, so a
+    // singleton server and clients under kestrel-run still find each other.
+    fn publish_name(&mut self, service: &str, port: &str) -> Result<(), PmiError> {
+        singleton_registry("publish_name")?
+            .publish(
+                service,
+                port,
+                &crate::dpm::names::Owner::this_process(&self.job_id),
+            )
+            .map_err(|e| name_error("publish_name", e))
+    }
+    fn lookup_name(&mut self, service: &str) -> Result<Option<String>, PmiError> {
+        singleton_registry("lookup_name")?
+            .lookup(service)
+            .map_err(|e| name_error("lookup_name", e))
+    }
+    fn unpublish_name(&mut self, service: &str) -> Result<(), PmiError> {
+        singleton_registry("unpublish_name")?
+            .unpublish(service, "")
+            .map_err(|e| name_error("unpublish_name", e))
+    }
+}
+
+fn singleton_registry(during: &str) -> Result<crate::dpm::NameRegistry, PmiError> {
+    let dir = std::env::var("KESTREL_MCA_DPM_NAME_DIR")
+        .or_else(|_| std::env::var("KESTREL_DPM_NAME_DIR"))
+        .ok()
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(crate::dpm::names::default_dir);
+    crate::dpm::NameRegistry::open(dir).map_err(|e| name_error(during, e))
+}
+
+fn name_error(during: &str, e: crate::dpm::NameError) -> PmiError {
+    PmiError::Server {
+        during: during.to_string(),
+        rc: name_rc(&e),
+        msg: e.to_string(),
+    }
+}
+
+/// The `rc` a launcher answers a failed name operation with (the class survives the wire).
+pub fn name_rc(e: &crate::dpm::NameError) -> i64 {
+    match e {
+        crate::dpm::NameError::AlreadyPublished { .. } => 1,
+        crate::dpm::NameError::NotPublished { .. } => 2,
+        crate::dpm::NameError::BadService { .. } => 3,
+        crate::dpm::NameError::Io { .. } => 4,
     }
 }
 
@@ -753,6 +933,83 @@ impl PmiClient for WireClient {
         };
         Ok(())
     }
+
+    fn publish_name(&mut self, service: &str, port: &str) -> Result<(), PmiError> {
+        let during = format!("publish_name {service}");
+        match self.framing {
+            Framing::V1 => {
+                let cmd = Command::new("publish_name")
+                    .with("service", service)
+                    .with("port", port);
+                self.call(&during, cmd, "publish_result")?
+            }
+            Framing::V2 => {
+                let cmd = Command::new("name-publish")
+                    .with("name", service)
+                    .with("port", port);
+                self.call(&during, cmd, "name-publish-response")?
+            }
+        };
+        Ok(())
+    }
+
+    fn lookup_name(&mut self, service: &str) -> Result<Option<String>, PmiError> {
+        let during = format!("lookup_name {service}");
+        let (cmd, expect, value) = match self.framing {
+            Framing::V1 => (
+                Command::new("lookup_name").with("service", service),
+                "lookup_result",
+                "port",
+            ),
+            Framing::V2 => (
+                Command::new("name-lookup").with("name", service),
+                "name-lookup-response",
+                "value",
+            ),
+        };
+        match self.call(&during, cmd, expect) {
+            Ok(reply) => {
+                if reply.get("found") == Some("FALSE") {
+                    return Ok(None);
+                }
+                Ok(Some(self.field(&during, &reply, value)?.to_string()))
+            }
+            // rc 2: not published (see `name_rc`).
+            Err(PmiError::Server { rc: 2, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn unpublish_name(&mut self, service: &str) -> Result<(), PmiError> {
+        let during = format!("unpublish_name {service}");
+        match self.framing {
+            Framing::V1 => {
+                let cmd = Command::new("unpublish_name").with("service", service);
+                self.call(&during, cmd, "unpublish_result")?
+            }
+            Framing::V2 => {
+                let cmd = Command::new("name-unpublish").with("name", service);
+                self.call(&during, cmd, "name-unpublish-response")?
+            }
+        };
+        Ok(())
+    }
+
+    fn spawn(
+        &mut self,
+        cmds: &[SpawnRequest],
+        preput: &[(String, String)],
+    ) -> Result<String, PmiError> {
+        if self.framing != Framing::V2 {
+            return Err(PmiError::Server {
+                during: "spawn".into(),
+                rc: -1,
+                msg: "spawn needs PMI-2; set KESTREL_PMI=auto or pmi2".into(),
+            });
+        }
+        let reply = self.call("spawn", spawn_command(cmds, preput), "spawn-response")?;
+        Ok(reply.get("jobid").unwrap_or("").to_string())
+    }
 }
 
 #[cfg(test)]
@@ -943,6 +1200,116 @@ mod tests {
         );
         c.fence().unwrap();
         c.finalize().unwrap();
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn spawn_requests_round_trip_and_malformed_ones_are_refused() {
+        let cmds = vec![
+            SpawnRequest {
+                program: "/bin/a".into(),
+                args: vec!["x".into(), "y z".into()],
+                procs: 2,
+                info: vec![("wdir".into(), "/tmp".into()), ("env".into(), "A=1".into())],
+            },
+            SpawnRequest {
+                program: "b".into(),
+                args: vec![],
+                procs: 1,
+                info: vec![],
+            },
+        ];
+        let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), "p".to_string())];
+        let cmd = spawn_command(&cmds, &preput);
+        // Through the PMI-2 wire and back.
+        let bytes = Framing::V2.encode(&cmd).unwrap();
+        let (decoded, _) = Framing::V2.decode(&bytes).unwrap().unwrap();
+        assert_eq!(parse_spawn_command(&decoded).unwrap(), (cmds, preput));
+        let cut = |n: usize| Command {
+            name: "spawn".into(),
+            pairs: cmd.pairs[..n].to_vec(),
+        };
+        for n in 0..cmd.pairs.len() {
+            assert!(parse_spawn_command(&cut(n)).is_err(), "cut at {n}");
+        }
+        let mut extra = cmd.clone();
+        extra.pairs.push(("junk".into(), "1".into()));
+        assert!(parse_spawn_command(&extra)
+            .unwrap_err()
+            .contains("unexpected 'junk'"));
+        let huge = Command::new("spawn")
+            .with("ncmds", "99999999")
+            .with("preputcount", "0");
+        assert!(parse_spawn_command(&huge).unwrap_err().contains("ncmds"));
+    }
+
+    #[test]
+    fn pmi2_name_service_and_spawn_against_a_scripted_server() {
+        let (stream, server) =
+            serve(vec![
+            (
+                "cmd=init pmi_version=2",
+                b"cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n".to_vec(),
+            ),
+            (
+                "v2:cmd=fullinit;",
+                v2("cmd=fullinit-response;rc=0;rank=0;size=1;appnum=0;"),
+            ),
+            ("v2:cmd=job-getid;", v2("cmd=job-getid-response;rc=0;jobid=j;")),
+            (
+                "v2:cmd=name-publish;name=svc;port=kestrel-port:v1:127.0.0.1:5:1;",
+                v2("cmd=name-publish-response;rc=0;"),
+            ),
+            (
+                "v2:cmd=name-lookup;name=svc;",
+                v2("cmd=name-lookup-response;rc=0;found=TRUE;value=P;"),
+            ),
+            (
+                "v2:cmd=name-lookup;name=nope;",
+                v2("cmd=name-lookup-response;rc=2;msg=nothing published;"),
+            ),
+            (
+                "v2:cmd=name-publish;name=svc;",
+                v2("cmd=name-publish-response;rc=1;msg=already published;"),
+            ),
+            (
+                "v2:cmd=name-unpublish;name=svc;",
+                v2("cmd=name-unpublish-response;rc=0;"),
+            ),
+            (
+                "v2:cmd=spawn;ncmds=1;preputcount=0;subcmd=prog;maxprocs=3;argc=0;infokeycount=0;",
+                v2("cmd=spawn-response;rc=0;jobid=child1;"),
+            ),
+        ]);
+        let mut c = WireClient::over_stream(
+            Box::new(stream),
+            "test".into(),
+            PmiChoice::Pmi2,
+            LaunchHints {
+                rank: Some(0),
+                ..LaunchHints::default()
+            },
+        )
+        .unwrap();
+        c.publish_name("svc", "kestrel-port:v1:127.0.0.1:5:1")
+            .unwrap();
+        assert_eq!(c.lookup_name("svc").unwrap().as_deref(), Some("P"));
+        assert_eq!(c.lookup_name("nope").unwrap(), None);
+        let e = c.publish_name("svc", "x").unwrap_err();
+        assert!(matches!(e, PmiError::Server { rc: 1, .. }), "{e}");
+        c.unpublish_name("svc").unwrap();
+        let job = c
+            .spawn(
+                &[SpawnRequest {
+                    program: "prog".into(),
+                    args: vec![],
+                    procs: 3,
+                    info: vec![],
+                }],
+                &[],
+            )
+            .unwrap();
+        assert_eq!(job, "child1");
         server.join().unwrap();
     }
 

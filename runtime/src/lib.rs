@@ -6,6 +6,7 @@
 //! * [`launcher`]: the `kestrel-run` launcher: PMI server, per-host daemons, failure handling.
 //! * [`slurm`], [`hosts`]: where ranks go.
 //! * [`session`]: job ids and the files a job leaves, so they can be removed.
+//! * [`dpm`]: dynamic processes: port names, the out-of-band listener, lifelines, names.
 //!
 //! This crate must never depend on a transport: transports publish their business cards
 //! through [`Runtime`], not the other way round. Its only `unsafe` code is in `sys`.
@@ -13,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod dpm;
 pub mod hosts;
 pub mod launcher;
 pub mod modex;

@@ -292,6 +292,31 @@ impl Runtime {
         std::process::exit(if code == 0 { 1 } else { code });
     }
 
+    /// Publishes `port` under `service` in the launcher's name service.
+    pub fn publish_name(&mut self, service: &str, port: &str) -> Result<(), RuntimeError> {
+        Ok(self.pmi.publish_name(service, port)?)
+    }
+
+    /// The port published under `service`, `None` when nothing is.
+    pub fn lookup_name(&mut self, service: &str) -> Result<Option<String>, RuntimeError> {
+        Ok(self.pmi.lookup_name(service)?)
+    }
+
+    /// Removes `service` from the name service.
+    pub fn unpublish_name(&mut self, service: &str) -> Result<(), RuntimeError> {
+        Ok(self.pmi.unpublish_name(service)?)
+    }
+
+    /// Asks the launcher to start a job running `cmds`; `preput` are key/values the
+    /// children can read (the parent's port). Returns the new job's id.
+    pub fn spawn(
+        &mut self,
+        cmds: &[crate::client::SpawnRequest],
+        preput: &[(String, String)],
+    ) -> Result<String, RuntimeError> {
+        Ok(self.pmi.spawn(cmds, preput)?)
+    }
+
     /// Tells the launcher this rank is done.
     pub fn finalize(&mut self) -> Result<(), RuntimeError> {
         self.pmi.finalize()?;

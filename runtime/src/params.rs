@@ -56,10 +56,33 @@ pub static AGENT_DRAIN_MS: Param<i64> = Param::new(ParamSpec {
     description: "Milliseconds kestrel-run waits after a job for each launch agent (srun, ssh) to deliver its host's remaining output and exit before killing it.",
 });
 
+/// `KESTREL_DPM_CONNECT_TIMEOUT_MS`: how long connect (and connection set-up) may take.
+pub static DPM_CONNECT_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
+    name: "dpm_connect_timeout_ms",
+    component: "dpm",
+    kind: ParamKind::Int {
+        min: 1,
+        max: 3_600_000,
+    },
+    default: "20000",
+    description: "Milliseconds connect may try to reach a port and wait for it to be accepted, and both sides may take to set up a connection's transports and lifelines.",
+});
+
+/// `KESTREL_DPM_NAME_DIR`: the name-service registry directory.
+pub static DPM_NAME_DIR: Param<String> = Param::new(ParamSpec {
+    name: "dpm_name_dir",
+    component: "dpm",
+    kind: ParamKind::Str,
+    default: "",
+    description: "Directory of the publish_name/lookup_name registry, shared by every kestrel-run that uses it; empty = $TMPDIR/kestrel-names-<uid> (or /tmp/...).",
+});
+
 /// The specs of this crate.
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
         PMI.spec(),
+        DPM_CONNECT_TIMEOUT_MS.spec(),
+        DPM_NAME_DIR.spec(),
         KILL_GRACE_MS.spec(),
         DAEMON_TIMEOUT_S.spec(),
         DAEMON_PATH.spec(),

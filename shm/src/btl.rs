@@ -129,6 +129,39 @@ impl ShmBtl {
         node_ranks: &[u32],
         job_id: &str,
     ) -> Result<(ShmBtl, ShmCard), String> {
+        let safe_job: String = job_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        Self::with_file_name(
+            params,
+            rank,
+            node_ranks,
+            &format!("kestrel.{safe_job}.shm.{rank}"),
+        )
+    }
+
+    /// [`ShmBtl::new`] with the segment's file name given (one path component, which should
+    /// start with `kestrel.<job>.` so the launcher's clean-up finds it). Peers are identified
+    /// by the numbers in `node_ranks`, whatever numbering the caller uses, as long as every
+    /// process of the node agrees on their order.
+    pub fn with_file_name(
+        params: &Params,
+        rank: u32,
+        node_ranks: &[u32],
+        file_name: &str,
+    ) -> Result<(ShmBtl, ShmCard), String> {
+        if file_name.is_empty() || file_name.contains('/') || file_name.contains('\0') {
+            return Err(format!(
+                "shm: segment file name '{file_name}' must be one non-empty path component"
+            ));
+        }
         let me_local = node_ranks.iter().position(|&r| r == rank).ok_or_else(|| {
             format!("shm: rank {rank} is not among its node's ranks {node_ranks:?}")
         })?;
@@ -148,18 +181,7 @@ impl ShmBtl {
         };
         let layout = geometry.layout();
         let dir = PathBuf::from(params::DIR.get(params));
-        let safe_job: String = job_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let name = format!("kestrel.{safe_job}.shm.{rank}");
-        let (path, me) = segment::create(&dir, &name, &layout).map_err(|e| e.0)?;
+        let (path, me) = segment::create(&dir, file_name, &layout).map_err(|e| e.0)?;
         let fbox_max = params::FBOX_MAX.get(params) as usize;
         segment::write_header(
             &me,

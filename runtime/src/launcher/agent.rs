@@ -42,6 +42,19 @@ enum Event {
     Pmi(u32, Command),
     PmiBroken(u32, String),
     Exited(u32, RankStatus),
+    /// A job this agent started for a rank's spawn request ended (index into `spawned`).
+    SpawnedExited(usize, RankStatus),
+}
+
+/// A job started for a rank's `spawn`: a nested `kestrel-run` in its own process group.
+struct Spawned {
+    job_id: String,
+    pid: u32,
+    by_rank: u32,
+    /// The spawning root's port, told when the job ends before it connected.
+    port: String,
+    what: String,
+    alive: bool,
 }
 
 struct Slot {
@@ -66,6 +79,10 @@ struct Agent {
     session_dir: Option<PathBuf>,
     groups: Vec<i32>,
     kill_deadline: Option<Instant>,
+    events: UnboundedSender<Event>,
+    spawned: Vec<Spawned>,
+    /// Names this job's ranks published, unpublished when the job ends.
+    published: Vec<(String, String)>,
 }
 
 /// Runs the agent until the head says [`ToAgent::Shutdown`] or goes away.
@@ -89,6 +106,9 @@ pub async fn run_agent(mut link: AgentLink) {
         session_dir: None,
         groups: Vec::new(),
         kill_deadline: None,
+        events: events_tx.clone(),
+        spawned: Vec::new(),
+        published: Vec::new(),
         launch,
     };
     agent.start(&events_tx);
@@ -115,6 +135,7 @@ pub async fn run_agent(mut link: AgentLink) {
                     eprintln!("kestrel-run: rank {rank} on {}: {why}", agent.launch.host_name);
                 }
                 Some(Event::Exited(rank, status)) => agent.exited(rank, status),
+                Some(Event::SpawnedExited(i, status)) => agent.spawned_exited(i, status),
                 None => {}
             },
             _ = sleep_until_opt(deadline) => {
@@ -123,6 +144,7 @@ pub async fn run_agent(mut link: AgentLink) {
             }
         }
     }
+    agent.stop_spawned(&mut events).await;
     agent.finish();
     let _ = link.to_head.send(ToHead::Bye);
 }
@@ -191,6 +213,7 @@ impl Agent {
         events: &UnboundedSender<Event>,
     ) -> Result<u32, String> {
         let l = &self.launch;
+        let (program, program_args) = l.app_of(rank);
         let (ours, theirs): (OwnedFd, OwnedFd) = socketpair(
             AddressFamily::Unix,
             SockType::Stream,
@@ -198,8 +221,11 @@ impl Agent {
             SockFlag::SOCK_CLOEXEC,
         )
         .map_err(|e| format!("cannot create the PMI socket for rank {rank}: {e}"))?;
-        let mut cmd = tokio::process::Command::new(&l.program);
-        cmd.args(&l.args)
+        let mut cmd = tokio::process::Command::new(program);
+        if !l.wdir.is_empty() {
+            cmd.current_dir(&l.wdir);
+        }
+        cmd.args(program_args)
             .env_remove("PMI_PORT")
             .env_remove("PMI_ID")
             .env("PMI_FD", theirs.as_raw_fd().to_string())
@@ -242,7 +268,15 @@ impl Agent {
                 std::io::ErrorKind::PermissionDenied => " (permission denied: is it executable?)",
                 _ => "",
             };
-            format!("cannot start '{}' on {}: {e}{hint}", l.program, l.host_name)
+            let wdir = if l.wdir.is_empty() {
+                String::new()
+            } else {
+                format!(" in {}", l.wdir)
+            };
+            format!(
+                "cannot start '{program}' on {}{wdir}: {e}{hint}",
+                l.host_name
+            )
         })?;
         drop(theirs);
         let pid = child.id().unwrap_or(0);
@@ -476,6 +510,74 @@ impl Agent {
                     ),
                 }
             }
+            "name-publish" | "publish_name" => {
+                let service = cmd.get("name").or_else(|| cmd.get("service")).unwrap_or("");
+                let port = cmd.get("port").unwrap_or("");
+                let result = self.names().and_then(|r| {
+                    r.publish(
+                        service,
+                        port,
+                        &crate::dpm::names::Owner::this_process(&self.launch.job_id),
+                    )
+                });
+                if result.is_ok() {
+                    self.published.push((service.to_string(), port.to_string()));
+                }
+                let name = if v2 {
+                    "name-publish-response"
+                } else {
+                    "publish_result"
+                };
+                self.reply(rank, name_reply(name, result.map(|()| None)), thrid);
+            }
+            "name-lookup" | "lookup_name" => {
+                let service = cmd.get("name").or_else(|| cmd.get("service")).unwrap_or("");
+                let result = self.names().and_then(|r| match r.lookup(service)? {
+                    Some(port) => Ok(Some(port)),
+                    None => Err(crate::dpm::NameError::NotPublished {
+                        service: service.to_string(),
+                    }),
+                });
+                let (name, key) = if v2 {
+                    ("name-lookup-response", "value")
+                } else {
+                    ("lookup_result", "port")
+                };
+                let mut reply = name_reply(name, result.clone());
+                if let Ok(Some(port)) = result {
+                    reply = reply.with(key, port);
+                }
+                self.reply(rank, reply, thrid);
+            }
+            "name-unpublish" | "unpublish_name" => {
+                let service = cmd.get("name").or_else(|| cmd.get("service")).unwrap_or("");
+                let result = self.names().and_then(|r| r.unpublish(service, ""));
+                self.published.retain(|(s, _)| s != service);
+                let name = if v2 {
+                    "name-unpublish-response"
+                } else {
+                    "unpublish_result"
+                };
+                self.reply(rank, name_reply(name, result.map(|()| None)), thrid);
+            }
+            "spawn" => {
+                let reply = match crate::client::parse_spawn_command(&cmd) {
+                    Ok((cmds, preput)) => match self.spawn_job(rank, &cmds, &preput) {
+                        Ok(job) => ok("spawn-response").with("jobid", job),
+                        Err(e) => {
+                            eprintln!("kestrel-run: rank {rank} asked to spawn a job: {e}");
+                            Command::new("spawn-response")
+                                .with("rc", "1")
+                                .with("errmsg", e.replace(';', ","))
+                        }
+                    },
+                    Err(e) => Command::new("spawn-response").with("rc", "1").with(
+                        "errmsg",
+                        format!("malformed spawn request: {e}").replace(';', ","),
+                    ),
+                };
+                self.reply(rank, reply, thrid);
+            }
             "abort" => {
                 let code = cmd
                     .get("exitcode")
@@ -510,6 +612,224 @@ impl Agent {
                     .with("rc", "-1")
                     .with("msg", format!("kestrel-run does not support {other}"));
                 self.reply(rank, reply, thrid);
+            }
+        }
+    }
+
+    /// The name registry of this job (the `dpm_name_dir` parameter as the job sees it).
+    fn names(&self) -> Result<crate::dpm::NameRegistry, crate::dpm::NameError> {
+        let from_job = |var: &str| {
+            self.launch
+                .env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == var)
+                .map(|(_, v)| v.clone())
+        };
+        let dir = ["KESTREL_MCA_DPM_NAME_DIR", "KESTREL_DPM_NAME_DIR"]
+            .iter()
+            .find_map(|v| from_job(v).or_else(|| std::env::var(v).ok()))
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(crate::dpm::names::default_dir);
+        crate::dpm::NameRegistry::open(dir)
+    }
+
+    /// Starts a job for a rank's spawn request: a nested `kestrel-run` in its own process
+    /// group, which tells the children the spawning root's port. Returns the new job's id.
+    fn spawn_job(
+        &mut self,
+        rank: u32,
+        cmds: &[crate::client::SpawnRequest],
+        preput: &[(String, String)],
+    ) -> Result<String, String> {
+        let port = preput
+            .iter()
+            .find(|(k, _)| k == PARENT_PORT_KEY)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| format!("the request has no {PARENT_PORT_KEY} to connect back to"))?;
+        let first = cmds.first().ok_or("the request has no command")?;
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find the kestrel-run executable: {e}"))?;
+        let job_id = session::new_job_id();
+        let mut argv: Vec<String> =
+            vec!["--job-id".into(), job_id.clone(), "--oversubscribe".into()];
+        // Info keys apply to the whole job; those of the first command decide.
+        let mut hosts: Vec<String> = Vec::new();
+        for (key, value) in &first.info {
+            match key.as_str() {
+                "host" | "hosts" => hosts.push(value.clone()),
+                "wdir" | "wd" => argv.extend(["--wdir".into(), value.clone()]),
+                "env" => {
+                    for entry in value.lines().filter(|l| !l.trim().is_empty()) {
+                        if !entry.contains('=') {
+                            return Err(format!("info env entry '{entry}' is not NAME=VALUE"));
+                        }
+                        argv.extend(["-x".into(), entry.to_string()]);
+                    }
+                }
+                other => {
+                    tracing::warn!(target: "launcher", "spawn info key '{other}' is not supported; ignored")
+                }
+            }
+        }
+        if !hosts.is_empty() {
+            argv.extend(["--host".into(), hosts.join(",")]);
+            // Other hosts are reached the way this job reached its own.
+            if !self.launch.launch_agent.is_empty() {
+                argv.extend(["--launch-agent".into(), self.launch.launch_agent.clone()]);
+            }
+        }
+        argv.extend(["-x".into(), format!("KESTREL_DPM_PARENT_PORT={port}")]);
+        argv.extend([
+            "-x".into(),
+            format!("KESTREL_DPM_PARENT_JOB={}", self.launch.job_id),
+        ]);
+        for (i, c) in cmds.iter().enumerate() {
+            if c.procs == 0 {
+                return Err(format!(
+                    "command {i} ('{}') asks for 0 processes",
+                    c.program
+                ));
+            }
+            if i > 0 {
+                argv.push(":".into());
+            }
+            argv.extend(["-n".into(), c.procs.to_string()]);
+            if i == 0 {
+                argv.push("--".into());
+            }
+            argv.push(c.program.clone());
+            argv.extend(c.args.iter().cloned());
+        }
+        let what = cmds
+            .iter()
+            .map(|c| format!("{} x {}", c.procs, c.program))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        let mut cmd = tokio::process::Command::new(&exe);
+        cmd.args(&argv)
+            .envs(self.launch.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(false);
+        if !self.launch.wdir.is_empty() {
+            cmd.current_dir(&self.launch.wdir);
+        }
+        apply_child_setup(
+            &mut cmd,
+            ChildSetup {
+                keep_fd: None,
+                cpus: Vec::new(),
+            },
+        );
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        let pid = child.id().unwrap_or(0);
+        self.groups.push(pid as i32);
+        let index = self.spawned.len();
+        self.spawned.push(Spawned {
+            job_id: job_id.clone(),
+            pid,
+            by_rank: rank,
+            port,
+            what: what.clone(),
+            alive: true,
+        });
+        tracing::debug!(target: "launcher", rank, job = %job_id, pid, "spawned {what}");
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let status = match child.wait().await {
+                Ok(s) => match (s.code(), s.signal()) {
+                    (Some(c), _) => RankStatus::Code(c),
+                    (None, Some(sig)) => RankStatus::Signal(sig),
+                    (None, None) => RankStatus::Code(-1),
+                },
+                Err(_) => RankStatus::Code(-1),
+            };
+            let _ = events.send(Event::SpawnedExited(index, status));
+        });
+        Ok(job_id)
+    }
+
+    fn spawned_exited(&mut self, index: usize, status: RankStatus) {
+        let Some(job) = self.spawned.get_mut(index) else {
+            return;
+        };
+        job.alive = false;
+        let (job_id, port) = (job.job_id.clone(), job.port.clone());
+        // Whatever the nested launcher could not remove (it may have been killed outright).
+        session::remove_job_files(&job_id, None, &[]);
+        if status == RankStatus::Code(0) {
+            return;
+        }
+        let reason = format!(
+            "job {job_id} ({}, spawned by rank {}) {}",
+            job.what,
+            job.by_rank,
+            super::exit::describe_status(status)
+        );
+        eprintln!("kestrel-run: {reason}");
+        // A root still waiting in accept for these children must not wait forever.
+        tokio::spawn(async move {
+            let Ok(name) = crate::dpm::PortName::parse(&port) else {
+                return;
+            };
+            let msg = crate::dpm::OobMsg::SpawnFailed {
+                tag: name.tag,
+                reason,
+            }
+            .encode();
+            for addr in name.socket_addresses() {
+                let connect = tokio::net::TcpStream::connect(addr);
+                if let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(2), connect).await {
+                    let _ = s.write_all(&msg).await;
+                    let _ = s.shutdown().await;
+                    return;
+                }
+            }
+        });
+    }
+
+    /// At the end of the job: spawned jobs still running get a moment to finish, then are
+    /// stopped (their launchers stop their ranks and clean up).
+    async fn stop_spawned(&mut self, events: &mut UnboundedReceiver<Event>) {
+        let running = |a: &Agent| a.spawned.iter().any(|s| s.alive);
+        if !running(self) {
+            return;
+        }
+        let grace = Duration::from_millis(u64::from(self.launch.kill_grace_ms));
+        let mut phase = 0;
+        let mut deadline = Instant::now() + Duration::from_secs(2);
+        while running(self) {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(Event::SpawnedExited(i, status))) => self.spawned_exited(i, status),
+                Ok(Some(Event::Exited(rank, status))) => self.exited(rank, status),
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => {
+                    let sig = if phase == 0 {
+                        Signal::SIGTERM
+                    } else {
+                        Signal::SIGKILL
+                    };
+                    if phase >= 2 {
+                        break;
+                    }
+                    let pids: Vec<u32> = self
+                        .spawned
+                        .iter()
+                        .filter(|s| s.alive)
+                        .map(|s| s.pid)
+                        .collect();
+                    tracing::debug!(target: "launcher", ?pids, ?sig, "stopping spawned jobs still running at the end of the job");
+                    for pid in pids {
+                        let _ = killpg(Pid::from_raw(pid as i32), sig);
+                    }
+                    phase += 1;
+                    deadline = Instant::now() + grace + Duration::from_secs(1);
+                }
             }
         }
     }
@@ -616,6 +936,14 @@ impl Agent {
     fn finish(&mut self) {
         // Whatever ranks left running in their groups (background children) goes with the job.
         self.signal_groups(Signal::SIGKILL);
+        // Names the job's ranks left published.
+        if !self.published.is_empty() {
+            if let Ok(r) = self.names() {
+                for (service, port) in std::mem::take(&mut self.published) {
+                    let _ = r.unpublish(&service, &port);
+                }
+            }
+        }
         // Ranks may have been given their own shared-memory directory.
         let shm_dirs: Vec<PathBuf> = self
             .launch
@@ -627,6 +955,31 @@ impl Agent {
         let removed =
             session::remove_job_files(&self.launch.job_id, self.session_dir.as_deref(), &shm_dirs);
         tracing::debug!(target: "launcher", removed, "removed the job's files on {}", self.launch.host_name);
+    }
+}
+
+/// The preput key that carries the spawning root's port (MPICH's name for it).
+pub const PARENT_PORT_KEY: &str = "PARENT_ROOT_PORT_NAME";
+
+/// The reply to a name-service request: `rc=0` (with `found=TRUE` for lookups), or the
+/// error's class as `rc` and its text as `msg`/`errmsg`.
+fn name_reply(name: &str, result: Result<Option<String>, crate::dpm::NameError>) -> Command {
+    match result {
+        Ok(found) => {
+            let c = Command::new(name).with("rc", "0");
+            if found.is_some() {
+                c.with("found", "TRUE")
+            } else {
+                c
+            }
+        }
+        Err(e) => {
+            let text = e.to_string().replace(';', ",");
+            Command::new(name)
+                .with("rc", crate::client::name_rc(&e).to_string())
+                .with("msg", text.clone())
+                .with("errmsg", text)
+        }
     }
 }
 

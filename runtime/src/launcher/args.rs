@@ -51,6 +51,24 @@ pub struct LaunchOptions {
     pub program: String,
     /// Its arguments.
     pub args: Vec<String>,
+    /// Further `: -n N program args` contexts (MPMD); `np` is then required and counts the
+    /// first context's ranks only.
+    pub more_apps: Vec<AppContext>,
+    /// `--wdir DIR`: the ranks' working directory.
+    pub wdir: Option<String>,
+    /// `--job-id ID` (internal: the launcher that serves a spawn names the child job).
+    pub job_id: Option<String>,
+}
+
+/// One `: -n N program args` context of an MPMD command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppContext {
+    /// Its ranks.
+    pub np: u32,
+    /// The program.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
 }
 
 /// A parsed daemon-mode command line (internal: started by the head through the launch agent).
@@ -81,9 +99,10 @@ pub enum Invocation {
 
 /// The usage text.
 pub const USAGE: &str = "\
-usage: kestrel-run [options] [--] program [args...]
+usage: kestrel-run [options] [--] program [args...] [: -n N program [args...]]...
 
-Starts `program` as the ranks of one job and serves them PMI-1 and PMI-2.
+Starts `program` as the ranks of one job and serves them PMI-1 and PMI-2. Several
+programs separated by ':' form one job (MPMD); each needs its own -n.
 
 options:
   -n, -np N               number of ranks (default: one per slot)
@@ -98,6 +117,7 @@ options:
   --timeout SECONDS       stop the job after SECONDS and name the ranks still running
   --launch-agent CMD      how to reach another host, run as `CMD HOST COMMAND...`
                           (default: ssh; 'ip netns exec' reaches network namespaces)
+  --wdir DIR              run the ranks in DIR
   -h, --help              this text
   --version               Kestrel's version
 
@@ -143,6 +163,8 @@ pub fn parse(
     let mut tag_output = false;
     let mut timeout = None;
     let mut launch_agent = None;
+    let mut wdir = None;
+    let mut job_id = None;
     let mut daemon = false;
     let mut parents = Vec::new();
     let mut host_index = None;
@@ -258,6 +280,27 @@ pub fn parse(
                 }
                 launch_agent = Some(v);
             }
+            "--wdir" | "-wdir" | "--wd" | "-wd" => {
+                let v = value("a directory")?;
+                if v.is_empty() {
+                    return Err(usage("--wdir needs a directory"));
+                }
+                wdir = Some(v);
+            }
+            "--job-id" => {
+                let v = value("a job id")?;
+                if v.is_empty()
+                    || v.len() > 64
+                    || !v
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    return Err(usage(format!(
+                        "--job-id '{v}' must be 1 to 64 letters, digits, '-' or '_'"
+                    )));
+                }
+                job_id = Some(v);
+            }
             "--daemon" => daemon = true,
             "--parent" => parents = value("addresses")?.split(',').map(String::from).collect(),
             "--host-index" => {
@@ -292,6 +335,45 @@ pub fn parse(
             "no program to run; usage: kestrel-run -n N program [args...]",
         ));
     };
+    // MPMD: `prog args : -n N prog2 args2 : ...`.
+    let mut contexts = args[at..].split(|a| a == ":");
+    let first = contexts.next().unwrap_or(&[]);
+    let mut more_apps = Vec::new();
+    for ctx in contexts {
+        let (n, rest) = match ctx {
+            [flag, n, rest @ ..] if matches!(flag.as_str(), "-n" | "-np" | "--np" | "-c") => {
+                (n, rest)
+            }
+            _ => {
+                return Err(usage(
+                    "each ':' context needs '-n N program [args...]' (MPMD command line)",
+                ))
+            }
+        };
+        let np: u32 = n
+            .parse()
+            .ok()
+            .filter(|&x| x > 0)
+            .ok_or_else(|| usage(format!("-n '{n}' is not a positive number of ranks")))?;
+        let Some((program, args)) = rest.split_first() else {
+            return Err(usage(format!(
+                "the ':' context with -n {np} names no program"
+            )));
+        };
+        more_apps.push(AppContext {
+            np,
+            program: program.clone(),
+            args: args.to_vec(),
+        });
+    }
+    if first.is_empty() {
+        return Err(usage("no program before the first ':'"));
+    }
+    if !more_apps.is_empty() && np.is_none() {
+        return Err(usage(
+            "an MPMD command line (with ':') needs -n for its first program too",
+        ));
+    }
     Ok(Invocation::Launch(LaunchOptions {
         np,
         hosts,
@@ -302,8 +384,11 @@ pub fn parse(
         tag_output,
         timeout,
         launch_agent,
-        program: args[at].clone(),
-        args: args[at + 1..].to_vec(),
+        program: first[0].clone(),
+        args: first[1..].to_vec(),
+        more_apps,
+        wdir,
+        job_id,
     }))
 }
 
@@ -371,6 +456,42 @@ mod tests {
             ("--frobnicate true", "unknown option '--frobnicate'"),
             ("--mca btl", "needs a value"),
             ("--daemon --key k", "--parent"),
+        ] {
+            let e = parse(&argv(line), &|_| None).unwrap_err().to_string();
+            assert!(e.contains(needle), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn mpmd_wdir_and_job_id() {
+        let l = launch("-n 2 --wdir /tmp --job-id ab-1 a x : -n 3 b y z : -np 1 c");
+        assert_eq!(
+            (l.np, l.program.as_str(), l.args.clone()),
+            (Some(2), "a", argv("x"))
+        );
+        assert_eq!(
+            l.more_apps,
+            vec![
+                AppContext {
+                    np: 3,
+                    program: "b".into(),
+                    args: argv("y z")
+                },
+                AppContext {
+                    np: 1,
+                    program: "c".into(),
+                    args: vec![]
+                }
+            ]
+        );
+        assert_eq!(l.wdir.as_deref(), Some("/tmp"));
+        assert_eq!(l.job_id.as_deref(), Some("ab-1"));
+        for (line, needle) in [
+            ("a : -n 2 b", "needs -n for its first program"),
+            ("-n 1 a : b", "needs '-n N program"),
+            ("-n 1 a : -n 0 b", "positive"),
+            ("-n 1 a : -n 2", "names no program"),
+            ("--job-id a/b x", "letters"),
         ] {
             let e = parse(&argv(line), &|_| None).unwrap_err().to_string();
             assert!(e.contains(needle), "{line}: {e}");

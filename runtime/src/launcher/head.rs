@@ -91,8 +91,9 @@ pub fn plan(
             }
         }
     };
+    let extra: u32 = opts.more_apps.iter().map(|a| a.np).sum();
     let np = match opts.np {
-        Some(n) => n,
+        Some(n) => n + extra,
         None => match host_slots.iter().map(|h| h.slots).sum::<Option<u32>>() {
             Some(total) => total,
             None => available_cpus().len().max(1) as u32,
@@ -115,7 +116,7 @@ pub fn plan(
         .map(String::from)
         .collect();
     Ok(JobPlan {
-        job_id: session::new_job_id(),
+        job_id: opts.job_id.clone().unwrap_or_else(session::new_job_id),
         size: np,
         hosts,
         agent,
@@ -467,6 +468,19 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                 process_mapping: mapping.clone(),
                 program: opts.program.clone(),
                 args: opts.args.clone(),
+                more_apps: {
+                    let mut first = opts.np.unwrap_or(0);
+                    opts.more_apps
+                        .iter()
+                        .map(|a| {
+                            let entry = (first, a.program.clone(), a.args.clone());
+                            first += a.np;
+                            entry
+                        })
+                        .collect()
+                },
+                wdir: opts.wdir.clone().unwrap_or_default(),
+                launch_agent: head.plan.agent.join(" "),
                 env,
                 // Namespace hosts of one machine would bind their ranks to the same cores, and
                 // oversubscribed ranks must be free to move: auto binds only when neither holds.
@@ -926,6 +940,9 @@ mod tests {
             launch_agent: None,
             program: "x".into(),
             args: vec![],
+            more_apps: vec![],
+            wdir: None,
+            job_id: None,
         };
         let p = plan(&opts, &|_| None).unwrap();
         assert_eq!(

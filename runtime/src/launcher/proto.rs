@@ -63,6 +63,25 @@ pub struct NodeLaunch {
     pub kill_grace_ms: u32,
     /// Give rank 0 the launcher's standard input (head-local agent only).
     pub forward_stdin: bool,
+    /// Further programs (MPMD): from job rank `first`, ranks run `program` with `args`
+    /// instead of the one above (the last entry whose `first` is not above the rank wins).
+    pub more_apps: Vec<(u32, String, Vec<String>)>,
+    /// The ranks' working directory; empty = the agent's own.
+    pub wdir: String,
+    /// The job's launch agent words (`ssh`, `ip netns exec`), for jobs its ranks spawn.
+    pub launch_agent: String,
+}
+
+impl NodeLaunch {
+    /// The program and arguments job rank `rank` runs.
+    pub fn app_of(&self, rank: u32) -> (&str, &[String]) {
+        self.more_apps
+            .iter()
+            .rev()
+            .find(|(first, _, _)| *first <= rank)
+            .map(|(_, p, a)| (p.as_str(), a.as_slice()))
+            .unwrap_or((self.program.as_str(), self.args.as_slice()))
+    }
 }
 
 /// Agent → head.
@@ -467,6 +486,14 @@ impl ToAgent {
                 w.bool(l.tag_output);
                 w.u32(l.kill_grace_ms);
                 w.bool(l.forward_stdin);
+                w.u32(l.more_apps.len() as u32);
+                for (first, program, args) in &l.more_apps {
+                    w.u32(*first);
+                    w.string(program);
+                    w.strings(args);
+                }
+                w.string(&l.wdir);
+                w.string(&l.launch_agent);
             }
             ToAgent::FenceDone { puts } => {
                 w.u8(2);
@@ -497,6 +524,20 @@ impl ToAgent {
                 tag_output: r.bool("launch")?,
                 kill_grace_ms: r.u32("launch")?,
                 forward_stdin: r.bool("launch")?,
+                more_apps: {
+                    let n = r.count("launch apps", 12)?;
+                    let mut apps = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        apps.push((
+                            r.u32("launch app")?,
+                            r.string("launch app program")?,
+                            r.strings("launch app args")?,
+                        ));
+                    }
+                    apps
+                },
+                wdir: r.string("launch wdir")?,
+                launch_agent: r.string("launch agent")?,
             })),
             2 => ToAgent::FenceDone {
                 puts: r.pairs("fence done")?,
@@ -550,6 +591,9 @@ mod tests {
             tag_output: false,
             kill_grace_ms: 1000,
             forward_stdin: false,
+            more_apps: vec![(3, "/bin/true".into(), vec!["x".into()])],
+            wdir: "/tmp".into(),
+            launch_agent: "ip netns exec".into(),
         }
     }
 

@@ -1,0 +1,377 @@
+//! Dynamic processes (issue 8 acceptance), through `examples/dpm_check`:
+//!
+//! * a server job of 2 ranks and a client job of 3, started by two separate `kestrel-run`s,
+//!   meet through the name service, exchange messages both ways, run the inter-communicator
+//!   collectives, merge into one communicator of 5 and allreduce, then disconnect and go on
+//!   alone — over shared memory, and again forced onto the network transport;
+//! * a parent job of 2 spawns 3 children that compute and send results back, with info keys
+//!   `wdir` and `env`;
+//! * a child that crashes after connecting is an error in the parent, not a hang, and leaves
+//!   no process or file behind; spawning a missing program is an error;
+//! * malformed port names, a closed port and a port nobody listens on are errors naming the
+//!   port (the last after `dpm_connect_timeout_ms`);
+//! * `spawn_multiple` of two programs into one job; a parent that crashes takes its
+//!   children with it;
+//! * `intercomm_create` between the halves of one job, dup and merge.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kestrel_tests::*;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn prog() -> String {
+    example("dpm_check").display().to_string()
+}
+
+/// A private name-service directory for one test.
+fn name_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(marker(tag));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Job ids the ranks printed (`JOB=`) and the launcher named (`kestrel-run: job <id> (`).
+fn job_ids(out: &Outcome) -> Vec<String> {
+    let mut ids: Vec<String> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("JOB="))
+        .map(String::from)
+        .collect();
+    for l in out.stderr.lines() {
+        if let Some(id) = l
+            .strip_prefix("kestrel-run: job ")
+            .and_then(|r| r.split(' ').next())
+        {
+            if !ids.iter().any(|i| i == id) {
+                ids.push(id.to_string());
+            }
+        }
+    }
+    ids
+}
+
+/// Nothing of `jobs` left in /dev/shm or the session directory, no process with `mark`.
+fn assert_clean(jobs: &[String], mark: &str) {
+    // Launchers remove files as they exit; give stragglers a moment.
+    let start = std::time::Instant::now();
+    loop {
+        let left: Vec<String> = job_files()
+            .into_iter()
+            .filter(|f| jobs.iter().any(|j| f.contains(j.as_str())))
+            .collect();
+        let procs = processes_matching(mark);
+        if left.is_empty() && procs.is_empty() {
+            return;
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            panic!("left behind: files {left:?}, processes {procs:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn server_and_client(extra: &[&str]) {
+    let mark = marker("dpm-sc");
+    let dir = name_dir("names");
+    let service = format!("svc-{mark}");
+    let dir_s = dir.display().to_string();
+    let launch = |n: &str, mode: &str| {
+        let mut args = vec!["-n", n, "--mca", "dpm_name_dir", &dir_s];
+        args.extend_from_slice(extra);
+        let p = prog();
+        let mut c = kestrel_run(&args);
+        c.arg(p).args([mode, service.as_str(), mark.as_str()]);
+        c
+    };
+    let server_cmd = launch("2", "server");
+    let client_cmd = launch("3", "client");
+    let server = std::thread::spawn(move || run(server_cmd, DEADLINE));
+    // The client looks the name up until the server has published it.
+    let client = run(client_cmd, DEADLINE);
+    let server = server.join().unwrap();
+    assert!(server.success(), "server: {}", server.show());
+    assert!(client.success(), "client: {}", client.show());
+    for r in 0..2 {
+        assert!(
+            server.stdout.contains(&format!(
+                "server rank {r} of 2: exchange and inter collectives ok"
+            )),
+            "{}",
+            server.show()
+        );
+        assert!(
+            server
+                .stdout
+                .contains(&format!("server merged rank {r} of 5: allreduce 10 ok")),
+            "{}",
+            server.show()
+        );
+        assert!(server
+            .stdout
+            .contains(&format!("server rank {r}: alone again ok")));
+    }
+    for r in 0..3 {
+        assert!(
+            client.stdout.contains(&format!(
+                "client rank {r} of 3: exchange and inter collectives ok"
+            )),
+            "{}",
+            client.show()
+        );
+        assert!(
+            client.stdout.contains(&format!(
+                "client merged rank {} of 5: allreduce 10 ok",
+                r + 2
+            )),
+            "{}",
+            client.show()
+        );
+        assert!(client
+            .stdout
+            .contains(&format!("client rank {r}: alone again ok")));
+    }
+    // The server unpublished its name.
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert!(
+        names.is_empty(),
+        "names left in {}: {names:?}",
+        dir.display()
+    );
+    let mut jobs = job_ids(&server);
+    jobs.extend(job_ids(&client));
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert_clean(&jobs, &mark);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn separately_launched_jobs_connect_merge_allreduce_and_disconnect() {
+    server_and_client(&[]);
+}
+
+#[test]
+fn separately_launched_jobs_connect_over_the_network_transport() {
+    server_and_client(&["--mca", "btl", "self,usnic"]);
+}
+
+#[test]
+fn a_parent_of_two_spawns_three_children_that_compute_and_answer() {
+    let mark = marker("dpm-spawn");
+    let p = prog();
+    let out = run(
+        kestrel_run(&["-n", "2", &p, "parent", "3", &mark]),
+        DEADLINE,
+    );
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.stdout.contains("parent rank 0: 2 results ok"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.contains("parent rank 1: 1 results ok"),
+        "{}",
+        out.show()
+    );
+    for r in 0..3 {
+        assert!(
+            out.stdout
+                .contains(&format!("child rank {r}: result sent ok")),
+            "{}",
+            out.show()
+        );
+        assert!(
+            out.stdout.contains(&format!(
+                "child rank {r} of 3: exchange and inter collectives ok"
+            )),
+            "{}",
+            out.show()
+        );
+        assert!(out
+            .stdout
+            .contains(&format!("child rank {r}: alone again ok")));
+    }
+    for r in 0..2 {
+        assert!(out.stdout.contains(&format!(
+            "parent rank {r} of 2: exchange and inter collectives ok"
+        )));
+    }
+    let jobs = job_ids(&out);
+    assert_eq!(jobs.len(), 2, "parent and child job ids: {}", out.show());
+    assert_clean(&jobs, &mark);
+}
+
+fn crashing_child(extra: &[&str]) {
+    let mark = marker("dpm-crash");
+    let p = prog();
+    let mut args = vec!["-n", "2"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[&p, "crash-parent", "3", &mark]);
+    let out = run(kestrel_run(&args), DEADLINE);
+    // The parent job handles the error and ends normally.
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "took {:?}",
+        out.elapsed
+    );
+    assert!(
+        out.stdout
+            .contains("failed as expected: dpm: rank 1 of job")
+            && out.stdout.contains("ended without disconnecting"),
+        "{}",
+        out.show()
+    );
+    // The parent's launcher reports the child job's failure.
+    assert!(
+        out.stderr
+            .contains("spawned by rank 0) exited with status 42"),
+        "{}",
+        out.show()
+    );
+    let jobs = job_ids(&out);
+    assert_eq!(jobs.len(), 2, "{}", out.show());
+    assert_clean(&jobs, &mark);
+}
+
+#[test]
+fn a_crashing_child_is_an_error_in_the_parent_and_nothing_is_left() {
+    crashing_child(&[]);
+}
+
+#[test]
+fn a_crashing_child_over_the_network_transport_is_an_error_too() {
+    crashing_child(&["--mca", "btl", "self,usnic"]);
+}
+
+#[test]
+fn spawn_multiple_starts_two_programs_as_one_job() {
+    let mark = marker("dpm-multi");
+    let p = prog();
+    let out = run(
+        kestrel_run(&["-n", "2", &p, "multi-parent", "3", &mark]),
+        DEADLINE,
+    );
+    assert!(out.success(), "{}", out.show());
+    for (r, app) in [(0, "A"), (1, "A"), (2, "B")] {
+        assert!(
+            out.stdout.contains(&format!("child rank {r}: app {app}")),
+            "{}",
+            out.show()
+        );
+        assert!(out
+            .stdout
+            .contains(&format!("child rank {r}: alone again ok")));
+    }
+    assert!(
+        out.stdout.contains("parent rank 0: 2 results ok"),
+        "{}",
+        out.show()
+    );
+    let jobs = job_ids(&out);
+    assert_clean(&jobs, &mark);
+}
+
+#[test]
+fn a_crashing_parent_takes_its_spawned_children_with_it() {
+    let mark = marker("dpm-orphan");
+    let p = prog();
+    let out = run(
+        kestrel_run(&["-n", "2", &p, "orphan-parent", "2", &mark]),
+        DEADLINE,
+    );
+    assert!(!out.success() && !out.timed_out, "{}", out.show());
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "took {:?}",
+        out.elapsed
+    );
+    assert!(out.stderr.contains("rank 1 (pid "), "{}", out.show());
+    let jobs = job_ids(&out);
+    assert_eq!(jobs.len(), 2, "{}", out.show());
+    assert_clean(&jobs, &mark);
+}
+
+#[test]
+fn spawning_a_missing_program_is_an_error_on_every_rank() {
+    let p = prog();
+    let out = run(kestrel_run(&["-n", "2", &p, "spawn-fail"]), DEADLINE);
+    assert!(out.success(), "{}", out.show());
+    for r in 0..2 {
+        assert!(
+            out.stdout.contains(&format!(
+                "rank {r}: spawn failed as expected: dpm: spawn failed"
+            )),
+            "{}",
+            out.show()
+        );
+    }
+    assert!(
+        out.stdout.contains("exited with status 127"),
+        "{}",
+        out.show()
+    );
+}
+
+#[test]
+fn malformed_closed_and_unreachable_ports_are_errors_naming_the_port() {
+    let p = prog();
+    let out = run(
+        kestrel_run(&[
+            "-n",
+            "2",
+            "--mca",
+            "dpm_connect_timeout_ms",
+            "1500",
+            &p,
+            "ports",
+        ]),
+        DEADLINE,
+    );
+    assert!(out.success(), "{}", out.show());
+    for needle in [
+        "'' refused: dpm: port name '' is malformed: it is empty",
+        "'hello' refused: dpm: port name 'hello' is malformed: it does not start with 'kestrel-port:'",
+        "TCP port '99999' is not a number from 1 to 65535",
+        "'1.2.3' is not a dotted-quad IPv4 address",
+        "version 'v9' is not v1",
+        "the tag is missing",
+        "closed port refused: dpm: port kestrel-port:v1:",
+        "(the port was closed)",
+        "within 1500 ms (dpm_connect_timeout_ms",
+        "rank 0: ports ok",
+        "rank 1: ports ok",
+    ] {
+        assert!(out.stdout.contains(needle), "missing '{needle}': {}", out.show());
+    }
+    let waited = out
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("rank 0: unreachable port failed after ")
+                .and_then(|r| r.split(' ').next())
+                .and_then(|ms| ms.parse::<u64>().ok())
+        })
+        .expect("the unreachable port line");
+    assert!((1500..10_000).contains(&waited), "waited {waited} ms");
+}
+
+#[test]
+fn intercomm_create_between_the_halves_of_a_job() {
+    let p = prog();
+    let out = run(kestrel_run(&["-n", "4", &p, "intercomm"]), DEADLINE);
+    assert!(out.success(), "{}", out.show());
+    for r in 0..4 {
+        assert!(
+            out.stdout.contains(&format!("rank {r}: intercomm ok")),
+            "{}",
+            out.show()
+        );
+        assert!(out
+            .stdout
+            .contains(&format!("intercomm merged rank {r} of 4: allreduce 6 ok")));
+    }
+}
