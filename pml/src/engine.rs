@@ -405,6 +405,7 @@ impl Engine {
         }
         let selected = btls.iter().map(|b| b.name()).collect::<Vec<_>>().join(",");
         tracing::debug!(target: "pml", rank, btls = %selected, "transports ready");
+        let kernel_time = btls.iter().any(|b| b.needs_kernel_time());
         let mut e = Engine {
             rank,
             size,
@@ -427,7 +428,9 @@ impl Engine {
                 protocol_errors: 0,
             },
             next_ctx: 2,
-            yield_when_idle: core_params::YIELD_WHEN_IDLE.get(params),
+            // A rank polling a kernel-driven transport yields between polls even with a
+            // core of its own: the packets it waits for are processed on the same cores.
+            yield_when_idle: core_params::YIELD_WHEN_IDLE.get(params) || kernel_time,
             spin_before_yield: crate::params::SPIN_BEFORE_YIELD.get(params) as u32,
             selected,
             params: params.clone(),

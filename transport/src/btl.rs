@@ -108,6 +108,12 @@ pub trait Btl {
     fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError>;
     /// Delivers arrived messages; returns how many.
     fn progress(&mut self, deliver: &mut dyn FnMut(Incoming<'_>)) -> usize;
+    /// Whether the transport's data moves only when the kernel gets CPU time (kernel sockets,
+    /// as with libfabric's `udp` provider): then a rank waiting for messages must yield the
+    /// CPU between polls, or its own spinning starves the packet processing it waits for.
+    fn needs_kernel_time(&self) -> bool {
+        false
+    }
     /// Whether everything this transport sent has been acknowledged (always, for transports
     /// whose sends complete locally).
     fn quiet(&self) -> bool {

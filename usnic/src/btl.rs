@@ -1112,6 +1112,13 @@ impl Btl for UsnicBtl {
         delivered + datagrams.min(1)
     }
 
+    fn needs_kernel_time(&self) -> bool {
+        // Only a usNIC VIC moves datagrams without the kernel.
+        self.rails
+            .iter()
+            .any(|r| r.endpoint.as_ref().is_some_and(|e| e.provider() != "usnic"))
+    }
+
     fn quiet(&self) -> bool {
         self.peers
             .iter()
