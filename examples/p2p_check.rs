@@ -65,7 +65,9 @@ fn message(src: i32, dst: i32, i: usize, sizes: Sizes) -> (i32, usize) {
     };
     let size = match sizes {
         Sizes::LogUniform1M => log_uniform(&mut r, 20),
-        Sizes::Mixed4M if r.below(200) == 0 => (64 << 10) + r.below((4 << 20) - (64 << 10) + 1) as usize,
+        Sizes::Mixed4M if r.below(200) == 0 => {
+            (64 << 10) + r.below((4 << 20) - (64 << 10) + 1) as usize
+        }
         Sizes::Mixed4M => log_uniform(&mut r, 16),
     };
     (tag, size)

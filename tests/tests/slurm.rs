@@ -334,10 +334,16 @@ fn two_namespace_hosts_form_one_slurm_cluster() {
     // Point-to-point and collectives across the two hosts, over the data networks.
     for args in [&["random", "2000"][..], &["alltoall", "4"][..]] {
         let mut c = cluster.command("srun");
-        c.args(["--mpi=pmi2", "-N", "2", "--ntasks-per-node=2", path(&example("p2p_check"))])
-            .args(args)
-            .arg(&mark)
-            .env("KESTREL_USNIC_IF_EXCLUDE", "198.18.0.0/24");
+        c.args([
+            "--mpi=pmi2",
+            "-N",
+            "2",
+            "--ntasks-per-node=2",
+            path(&example("p2p_check")),
+        ])
+        .args(args)
+        .arg(&mark)
+        .env("KESTREL_USNIC_IF_EXCLUDE", "198.18.0.0/24");
         let out = run(c, DEADLINE);
         assert!(
             out.success() && out.stdout.contains("passed on 4 ranks over usnic"),

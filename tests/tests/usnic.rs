@@ -45,7 +45,10 @@ fn osu_latency_and_bw_complete_between_two_hosts() {
     let h = cluster.hosts();
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
     for (name, args) in [
-        ("osu_latency", vec!["-m", "0:65536", "-i", "200", "-x", "20"]),
+        (
+            "osu_latency",
+            vec!["-m", "0:65536", "-i", "200", "-x", "20"],
+        ),
         ("osu_bw", vec!["-m", "1:4194304", "-i", "20", "-x", "2"]),
     ] {
         let mut cmd = job(&hosts, &["--mca", "btl", "self,usnic"]);
@@ -109,15 +112,27 @@ fn a_hundred_thousand_messages_arrive_intact_through_five_percent_loss() {
     }
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
     let mut cmd = job(&hosts, &["-x", "KESTREL_USNIC_STATS=1"]);
-    cmd.arg(example("p2p_check")).args(["random", "100000", "4m"]);
+    cmd.arg(example("p2p_check"))
+        .args(["random", "100000", "4m"]);
     let out = run(cmd, Duration::from_secs(600));
     assert!(out.success(), "{}", out.show());
-    assert!(out.stdout.contains("p2p_check random: passed on 2 ranks"), "{}", out.show());
+    assert!(
+        out.stdout.contains("p2p_check random: passed on 2 ranks"),
+        "{}",
+        out.show()
+    );
     // The loss rule really dropped traffic, and the transport really resent it.
     let dropped = nft_drops(&h[0]) + nft_drops(&h[1]);
-    assert!(dropped > 1000, "only {dropped} datagrams dropped: is the rule active?");
+    assert!(
+        dropped > 1000,
+        "only {dropped} datagrams dropped: is the rule active?"
+    );
     let resent: u64 = stats_column(&out.stderr, 6);
-    assert!(resent > 0, "no resends with {dropped} drops: {}", out.show());
+    assert!(
+        resent > 0,
+        "no resends with {dropped} drops: {}",
+        out.show()
+    );
     eprintln!("5 % loss: {dropped} datagrams dropped, {resent} resent");
     assert_hosts_empty(&cluster);
 }
@@ -125,7 +140,16 @@ fn a_hundred_thousand_messages_arrive_intact_through_five_percent_loss() {
 /// Packets the loss rule of `host` dropped.
 fn nft_drops(host: &str) -> u64 {
     let out = Command::new("ip")
-        .args(["netns", "exec", host, "nft", "list", "table", "inet", "kestrel_loss"])
+        .args([
+            "netns",
+            "exec",
+            host,
+            "nft",
+            "list",
+            "table",
+            "inet",
+            "kestrel_loss",
+        ])
         .output()
         .expect("run nft");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -142,7 +166,11 @@ fn stats_column(stderr: &str, col: usize) -> u64 {
         .lines()
         .filter(|l| l.trim_start().starts_with("rank ") && l.contains("->"))
         .filter_map(|l| l.split_whitespace().nth(col))
-        .map(|f| f.split('+').filter_map(|n| n.parse::<u64>().ok()).sum::<u64>())
+        .map(|f| {
+            f.split('+')
+                .filter_map(|n| n.parse::<u64>().ok())
+                .sum::<u64>()
+        })
         .sum()
 }
 
@@ -151,8 +179,17 @@ fn a_rail_going_down_mid_transfer_moves_the_traffic_to_the_other() {
     let cluster = Cluster::up(2);
     let h = cluster.hosts();
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
-    let mut cmd = job(&hosts, &["-x", "KESTREL_USNIC_STATS=1", "-x", "KESTREL_USNIC_FAIL_AFTER_MS=1000"]);
-    cmd.arg(example("p2p_check")).args(["random", "20000", "4m"]);
+    let mut cmd = job(
+        &hosts,
+        &[
+            "-x",
+            "KESTREL_USNIC_STATS=1",
+            "-x",
+            "KESTREL_USNIC_FAIL_AFTER_MS=1000",
+        ],
+    );
+    cmd.arg(example("p2p_check"))
+        .args(["random", "20000", "4m"]);
     let (h1, script) = (h[1].clone(), netns_script());
     let cutter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1500));
@@ -164,7 +201,11 @@ fn a_rail_going_down_mid_transfer_moves_the_traffic_to_the_other() {
     let out = run(cmd, DEADLINE);
     assert!(cutter.join().unwrap().success());
     assert!(out.success(), "{}", out.show());
-    assert!(out.stdout.contains("p2p_check random: passed on 2 ranks"), "{}", out.show());
+    assert!(
+        out.stdout.contains("p2p_check random: passed on 2 ranks"),
+        "{}",
+        out.show()
+    );
     assert!(
         out.stderr.contains("failed: no acknowledgement"),
         "the dead rail was not detected (did the transfer end before the cut?): {}",
@@ -215,7 +256,11 @@ fn datagrams_from_a_stranger_only_move_the_bad_datagram_counter() {
         .filter_map(|r| r.split_whitespace().next())
         .filter_map(|n| n.parse::<u64>().ok())
         .sum();
-    assert!(bad > 0, "{sent} stray datagrams sent but none counted: {}", out.show());
+    assert!(
+        bad > 0,
+        "{sent} stray datagrams sent but none counted: {}",
+        out.show()
+    );
     eprintln!("stranger sent {sent} datagrams, {bad} counted as bad");
     assert_hosts_empty(&cluster);
 }

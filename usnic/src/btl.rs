@@ -54,6 +54,9 @@ const MSG_ID_LEN: usize = 8;
 /// IPv4 (without options) and UDP headers: what an interface MTU loses to encapsulation.
 const IP_UDP_HEADERS: usize = 28;
 
+/// A message taken back from a dead path: (active-message tag, message id + header + payload).
+type Orphan = (u8, Vec<u8>);
+
 /// Counters of one path, printed at finalize when `usnic_stats` asks.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PathCounters {
@@ -218,14 +221,17 @@ pub struct UsnicBtl {
     /// Set at finalize: silent peers have finalized, they are not failures.
     finalizing: bool,
     /// (peer, messages) taken from a dead path, waiting for room on another one.
-    rehome: Vec<(u32, Vec<(u8, Vec<u8>)>)>,
+    rehome: Vec<(u32, Vec<Orphan>)>,
 }
 
 impl std::fmt::Debug for UsnicBtl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UsnicBtl")
             .field("rank", &self.rank)
-            .field("rails", &self.rails.iter().map(|r| &r.name).collect::<Vec<_>>())
+            .field(
+                "rails",
+                &self.rails.iter().map(|r| &r.name).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -285,7 +291,10 @@ impl UsnicBtl {
         }
         let host = HostCard::from_discovery(&found, node)
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
-        let addrs = interfaces.into_iter().map(|i: ModexInterface| i.fabric_addr).collect();
+        let addrs = interfaces
+            .into_iter()
+            .map(|i: ModexInterface| i.fabric_addr)
+            .collect();
         let card = ModexCard::from_host_card(&host, addrs)
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
         let smallest = rails.iter().map(|r| r.max_datagram).min().unwrap_or(1472);
@@ -411,8 +420,14 @@ impl UsnicBtl {
             rail,
             remote_if,
             addr,
-            conn: Connection::new(cfg, self.key, (self.rank, rail as u8), (peer, remote_if), now)
-                .map_err(|e| format!("usnic: path to rank {peer}: {e}"))?,
+            conn: Connection::new(
+                cfg,
+                self.key,
+                (self.rank, rail as u8),
+                (peer, remote_if),
+                now,
+            )
+            .map_err(|e| format!("usnic: path to rank {peer}: {e}"))?,
             speed_mbps: speed.max(1),
             max_datagram,
             bytes_sent: 0,
@@ -496,11 +511,13 @@ impl UsnicBtl {
         // Paths whose probes came back first; unproven ones only when no proven one is left
         // (at first contact, before any probe returns).
         let proven = peer.paths.iter().any(|p| p.state == PathState::Up);
-        let usable = peer
-            .paths
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| if proven { p.state == PathState::Up } else { p.usable() });
+        let usable = peer.paths.iter().enumerate().filter(|(_, p)| {
+            if proven {
+                p.state == PathState::Up
+            } else {
+                p.usable()
+            }
+        });
         if len < stripe_min {
             // Paths are in pairing order, best first.
             return usable.map(|(i, _)| i).next();
@@ -623,7 +640,13 @@ impl UsnicBtl {
     }
 
     /// Handles one datagram that arrived on `rail`.
-    fn on_datagram(&mut self, rail: usize, now: Instant, bytes: &[u8], deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
+    fn on_datagram(
+        &mut self,
+        rail: usize,
+        now: Instant,
+        bytes: &[u8],
+        deliver: &mut dyn FnMut(Incoming<'_>),
+    ) -> usize {
         let (h, payload) = match wire::decode(bytes, self.key) {
             Ok(v) => v,
             Err(wire::WireError::BadKey) => {
@@ -696,7 +719,11 @@ impl UsnicBtl {
                             }
                         }
                     } else {
-                        deliver(Incoming { peer, am, data: body });
+                        deliver(Incoming {
+                            peer,
+                            am,
+                            data: body,
+                        });
                         n += 1;
                     }
                     p.paths[i].conn.recycle(data);
@@ -728,11 +755,19 @@ impl UsnicBtl {
                     && (others > 0
                         || now.duration_since(path.conn.last_ack_progress()) > self.peer_timeout);
                 if dead {
-                    let limit = if others > 0 { self.fail_after } else { self.peer_timeout };
+                    let limit = if others > 0 {
+                        self.fail_after
+                    } else {
+                        self.peer_timeout
+                    };
                     let why = format!(
                         "no acknowledgement for {} ms ({})",
                         limit.as_millis(),
-                        if others > 0 { "usnic_fail_after_ms" } else { "usnic_peer_timeout_ms" }
+                        if others > 0 {
+                            "usnic_fail_after_ms"
+                        } else {
+                            "usnic_peer_timeout_ms"
+                        }
                     );
                     tracing::warn!(target: "usnic", "path {} -> rank {peer} interface {} failed: {why}; moving its traffic to the other rails",
                         self.rails[path.rail].name, path.remote_if);
@@ -783,15 +818,23 @@ impl UsnicBtl {
                 continue;
             };
             for &(rail, remote_if) in &theirs {
-                let exists = self.peers[peer as usize]
-                    .as_ref()
-                    .is_some_and(|p| p.paths.iter().any(|x| x.rail == rail as usize && x.remote_if == remote_if));
+                let exists = self.peers[peer as usize].as_ref().is_some_and(|p| {
+                    p.paths
+                        .iter()
+                        .any(|x| x.rail == rail as usize && x.remote_if == remote_if)
+                });
                 if exists || rail as usize >= self.rails.len() {
                     continue;
                 }
                 match self.open_path(peer, &card, rail as usize, remote_if, now) {
-                    Ok(path) => self.peers[peer as usize].as_mut().expect("known peer").paths.push(path),
-                    Err(e) => tracing::warn!(target: "usnic", "cannot adopt rank {peer}'s pairing: {e}"),
+                    Ok(path) => self.peers[peer as usize]
+                        .as_mut()
+                        .expect("known peer")
+                        .paths
+                        .push(path),
+                    Err(e) => {
+                        tracing::warn!(target: "usnic", "cannot adopt rank {peer}'s pairing: {e}")
+                    }
                 }
             }
             let p = self.peers[peer as usize].as_mut().expect("known peer");
@@ -888,7 +931,9 @@ impl UsnicBtl {
                 let rail = &self.rails[path.rail];
                 let (small, large, diagnosis) = match &path.state {
                     PathState::Up => (true, true, None),
-                    PathState::Probing { small, large, .. } => (*small, *large, Some("still unanswered".to_string())),
+                    PathState::Probing { small, large, .. } => {
+                        (*small, *large, Some("still unanswered".to_string()))
+                    }
                     PathState::Dead(why) => {
                         let small = why.starts_with("small probes were answered");
                         (small, false, Some(why.clone()))
@@ -937,7 +982,15 @@ impl UsnicBtl {
 }
 
 /// Writes a probe (or probe reply) of `size` bytes in all into `buf`; returns its length.
-fn write_probe(key: u64, me: u32, from: u8, to: u8, body: Body, size: usize, buf: &mut [u8]) -> usize {
+fn write_probe(
+    key: u64,
+    me: u32,
+    from: u8,
+    to: u8,
+    body: Body,
+    size: usize,
+    buf: &mut [u8],
+) -> usize {
     let size = size.clamp(wire::HEADER_LEN, buf.len());
     let h = Header {
         key,
@@ -992,7 +1045,8 @@ fn describe_pairs(mine: &ModexCard, theirs: &ModexCard, paths: &[Path]) -> Strin
         .map(|p| {
             format!(
                 "{}->{}",
-                mine.interfaces()[p.rail].interface.name, theirs.interfaces()[p.remote_if as usize].interface.name
+                mine.interfaces()[p.rail].interface.name,
+                theirs.interfaces()[p.remote_if as usize].interface.name
             )
         })
         .collect::<Vec<_>>()
@@ -1120,10 +1174,11 @@ impl Btl for UsnicBtl {
     }
 
     fn quiet(&self) -> bool {
-        self.peers
-            .iter()
-            .flatten()
-            .all(|p| p.paths.iter().all(|x| !x.usable() || !x.conn.has_unacknowledged()))
+        self.peers.iter().flatten().all(|p| {
+            p.paths
+                .iter()
+                .all(|x| !x.usable() || !x.conn.has_unacknowledged())
+        })
     }
 
     fn quiesce(&mut self) -> bool {

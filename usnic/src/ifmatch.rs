@@ -1445,7 +1445,10 @@ fn run_check(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let mut rt = match kestrel_runtime::Runtime::init(&params) {
         Ok(rt) => rt,
         Err(e) => {
-            let _ = writeln!(err, "{PROGRAM} check: {e} (run it under kestrel-run with one or more ranks per host)");
+            let _ = writeln!(
+                err,
+                "{PROGRAM} check: {e} (run it under kestrel-run with one or more ranks per host)"
+            );
             return EXIT_TOOL_FAILED;
         }
     };
@@ -1477,7 +1480,8 @@ fn check_ranks(
             .map_err(|e| e.to_string())?;
     }
     if let Some(b) = &btl {
-        rt.put("usnic", &b.card().encode()).map_err(|e| e.to_string())?;
+        rt.put("usnic", &b.card().encode())
+            .map_err(|e| e.to_string())?;
     }
     rt.fence().map_err(|e| e.to_string())?;
     let key = rt
@@ -1489,8 +1493,12 @@ fn check_ranks(
     let mut lines = Vec::new();
     // Interfaces that are down: their peers' interfaces on the same subnet have no partner.
     for i in &found.interfaces {
-        if let (crate::discovery::Verdict::Excluded(why @ crate::discovery::ExclusionReason::Down { .. }), Some(ip)) =
-            (&i.verdict, i.ipv4)
+        if let (
+            crate::discovery::Verdict::Excluded(
+                why @ crate::discovery::ExclusionReason::Down { .. },
+            ),
+            Some(ip),
+        ) = (&i.verdict, i.ipv4)
         {
             lines.push(CheckLine {
                 from: node.clone(),
@@ -1512,11 +1520,15 @@ fn check_ranks(
                     local: "-".into(),
                     remote: "-".into(),
                     verdict: "nopair".into(),
-                    detail: format!("rank {peer} has no usable interface (`{PROGRAM} list` on {})", nodes[peer as usize]),
+                    detail: format!(
+                        "rank {peer} has no usable interface (`{PROGRAM} list` on {})",
+                        nodes[peer as usize]
+                    ),
                 });
                 continue;
             };
-            let card = crate::card::ModexCard::decode(&bytes).map_err(|e| format!("card of rank {peer}: {e}"))?;
+            let card = crate::card::ModexCard::decode(&bytes)
+                .map_err(|e| format!("card of rank {peer}: {e}"))?;
             if let Err(why) = b.add_peer(peer, card) {
                 lines.push(CheckLine {
                     from: node.clone(),
@@ -1564,7 +1576,11 @@ fn check_ranks(
     let failed = report_check(&nodes, &every, timeout, rank == 0, out);
     // Only rank 0 reports, so only rank 0 fails: another rank exiting non-zero first would
     // make the launcher stop rank 0 before it printed anything.
-    Ok(if failed && rank == 0 { EXIT_TOOL_FAILED } else { EXIT_OK })
+    Ok(if failed && rank == 0 {
+        EXIT_TOOL_FAILED
+    } else {
+        EXIT_OK
+    })
 }
 
 /// Prints the matrix and the failing pairs (when `print`); returns whether anything failed.
@@ -1592,14 +1608,14 @@ fn report_check(
     };
     let mut matrix = vec![vec![String::from("-"); hosts.len()]; hosts.len()];
     for l in lines {
-        let Some(i) = hosts.iter().position(|h| **h == l.from) else { continue };
+        let Some(i) = hosts.iter().position(|h| **h == l.from) else {
+            continue;
+        };
         if l.verdict == "down" {
-            for j in 0..hosts.len() {
-                if j != i {
-                    let slot = &mut matrix[j][i];
-                    if *slot == "-" || rank_of(slot) < rank_of("down") {
-                        *slot = "DOWN".to_string();
-                    }
+            for (j, row) in matrix.iter_mut().enumerate() {
+                let slot = &mut row[i];
+                if j != i && (*slot == "-" || rank_of(slot) < rank_of("down")) {
+                    *slot = "DOWN".to_string();
                 }
             }
             problems.push(format!(
@@ -1608,7 +1624,9 @@ fn report_check(
             ));
             continue;
         }
-        let Some(j) = hosts.iter().position(|h| **h == l.to) else { continue };
+        let Some(j) = hosts.iter().position(|h| **h == l.to) else {
+            continue;
+        };
         let shown = match l.verdict.as_str() {
             "ok" => "ok",
             "mtu" => "MTU",
