@@ -527,7 +527,7 @@ impl fmt::Display for ExclusionReason {
                 "no libfabric DGRAM endpoint for it with provider {provider} (see \
                  KESTREL_USNIC_PROVIDER)"
             ),
-            ExclusionReason::MtuUnknown => f.write_str("MTU unreadable from /sys/class/net/IF/mtu"),
+            ExclusionReason::MtuUnknown => f.write_str("MTU unreadable (SIOCGIFMTU and /sys/class/net/IF/mtu both failed)"),
         }
     }
 }
@@ -824,8 +824,18 @@ pub fn read_interfaces() -> Result<Vec<RawInterface>, UsnicError> {
         }
     }
     for r in &mut out {
-        r.mtu = read_sysfs(&r.name, "mtu").and_then(|t| t.trim().parse().ok());
-        r.sysfs_speed_mbps = read_sysfs(&r.name, "speed").and_then(|t| parse_sysfs_speed(&t));
+        // sysfs may belong to another network namespace (see `netdev`): the MTU comes from
+        // the kernel through our own namespace, and the speed only from a sysfs entry that
+        // is really ours.
+        let sysfs_ours = crate::netdev::sysfs_is_ours(&r.name);
+        r.mtu = crate::netdev::mtu(&r.name).or_else(|| {
+            sysfs_ours
+                .then(|| read_sysfs(&r.name, "mtu").and_then(|t| t.trim().parse().ok()))
+                .flatten()
+        });
+        r.sysfs_speed_mbps = sysfs_ours
+            .then(|| read_sysfs(&r.name, "speed").and_then(|t| parse_sysfs_speed(&t)))
+            .flatten();
     }
     Ok(out)
 }

@@ -9,8 +9,10 @@
 //! * [`matching`]: edge weights and the min-cost max-flow pairing of local and remote interfaces;
 //! * [`ifmatch`]: the `kestrel-ifmatch` diagnostics command (argument parsing and reports);
 //! * [`reliable`]: the sans-IO reliable-datagram core (wire header, window, ACKs, reassembly);
-//! * [`fabric`]: the safe wrapper over libfabric (the only place with `unsafe`, with the
-//!   `kestrel-libfabric-sys` crate).
+//! * [`fabric`]: the safe wrapper over libfabric (with the `kestrel-libfabric-sys` crate, the
+//!   only place with libfabric `unsafe`);
+//! * [`netdev`]: interface facts from the caller's own network namespace (one `ioctl`, the
+//!   crate's only other `unsafe`).
 
 pub mod btl;
 pub mod card;
@@ -18,5 +20,6 @@ pub mod discovery;
 pub mod fabric;
 pub mod ifmatch;
 pub mod matching;
+pub mod netdev;
 pub mod params;
 pub mod reliable;
