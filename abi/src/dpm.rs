@@ -234,9 +234,12 @@ pub fn spawn(
                 kestrel_runtime::launcher::agent::PARENT_PORT_KEY.to_string(),
                 port.clone(),
             )];
-            core.runtime
-                .spawn(&requests, &preput)
-                .map_err(|e| MpiError::new(ERR_SPAWN, format!("the launcher could not start the processes: {e}")))?;
+            core.runtime.spawn(&requests, &preput).map_err(|e| {
+                MpiError::new(
+                    ERR_SPAWN,
+                    format!("the launcher could not start the processes: {e}"),
+                )
+            })?;
             Ok(())
         })();
         // The other ranks learn the outcome as a dynamic-process error of the spawn class.
@@ -376,7 +379,10 @@ mod tests {
         assert_eq!(class_of(&DpmError::from(bad)), ERR_PORT);
         assert_eq!(parse_port("kestrel-port:v1:").unwrap_err().class, ERR_PORT);
         assert_eq!(class_of(&DpmError::Spawn("x".into())), ERR_SPAWN);
-        assert_eq!(class_of(&DpmError::ProcFailed("x".into())), error::ERR_OTHER);
+        assert_eq!(
+            class_of(&DpmError::ProcFailed("x".into())),
+            error::ERR_OTHER
+        );
         let e = engine(error::ERR_ROOT)(PmlError::Invalid("root 9".into()));
         assert_eq!(e.class, error::ERR_ROOT);
     }

@@ -478,8 +478,16 @@ fn c_parent_of_two_spawns_three_children_that_send_results_back() {
     // The children's output comes through the parent's kestrel-run.
     assert_passed_among(&out, "dpm_spawn_parent", 2);
     assert_passed_among(&out, "dpm_spawn_child", 3);
-    assert!(out.stdout.contains("parent rank 0: 2 results ok"), "{}", out.show());
-    assert!(out.stdout.contains("parent rank 1: 1 results ok"), "{}", out.show());
+    assert!(
+        out.stdout.contains("parent rank 0: 2 results ok"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.contains("parent rank 1: 1 results ok"),
+        "{}",
+        out.show()
+    );
     for r in 0..3 {
         let line = format!("child rank {r}: result sent ok");
         assert!(out.stdout.contains(&line), "{}", out.show());
