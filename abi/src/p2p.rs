@@ -470,6 +470,25 @@ mod tests {
     }
 
     #[test]
+    fn ranks_on_an_inter_communicator_name_the_remote_group() {
+        let c = CommRec {
+            ctx: 9,
+            rank: 1,
+            members: vec![0, 1],
+            remote: Some(vec![5, 6, 7]),
+            name: String::new(),
+            errhandler: 0,
+            attrs: Vec::new(),
+        };
+        assert_eq!(dest_rank(&c, 2).unwrap(), Some(2));
+        let e = dest_rank(&c, 3).unwrap_err();
+        assert_eq!(e.class, error::ERR_RANK);
+        assert!(e.msg.contains("remote group"), "{}", e.msg);
+        assert_eq!(source_rank(&c, 2).unwrap(), Source::Rank(2));
+        assert_eq!(source_rank(&c, 3).unwrap_err().class, error::ERR_RANK);
+    }
+
+    #[test]
     fn tags_and_ranks_are_checked() {
         let c = CommRec {
             ctx: 0,
