@@ -432,6 +432,35 @@ KESTREL_MPI_FN(int, Comm_test_inter, (MPI_Comm comm, int *flag));
 KESTREL_MPI_FN(int, Comm_get_parent, (MPI_Comm * parent));
 KESTREL_MPI_FN(int, Topo_test, (MPI_Comm comm, int *status));
 
+/* Dynamic processes and inter-communicators (Kestrel only: MPICH's Debian build cannot run
+ * them). Port names are at most MPI_MAX_PORT_NAME bytes, NUL included. */
+KESTREL_MPI_FN(int, Comm_remote_size, (MPI_Comm comm, int *size));
+KESTREL_MPI_FN(int, Comm_remote_group, (MPI_Comm comm, MPI_Group *group));
+KESTREL_MPI_FN(int, Intercomm_create,
+               (MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
+                int tag, MPI_Comm *newintercomm));
+KESTREL_MPI_FN(int, Intercomm_merge, (MPI_Comm intercomm, int high, MPI_Comm *newintracomm));
+KESTREL_MPI_FN(int, Open_port, (MPI_Info info, char *port_name));
+KESTREL_MPI_FN(int, Close_port, (const char *port_name));
+KESTREL_MPI_FN(int, Comm_accept,
+               (const char *port_name, MPI_Info info, int root, MPI_Comm comm,
+                MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_connect,
+               (const char *port_name, MPI_Info info, int root, MPI_Comm comm,
+                MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_disconnect, (MPI_Comm * comm));
+KESTREL_MPI_FN(int, Publish_name, (const char *service_name, MPI_Info info, const char *port_name));
+KESTREL_MPI_FN(int, Lookup_name, (const char *service_name, MPI_Info info, char *port_name));
+KESTREL_MPI_FN(int, Unpublish_name,
+               (const char *service_name, MPI_Info info, const char *port_name));
+KESTREL_MPI_FN(int, Comm_spawn,
+               (const char *command, char *argv[], int maxprocs, MPI_Info info, int root,
+                MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[]));
+KESTREL_MPI_FN(int, Comm_spawn_multiple,
+               (int count, char *array_of_commands[], char **array_of_argv[],
+                const int array_of_maxprocs[], const MPI_Info array_of_info[], int root,
+                MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[]));
+
 /* Groups. */
 KESTREL_MPI_FN(int, Group_size, (MPI_Group group, int *size));
 KESTREL_MPI_FN(int, Group_rank, (MPI_Group group, int *rank));

@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::os::raw::c_int;
 
+use kestrel_pml::inter::InterRoot;
 use kestrel_pml::op::{Dtype, Op, Reduction};
 
 use crate::callbacks;
@@ -252,9 +253,53 @@ fn view_store(r: &mut Region, view: View, data: &[u8]) -> MpiResult<()> {
     }
 }
 
+/// Context, rank and size of an intra-communicator; an inter-communicator is an error
+/// (the engine's intra-communicator algorithms would address remote ranks).
 fn ctx_of(core: &Core, comm: c_int) -> MpiResult<(u16, u32, u32)> {
     let c = core.comm(comm)?;
+    if c.is_inter() {
+        return Err(MpiError::new(
+            error::ERR_COMM,
+            "this collective is not supported on inter-communicators; Kestrel provides \
+             MPI_Barrier, MPI_Bcast, MPI_Allreduce and MPI_Allgather there (merge with \
+             MPI_Intercomm_merge for the others)",
+        ));
+    }
     Ok((c.ctx, c.rank as u32, c.size() as u32))
+}
+
+/// The context and remote size of `comm` when it is an inter-communicator.
+fn inter_of(core: &Core, comm: c_int) -> MpiResult<Option<(u16, u32)>> {
+    let c = core.comm(comm)?;
+    Ok(c.remote.as_ref().map(|r| (c.ctx, r.len() as u32)))
+}
+
+/// `MPI_ROOT`: the root of a broadcast on an inter-communicator.
+pub const ROOT: c_int = -3;
+
+/// The engine's root of an inter-communicator broadcast: `MPI_ROOT` at the root,
+/// `MPI_PROC_NULL` in the rest of its group, the root's rank in the other group.
+fn inter_root(root: c_int, remote_size: u32) -> MpiResult<InterRoot> {
+    match root {
+        ROOT => Ok(InterRoot::Root),
+        crate::p2p::PROC_NULL => Ok(InterRoot::RootGroup),
+        r if r >= 0 && (r as u32) < remote_size => Ok(InterRoot::Remote(r as u32)),
+        r => Err(MpiError::new(
+            error::ERR_ROOT,
+            format!(
+                "root {r} on an inter-communicator: the root passes MPI_ROOT, the rest of its \
+                 group MPI_PROC_NULL, the other group the root's rank in 0..{}",
+                remote_size.saturating_sub(1)
+            ),
+        )),
+    }
+}
+
+fn no_inter_in_place(what: &str) -> MpiError {
+    MpiError::new(
+        error::ERR_BUFFER,
+        format!("MPI_IN_PLACE is not allowed in {what} on an inter-communicator"),
+    )
 }
 
 fn check_root(root: c_int, n: u32) -> MpiResult<u32> {
@@ -272,12 +317,18 @@ fn check_root(root: c_int, n: u32) -> MpiResult<u32> {
 
 /// `MPI_Barrier`.
 pub fn barrier(core: &mut Core, comm: c_int) -> MpiResult<()> {
+    if let Some((ctx, _)) = inter_of(core, comm)? {
+        return core.engine.inter_barrier(ctx).map_err(coll_err);
+    }
     let (ctx, _, _) = ctx_of(core, comm)?;
     core.engine.coll_barrier(ctx).map_err(coll_err)
 }
 
 /// `MPI_Bcast`.
 pub fn bcast(core: &mut Core, comm: c_int, r: &mut Region, root: c_int) -> MpiResult<()> {
+    if let Some((ctx, remote_size)) = inter_of(core, comm)? {
+        return inter_bcast(core, ctx, r, inter_root(root, remote_size)?);
+    }
     let (ctx, me, n) = ctx_of(core, comm)?;
     let root = check_root(root, n)?;
     if r.is_contiguous() {
@@ -298,6 +349,31 @@ pub fn bcast(core: &mut Core, comm: c_int, r: &mut Region, root: c_int) -> MpiRe
         r.unpack(&data)?;
     }
     Ok(())
+}
+
+/// `MPI_Bcast` on an inter-communicator: the root's data goes to every member of the other
+/// group; the root's own group takes no part.
+fn inter_bcast(core: &mut Core, ctx: u16, r: &mut Region, root: InterRoot) -> MpiResult<()> {
+    match root {
+        InterRoot::RootGroup => Ok(()),
+        _ if r.is_contiguous() => core
+            .engine
+            .inter_bcast(ctx, root, r.bytes_mut())
+            .map_err(coll_err),
+        InterRoot::Root => {
+            let mut data = r.pack()?;
+            core.engine
+                .inter_bcast(ctx, root, &mut data)
+                .map_err(coll_err)
+        }
+        InterRoot::Remote(_) => {
+            let mut data = vec![0u8; r.packed_len()];
+            core.engine
+                .inter_bcast(ctx, root, &mut data)
+                .map_err(coll_err)?;
+            r.unpack(&data).map(|_| ())
+        }
+    }
 }
 
 /// `MPI_Reduce`: `send` is `None` for `MPI_IN_PLACE` (root only); `recv` matters at the root.
@@ -360,6 +436,23 @@ pub fn allreduce(
     recv: &mut Region,
     red: &Red,
 ) -> MpiResult<()> {
+    if let Some((ctx, _)) = inter_of(core, comm)? {
+        // Each group receives the reduction of the other group's data.
+        let send = send.ok_or_else(|| no_inter_in_place("MPI_Allreduce"))?;
+        let input = send_view(send, red.view)?;
+        let d = red.view.dtype();
+        if let View::Raw(_) = red.view {
+            return core
+                .engine
+                .inter_allreduce(ctx, &input, recv.bytes_mut(), d, &red.reduction)
+                .map_err(coll_err);
+        }
+        let mut out = vec![0u8; input.len()];
+        core.engine
+            .inter_allreduce(ctx, &input, &mut out, d, &red.reduction)
+            .map_err(coll_err)?;
+        return view_store(recv, red.view, &out);
+    }
     let (ctx, _, _) = ctx_of(core, comm)?;
     let d = red.view.dtype();
     let input = match send {
@@ -641,6 +734,9 @@ pub fn allgatherv(
     send: Option<&Region>,
     recv: &mut VBuf,
 ) -> MpiResult<()> {
+    if let Some((ctx, remote_size)) = inter_of(core, comm)? {
+        return inter_allgather(core, ctx, remote_size, send, recv);
+    }
     let (ctx, me, n) = ctx_of(core, comm)?;
     check_blocks(recv, n, "allgather")?;
     let own = own_block(send, recv, me)?;
@@ -656,6 +752,44 @@ pub fn allgatherv(
             .map_err(coll_err)?,
     }
     store_blocks(recv, &laid, None)
+}
+
+/// `MPI_Allgather` on an inter-communicator: `recv` gets one block per member of the other
+/// group. The engine's algorithm moves equal blocks, so every block must be as long as this
+/// process's contribution (always so for `MPI_Allgather` with matching type signatures).
+fn inter_allgather(
+    core: &mut Core,
+    ctx: u16,
+    remote_size: u32,
+    send: Option<&Region>,
+    recv: &mut VBuf,
+) -> MpiResult<()> {
+    let send = send.ok_or_else(|| no_inter_in_place("MPI_Allgather"))?;
+    check_blocks(recv, remote_size, "allgather on an inter-communicator")?;
+    let own: Cow<'_, [u8]> = if send.is_contiguous() {
+        Cow::Borrowed(send.bytes())
+    } else {
+        Cow::Owned(send.pack()?)
+    };
+    if let Some(r) = (0..recv.counts.len()).find(|&r| recv.packed_len(r) != own.len()) {
+        return Err(MpiError::new(
+            error::ERR_COUNT,
+            format!(
+                "allgather on an inter-communicator: the block of remote rank {r} has {} bytes \
+                 but this process sends {}; Kestrel needs equal blocks there",
+                recv.packed_len(r),
+                own.len()
+            ),
+        ));
+    }
+    let mut out = vec![0u8; own.len() * remote_size as usize];
+    core.engine
+        .inter_allgather(ctx, &own, &mut out)
+        .map_err(coll_err)?;
+    for r in 0..recv.counts.len() {
+        recv.unpack_block(r, &out[r * own.len()..(r + 1) * own.len()])?;
+    }
+    Ok(())
 }
 
 /// `MPI_Alltoall(v)`: `send` `None` for `MPI_IN_PLACE` (the data comes from `recv`).

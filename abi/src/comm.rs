@@ -18,7 +18,7 @@ use crate::callbacks;
 use crate::complete::UNDEFINED;
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, keyval, Kind, Obj};
-use crate::state::{comm_slot, Core, KeyvalRec, Locked};
+use crate::state::{comm_slot, CommRec, Core, KeyvalRec, Locked};
 
 /// `MPI_IDENT`.
 pub const IDENT: c_int = 0;
@@ -86,6 +86,18 @@ fn keyval_slot(core: &Core, kv: c_int) -> MpiResult<u32> {
 
 fn pml_err(e: kestrel_pml::PmlError) -> MpiError {
     api::pml(error::ERR_COMM)(e)
+}
+
+/// The intra-communicator behind a handle; an inter-communicator is an error for `what`.
+pub fn intra<'a>(core: &'a Core, comm: c_int, what: &str) -> MpiResult<&'a CommRec> {
+    let c = core.comm(comm)?;
+    if c.is_inter() {
+        return Err(MpiError::new(
+            error::ERR_COMM,
+            format!("{what} on an inter-communicator is not supported by Kestrel; merge it into an intra-communicator with MPI_Intercomm_merge first"),
+        ));
+    }
+    Ok(c)
 }
 
 /// `MPI_Comm_dup`: a new context with the same members; attributes go through their copy
@@ -168,6 +180,19 @@ fn release_keyval(core: &mut Core, slot: u32) {
     }
 }
 
+/// Deletes every attribute of `comm` through its delete function, newest first (as MPI
+/// specifies for `MPI_Comm_free` and `MPI_Comm_disconnect`).
+pub fn delete_all_attrs(l: &mut Locked, comm: c_int) -> MpiResult<()> {
+    let attrs = l.core()?.comm(comm)?.attrs.clone();
+    for (kv, value) in attrs.into_iter().rev() {
+        delete_one(l, comm, kv, value)?;
+        if let Ok(c) = l.core()?.comm_mut(comm) {
+            c.attrs.retain(|a| a.0 != kv);
+        }
+    }
+    Ok(())
+}
+
 /// `MPI_Comm_free`.
 pub fn free(l: &mut Locked, comm: c_int) -> MpiResult<()> {
     let core = l.core()?;
@@ -177,17 +202,14 @@ pub fn free(l: &mut Locked, comm: c_int) -> MpiResult<()> {
             "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed",
         ));
     }
-    let attrs = core.comm(comm)?.attrs.clone();
-    // Delete functions run in reverse order of setting, newest first.
-    for (kv, value) in attrs.into_iter().rev() {
-        delete_one(l, comm, kv, value)?;
-        if let Ok(c) = l.core()?.comm_mut(comm) {
-            c.attrs.retain(|a| a.0 != kv);
-        }
-    }
+    core.comm(comm)?;
+    delete_all_attrs(l, comm)?;
     let core = l.core()?;
     let ctx = core.comm(comm)?.ctx;
     core.engine.free_context(ctx);
+    if core.parent == comm {
+        core.parent = handle::COMM_NULL;
+    }
     if let Some(i) = comm_slot(comm) {
         core.comms.remove(i);
     }
@@ -203,7 +225,7 @@ pub fn split(core: &mut Core, comm: c_int, color: c_int, key: c_int) -> MpiResul
         ));
     }
     let (ctx, eh) = {
-        let c = core.comm(comm)?;
+        let c = intra(core, comm, "MPI_Comm_split")?;
         (c.ctx, c.errhandler)
     };
     let color = (color != UNDEFINED).then_some(color);
@@ -223,7 +245,7 @@ pub fn split_type(
     let color = match kind {
         UNDEFINED => UNDEFINED,
         COMM_TYPE_SHARED => {
-            let c = core.comm(comm)?;
+            let c = intra(core, comm, "MPI_Comm_split_type")?;
             let me = core.engine.rank();
             let node = core.engine.node_of(me).to_string();
             // The node's color: the lowest job rank on it among the members.
@@ -248,7 +270,7 @@ pub fn split_type(
 pub fn create(core: &mut Core, comm: c_int, group: c_int) -> MpiResult<Option<c_int>> {
     let g = core.group(group)?;
     let (ctx, eh, members) = {
-        let c = core.comm(comm)?;
+        let c = intra(core, comm, "MPI_Comm_create")?;
         (c.ctx, c.errhandler, c.members.clone())
     };
     if let Some(stranger) = g.members().iter().find(|m| !members.contains(m)) {

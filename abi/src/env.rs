@@ -2,7 +2,8 @@
 //!
 //! This module owns the library's life cycle: resolving Kestrel's parameters, starting
 //! logging, connecting to the launcher and starting the engine (as the Rust facade does),
-//! creating `MPI_COMM_WORLD` and `MPI_COMM_SELF`, and tearing it all down in order. It
+//! creating `MPI_COMM_WORLD` and `MPI_COMM_SELF` (and, in a spawned job, the parent
+//! inter-communicator), and tearing it all down in order. It
 //! never runs before `MPI_Init` or after `MPI_Finalize` except for the calls MPI allows
 //! then (`MPI_Initialized`, `MPI_Finalized`, `MPI_Get_version`, `MPI_Wtime`).
 
@@ -87,7 +88,9 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
     )
     .map_err(startup)?;
     let mut runtime = Runtime::init(&params).map_err(startup)?;
-    let engine = Engine::new(&params, &mut runtime).map_err(startup)?;
+    let mut engine = Engine::new(&params, &mut runtime).map_err(startup)?;
+    // A spawned job connects back to its parent's root before the program runs.
+    let parent_ctx = crate::dpm::connect_parent(&mut engine)?;
     let me = engine.rank();
     let size = engine.size();
     let mut comms = Slab::default();
@@ -97,6 +100,7 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
             ctx: CTX_WORLD,
             rank: me as i32,
             members: (0..size).collect(),
+            remote: None,
             name: String::new(),
             errhandler: handle::ERRORS_ARE_FATAL,
             attrs: Vec::new(),
@@ -108,6 +112,7 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
             ctx: CTX_SELF,
             rank: 0,
             members: vec![me],
+            remote: None,
             name: String::new(),
             errhandler: handle::ERRORS_ARE_FATAL,
             attrs: Vec::new(),
@@ -131,7 +136,12 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         detached: Vec::new(),
         thread_level: provided,
         main_thread: std::thread::current().id(),
+        parent: handle::COMM_NULL,
     }));
+    if let Some(ctx) = parent_ctx {
+        let core = l.core()?;
+        core.parent = core.new_comm(ctx, handle::ERRORS_ARE_FATAL)?;
+    }
     Ok(provided)
 }
 

@@ -9,7 +9,7 @@
 //! * [`ffi`]: the exported `MPI_*`/`PMPI_*` functions. Each converts its C arguments
 //!   (through [`mem`]) and runs a body under [`api::call`].
 //! * [`api`]: the library lock, and error handlers.
-//! * [`p2p`], [`requests`], [`complete`], [`coll`], [`comm`], [`env`]: the calls' meaning,
+//! * [`p2p`], [`requests`], [`complete`], [`coll`], [`comm`], [`dpm`], [`env`]: the calls' meaning,
 //!   in safe Rust over [`mem::Region`]s and the engine.
 //! * [`types`]: datatypes and packing; [`handle`]: MPICH's handle bits; [`error`]: error
 //!   classes and codes; [`state`]: the tables behind the handles.
@@ -26,6 +26,7 @@ pub mod callbacks;
 pub mod coll;
 pub mod comm;
 pub mod complete;
+pub mod dpm;
 pub mod env;
 pub mod error;
 #[allow(unsafe_code)]

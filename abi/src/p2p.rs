@@ -26,18 +26,29 @@ pub const TAG_UB: c_int = i32::MAX;
 /// its data (MPICH's value, which programs size their buffers with).
 pub const BSEND_OVERHEAD: usize = 96;
 
-/// A checked destination: `None` for `MPI_PROC_NULL`.
+/// What point-to-point ranks of `c` number, for messages.
+fn scope(c: &CommRec) -> &'static str {
+    if c.is_inter() {
+        "the remote group (ranks on an inter-communicator name remote processes)"
+    } else {
+        "a communicator"
+    }
+}
+
+/// A checked destination (a remote rank on an inter-communicator): `None` for
+/// `MPI_PROC_NULL`.
 pub fn dest_rank(c: &CommRec, dest: c_int) -> MpiResult<Option<u32>> {
     if dest == PROC_NULL {
         return Ok(None);
     }
-    if dest < 0 || dest >= c.size() {
+    let n = c.peer_count();
+    if dest < 0 || dest >= n {
         return Err(MpiError::new(
             error::ERR_RANK,
             format!(
-                "rank {dest} is outside a communicator of {} ranks; use 0..{} or MPI_PROC_NULL",
-                c.size(),
-                c.size() - 1
+                "rank {dest} is outside {} of {n} ranks; use 0..{} or MPI_PROC_NULL",
+                scope(c),
+                n - 1
             ),
         ));
     }
@@ -70,13 +81,14 @@ pub fn source_rank(c: &CommRec, source: c_int) -> MpiResult<Source> {
     match source {
         PROC_NULL => Ok(Source::Null),
         ANY_SOURCE => Ok(Source::Any),
-        s if s >= 0 && s < c.size() => Ok(Source::Rank(s as u32)),
+        s if s >= 0 && s < c.peer_count() => Ok(Source::Rank(s as u32)),
         s => Err(MpiError::new(
             error::ERR_RANK,
             format!(
-                "source rank {s} is outside a communicator of {} ranks; use 0..{}, MPI_ANY_SOURCE or MPI_PROC_NULL",
-                c.size(),
-                c.size() - 1
+                "source rank {s} is outside {} of {} ranks; use 0..{}, MPI_ANY_SOURCE or MPI_PROC_NULL",
+                scope(c),
+                c.peer_count(),
+                c.peer_count() - 1
             ),
         )),
     }
@@ -458,11 +470,31 @@ mod tests {
     }
 
     #[test]
+    fn ranks_on_an_inter_communicator_name_the_remote_group() {
+        let c = CommRec {
+            ctx: 9,
+            rank: 1,
+            members: vec![0, 1],
+            remote: Some(vec![5, 6, 7]),
+            name: String::new(),
+            errhandler: 0,
+            attrs: Vec::new(),
+        };
+        assert_eq!(dest_rank(&c, 2).unwrap(), Some(2));
+        let e = dest_rank(&c, 3).unwrap_err();
+        assert_eq!(e.class, error::ERR_RANK);
+        assert!(e.msg.contains("remote group"), "{}", e.msg);
+        assert_eq!(source_rank(&c, 2).unwrap(), Source::Rank(2));
+        assert_eq!(source_rank(&c, 3).unwrap_err().class, error::ERR_RANK);
+    }
+
+    #[test]
     fn tags_and_ranks_are_checked() {
         let c = CommRec {
             ctx: 0,
             rank: 0,
             members: vec![0, 1],
+            remote: None,
             name: String::new(),
             errhandler: 0,
             attrs: Vec::new(),

@@ -115,8 +115,12 @@ pub struct CommRec {
     pub ctx: u16,
     /// This process's rank in it.
     pub rank: i32,
-    /// Its members as job ranks, in rank order.
+    /// Its members as job ranks, in rank order (an inter-communicator's local group; the
+    /// engine's process indices, which are job ranks for this job's processes).
     pub members: Vec<u32>,
+    /// An inter-communicator's remote group, in rank order (`None`: intra-communicator).
+    /// Point-to-point ranks on an inter-communicator name members of this group.
+    pub remote: Option<Vec<u32>>,
     /// `MPI_Comm_set_name`.
     pub name: String,
     /// Its error handler (a handle).
@@ -129,6 +133,20 @@ impl CommRec {
     /// Ranks in the communicator.
     pub fn size(&self) -> i32 {
         self.members.len() as i32
+    }
+
+    /// Whether it is an inter-communicator.
+    pub fn is_inter(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// How many ranks point-to-point calls may address: the remote group's size on an
+    /// inter-communicator, else the communicator's.
+    pub fn peer_count(&self) -> i32 {
+        match &self.remote {
+            Some(r) => r.len() as i32,
+            None => self.size(),
+        }
     }
 }
 
@@ -206,6 +224,9 @@ pub struct Core {
     pub thread_level: c_int,
     /// The thread that called `MPI_Init`.
     pub main_thread: std::thread::ThreadId,
+    /// `MPI_Comm_get_parent`: the inter-communicator to the job that spawned this one
+    /// (`MPI_COMM_NULL` when none, or once it is freed or disconnected).
+    pub parent: c_int,
 }
 
 impl Core {
@@ -252,11 +273,16 @@ impl Core {
         handle::make(Kind::Direct, Obj::Group, self.groups.insert(g))
     }
 
-    /// Registers a communicator for an engine context; returns its handle.
+    /// Registers a communicator (intra or inter) for an engine context; returns its handle.
     pub fn new_comm(&mut self, ctx: u16, errhandler: c_int) -> MpiResult<c_int> {
+        let remote = if self.engine.is_inter(ctx) {
+            self.engine.context_group(ctx).map(<[u32]>::to_vec)
+        } else {
+            None
+        };
         let members = self
             .engine
-            .context_group(ctx)
+            .context_local_group(ctx)
             .ok_or_else(|| {
                 MpiError::new(
                     error::ERR_INTERN,
@@ -270,6 +296,7 @@ impl Core {
             ctx,
             rank,
             members,
+            remote,
             name: String::new(),
             errhandler,
             attrs: Vec::new(),

@@ -1,7 +1,9 @@
 //! The MPICH-ABI C library (`abi/`, `libmpich.so.12`): an unmodified MPICH binary
 //! (Debian's NetPIPE) on Kestrel, the C benchmarks built with Kestrel's `mpicc`, the C
 //! function-group tests of `tests/c/` (each first proven on MPICH), and the header's values
-//! against MPICH's.
+//! against MPICH's. The dynamic-process C tests (`tests/c/dpm_*.c`: connect/accept between
+//! two `kestrel-run`s, spawn, port errors) run on Kestrel only: MPICH's Debian build cannot
+//! run dynamic processes, so they cannot be proven there first.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -402,4 +404,120 @@ fn mpich_binary_on_kestrel_library_under_mpichs_own_launcher() {
         netpipe_rows(&text).iter().any(|r| r.0 == 65536),
         "NetPIPE's table lacks the 64 KiB row:\n{text}"
     );
+}
+
+/// Compiles `tests/c/<name>.c` with Kestrel's mpicc into a fresh scratch directory.
+fn kestrel_c(name: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
+    let exe = dir.join(name);
+    compile_test(mpicc(), name, &exe);
+    (dir, exe)
+}
+
+#[test]
+fn c_server_and_client_jobs_connect_merge_allreduce_and_disconnect() {
+    let (dir, exe) = kestrel_c("dpm_connect");
+    let names = dir.join("names");
+    std::fs::create_dir_all(&names).unwrap();
+    let service = format!("svc-{}", marker("dpm-c"));
+    let launch = |n: &str, mode: &str| {
+        let mut c = kestrel_run(&[
+            "-n",
+            n,
+            "--timeout",
+            "100",
+            "--mca",
+            "dpm_name_dir",
+            names.to_str().unwrap(),
+            exe.to_str().unwrap(),
+            mode,
+            &service,
+        ]);
+        c.current_dir(&dir);
+        c
+    };
+    let server_cmd = launch("2", "server");
+    let client_cmd = launch("3", "client");
+    let server = std::thread::spawn(move || run(server_cmd, DEADLINE));
+    // The client's root looks the name up until the server has published it.
+    let client = run(client_cmd, DEADLINE);
+    let server = server.join().unwrap();
+    assert_passed(&server, "dpm_server", 2, "Kestrel");
+    assert_passed(&client, "dpm_client", 3, "Kestrel");
+    for r in 0..2 {
+        let line = format!("server merged rank {r} of 5: allreduce 10 ok");
+        assert!(server.stdout.contains(&line), "{}", server.show());
+    }
+    for r in 2..5 {
+        let line = format!("client merged rank {r} of 5: allreduce 10 ok");
+        assert!(client.stdout.contains(&line), "{}", client.show());
+    }
+    // The server unpublished its name.
+    let left: Vec<_> = std::fs::read_dir(&names).unwrap().flatten().collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(left.is_empty(), "names left behind: {left:?}");
+}
+
+#[test]
+fn c_parent_of_two_spawns_three_children_that_send_results_back() {
+    let (dir, exe) = kestrel_c("dpm_spawn");
+    let wdir = dir.join("children");
+    std::fs::create_dir_all(&wdir).unwrap();
+    let out = run(
+        kestrel_run(&[
+            "-n",
+            "2",
+            "--timeout",
+            "100",
+            exe.to_str().unwrap(),
+            wdir.to_str().unwrap(),
+        ]),
+        DEADLINE,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // The children's output comes through the parent's kestrel-run.
+    assert_passed_among(&out, "dpm_spawn_parent", 2);
+    assert_passed_among(&out, "dpm_spawn_child", 3);
+    assert!(
+        out.stdout.contains("parent rank 0: 2 results ok"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stdout.contains("parent rank 1: 1 results ok"),
+        "{}",
+        out.show()
+    );
+    for r in 0..3 {
+        let line = format!("child rank {r}: result sent ok");
+        assert!(out.stdout.contains(&line), "{}", out.show());
+    }
+}
+
+/// Like [`assert_passed`], for output holding several programs' PASS lines.
+fn assert_passed_among(out: &Outcome, name: &str, n: usize) {
+    assert!(out.success(), "{name}: {}", out.show());
+    let passed = lines_starting(&out.stdout, &format!("PASS {name} rank "));
+    assert_eq!(passed.len(), n, "{name}: {}", out.show());
+}
+
+#[test]
+fn c_malformed_and_closed_ports_are_mpi_err_port_under_errors_return() {
+    let (dir, exe) = kestrel_c("dpm_errors");
+    let out = run(
+        kestrel_run(&[
+            "-n",
+            "2",
+            "--timeout",
+            "100",
+            // A closed port may also be unreachable: fail fast.
+            "--mca",
+            "dpm_connect_timeout_ms",
+            "3000",
+            exe.to_str().unwrap(),
+        ]),
+        DEADLINE,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_passed(&out, "dpm_errors", 2, "Kestrel");
 }

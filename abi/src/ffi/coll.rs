@@ -344,7 +344,8 @@ mpi_fn! {
     fn MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) -> c_int {
         api::call("MPI_Allgather", comm, |l| {
             let core = l.core()?;
-            let (_, n) = me_n(core, comm)?;
+            // One block per rank of the other group on an inter-communicator.
+            let n = core.comm(comm)?.peer_count() as usize;
             let send = if in_place(sendbuf) {
                 None
             } else {
@@ -363,7 +364,7 @@ mpi_fn! {
     fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) -> c_int {
         api::call("MPI_Allgatherv", comm, |l| {
             let core = l.core()?;
-            let (_, n) = me_n(core, comm)?;
+            let n = core.comm(comm)?.peer_count() as usize;
             let send = if in_place(sendbuf) {
                 None
             } else {

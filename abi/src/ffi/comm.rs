@@ -157,23 +157,58 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Comm_test_inter`: Kestrel has intracommunicators only.
+    /// `MPI_Comm_test_inter`.
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: c_int, flag: *mut c_int) -> c_int {
         api::call("MPI_Comm_test_inter", comm, |l| {
-            l.core()?.comm(comm)?;
+            let inter = l.core()?.comm(comm)?.is_inter();
             // SAFETY: out-parameter (contract).
-            unsafe { mem::put(flag, 0, "flag") }
+            unsafe { mem::put(flag, c_int::from(inter), "flag") }
         })
     }
 }
 
 mpi_fn! {
-    /// `MPI_Comm_get_parent`: `MPI_COMM_NULL` (processes are not spawned by MPI).
+    /// `MPI_Comm_remote_size`.
+    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: c_int, size: *mut c_int) -> c_int {
+        api::call("MPI_Comm_remote_size", comm, |l| {
+            let n = remote_of(l.core()?, comm, "MPI_Comm_remote_size")?.len() as c_int;
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(size, n, "size") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_remote_group`.
+    fn MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: c_int, group: *mut c_int) -> c_int {
+        api::call("MPI_Comm_remote_group", comm, |l| {
+            let core = l.core()?;
+            let members = remote_of(core, comm, "MPI_Comm_remote_group")?.to_vec();
+            let g = core.new_group(kestrel_pml::Group::new(members));
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(group, g, "group") }
+        })
+    }
+}
+
+/// The remote group of an inter-communicator.
+fn remote_of<'a>(core: &'a Core, comm: c_int, what: &str) -> MpiResult<&'a [u32]> {
+    core.comm(comm)?.remote.as_deref().ok_or_else(|| {
+        MpiError::new(
+            error::ERR_COMM,
+            format!("{what} needs an inter-communicator; this one is an intra-communicator (MPI_Comm_test_inter tells them apart)"),
+        )
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Comm_get_parent`: the inter-communicator to the job that spawned this one,
+    /// `MPI_COMM_NULL` when none (or after it was freed or disconnected).
     fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut c_int) -> c_int {
         api::call("MPI_Comm_get_parent", handle::COMM_WORLD, |l| {
-            l.core()?;
+            let p = l.core()?.parent;
             // SAFETY: out-parameter (contract).
-            unsafe { mem::put(parent, handle::COMM_NULL, "parent") }
+            unsafe { mem::put(parent, p, "parent") }
         })
     }
 }

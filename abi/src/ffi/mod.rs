@@ -36,6 +36,7 @@ macro_rules! mpi_fn {
 
 pub mod coll;
 pub mod comm;
+pub mod dpm;
 pub mod dtype;
 pub mod env;
 pub mod p2p;
