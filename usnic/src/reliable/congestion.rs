@@ -29,7 +29,8 @@
 //!   of the last [`MIN_RTT_WINDOW`], so that a small buffer is not left empty;
 //! * a retransmission timeout sets `cwnd` to `loss_window` with a queue (and `ssthresh` to the
 //!   reduced window), to `initial_window` without one (and `ssthresh` to the previous window),
-//!   then slow start; a repeated timeout of the same episode keeps `ssthresh`. The state before the timeout is kept so that
+//!   then slow start; a repeated timeout of the same episode keeps `ssthresh` and sets `cwnd`
+//!   to `loss_window`. The state before the timeout is kept so that
 //!   [`Congestion::undo_timeout`] can restore it when the caller finds the timeout spurious (a
 //!   stalled process, not a lossy network).
 //!
@@ -327,7 +328,8 @@ impl Congestion {
             };
         }
         // Without a queue the losses were not ours to cause: restart like a new connection.
-        self.cwnd = if congested {
+        // A repeated expiry is a silent path: start from the smallest window.
+        self.cwnd = if congested || repeated {
             self.loss_window
         } else {
             self.initial_window.min(self.ssthresh)

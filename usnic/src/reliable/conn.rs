@@ -682,6 +682,21 @@ impl Connection {
                     lost += 1;
                 }
             }
+            // The collapsed window lets only a few out per round trip: they must be the
+            // oldest (the hole that holds the cumulative ACK back), not whatever was declared
+            // lost first.
+            self.resend.clear();
+            for (i, seg) in self.in_flight.iter().enumerate() {
+                if seg.lost {
+                    let reason = if seg.timed_out {
+                        LossReason::Timeout
+                    } else {
+                        LossReason::Fast
+                    };
+                    self.resend
+                        .push_back((self.snd_una.wrapping_add(i as u16), reason));
+                }
+            }
             self.rtt.backoff = (self.rtt.backoff + 1).min(MAX_BACKOFF);
             tracing::debug!(
                 target: "usnic",
@@ -1119,14 +1134,23 @@ impl Connection {
         // Only a segment sent once says unambiguously which transmission arrived (Karn): a
         // retransmitted one may be answered for its first copy, and taking its latest
         // transmission number would declare everything sent in between lost.
-        let mut note = |seg: &SentSegment, delivered: &mut u64| {
+        // `timed`: whether the delivery may also give a round-trip sample.
+        let mut note = |seg: &SentSegment, delivered: &mut u64, timed: bool| {
             if seg.transmissions == 1 {
                 *delivered = (*delivered).max(seg.order);
-                if sample.is_none_or(|(o, _)| seg.order > o) {
+                if timed && sample.is_none_or(|(o, _)| seg.order > o) {
                     sample = Some((seg.order, seg.sent_at));
                 }
             }
         };
+        // A cumulative ACK that fills a hole also covers segments that arrived long before
+        // (without selective ACKs the sender never heard of them): their wait for the repair
+        // is no round trip.
+        let hole_filled = self
+            .in_flight
+            .iter()
+            .take(advance)
+            .any(|s| s.transmissions > 1 && !s.sacked);
         let mut newly = 0u32;
         let mut spurious_rto = false;
         if advance > 0 {
@@ -1139,7 +1163,7 @@ impl Connection {
                 }
                 if !seg.sacked {
                     newly += 1;
-                    note(&seg, &mut self.delivered_order);
+                    note(&seg, &mut self.delivered_order, !hole_filled);
                 }
                 // Declared lost by the timer and not resent since, yet received: the copy sent
                 // before the expiry arrived.
@@ -1206,7 +1230,7 @@ impl Connection {
                         seg.lost = false;
                         let seg = *seg;
                         this.stats.sacked += 1;
-                        note(&seg, &mut this.delivered_order);
+                        note(&seg, &mut this.delivered_order, true);
                     }
                 }
             };
