@@ -869,7 +869,8 @@ impl Sim {
         // The recount is linear in the window: every step while windows are small, then
         // sampled.
         #[cfg(test)]
-        if self.steps % 64 == 0 || self.a.conn.in_flight() + self.b.conn.in_flight() < 256 {
+        if self.steps.is_multiple_of(64) || self.a.conn.in_flight() + self.b.conn.in_flight() < 256
+        {
             self.a.conn.check_invariants();
             self.b.conn.check_invariants();
         }
