@@ -1134,26 +1134,18 @@ impl Connection {
         // Only a segment sent once says unambiguously which transmission arrived (Karn): a
         // retransmitted one may be answered for its first copy, and taking its latest
         // transmission number would declare everything sent in between lost.
-        // `timed`: whether the delivery may also give a round-trip sample.
-        let mut note = |seg: &SentSegment, delivered: &mut u64, timed: bool| {
+        let note = |seg: &SentSegment, delivered: &mut u64, sample: &mut Option<(u64, Instant)>| {
             if seg.transmissions == 1 {
                 *delivered = (*delivered).max(seg.order);
-                if timed && sample.is_none_or(|(o, _)| seg.order > o) {
-                    sample = Some((seg.order, seg.sent_at));
+                if sample.is_none_or(|(o, _)| seg.order > o) {
+                    *sample = Some((seg.order, seg.sent_at));
                 }
             }
         };
-        // A cumulative ACK that fills a hole also covers segments that arrived long before
-        // (without selective ACKs the sender never heard of them): their wait for the repair
-        // is no round trip.
-        let hole_filled = self
-            .in_flight
-            .iter()
-            .take(advance)
-            .any(|s| s.transmissions > 1 && !s.sacked);
         let mut newly = 0u32;
         let mut spurious_rto = false;
         if advance > 0 {
+            let mut hole_filled = false;
             for _ in 0..advance {
                 let Some(seg) = self.in_flight.pop_front() else {
                     break;
@@ -1163,7 +1155,8 @@ impl Connection {
                 }
                 if !seg.sacked {
                     newly += 1;
-                    note(&seg, &mut self.delivered_order, !hole_filled);
+                    hole_filled |= seg.transmissions > 1;
+                    note(&seg, &mut self.delivered_order, &mut sample);
                 }
                 // Declared lost by the timer and not resent since, yet received: the copy sent
                 // before the expiry arrived.
@@ -1183,6 +1176,12 @@ impl Connection {
                 }
             }
             self.snd_una = self.snd_una.wrapping_add(advance as u16);
+            if hole_filled {
+                // A cumulative ACK that fills a hole also covers segments that arrived long
+                // before (without selective ACKs the sender never heard of them): their wait
+                // for the repair is no round trip.
+                sample = None;
+            }
             if let Some(rto_order) = self.rto_order.take() {
                 // Without selective ACKs the sender never learnt of segments received beyond
                 // a hole, so the cumulative ACK jumping over them once the hole is filled is
@@ -1230,7 +1229,7 @@ impl Connection {
                         seg.lost = false;
                         let seg = *seg;
                         this.stats.sacked += 1;
-                        note(&seg, &mut this.delivered_order, true);
+                        note(&seg, &mut this.delivered_order, &mut sample);
                     }
                 }
             };
