@@ -94,7 +94,7 @@ impl Default for Config {
             window: 4096,
             max_datagram: 1472,
             rto_initial: Duration::from_millis(5),
-            rto_min: Duration::from_millis(1),
+            rto_min: Duration::from_millis(5),
             rto_max: Duration::from_millis(250),
             ack_delay: Duration::from_micros(100),
             ack_every: 16,
@@ -108,7 +108,7 @@ impl Default for Config {
             initial_window: 32,
             loss_window: 2,
             queue_threshold: 16,
-            tail_probe_min: Duration::from_millis(1),
+            tail_probe_min: Duration::from_micros(500),
             tail_probes: 2,
         }
     }
@@ -272,8 +272,8 @@ pub static RTO_MIN_US: Param<i64> = Param::new(ParamSpec {
         min: 100,
         max: 10_000_000,
     },
-    default: "1000",
-    description: "Lower bound in microseconds of the measured retransmission timeout.",
+    default: "5000",
+    description: "Lower bound in microseconds of the measured retransmission timeout (above this machine's multi-millisecond scheduling stalls; tail-loss probes repair single losses sooner).",
 });
 
 /// `KESTREL_USNIC_RTO_MAX_US`.
@@ -428,7 +428,7 @@ pub static TAIL_PROBE_MIN_US: Param<i64> = Param::new(ParamSpec {
         min: 100,
         max: 10_000_000,
     },
-    default: "1000",
+    default: "500",
     description: "Lower bound in microseconds of the tail-loss probe timeout (2 x smoothed round trip + usnic_ack_delay_us): with data outstanding and no acknowledgement for that long, one segment is resent, without touching the congestion window, before the retransmission timeout declares everything lost.",
 });
 

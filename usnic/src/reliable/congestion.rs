@@ -29,7 +29,8 @@
 //!   of the last [`MIN_RTT_WINDOW`], so that a small buffer is not left empty;
 //! * a retransmission timeout sets `cwnd` to `loss_window` with a queue (and `ssthresh` to the
 //!   reduced window), to `initial_window` without one (and `ssthresh` to the previous window),
-//!   then slow start; a repeated timeout of the same episode keeps `ssthresh`. The state before the timeout is kept so that
+//!   then slow start; a repeated timeout of the same episode keeps `ssthresh` and sets `cwnd`
+//!   to `loss_window`. The state before the timeout is kept so that
 //!   [`Congestion::undo_timeout`] can restore it when the caller finds the timeout spurious (a
 //!   stalled process, not a lossy network).
 //!
@@ -109,10 +110,12 @@ pub(super) struct Congestion {
     /// Smallest round-trip sample of this round and of the previous one.
     rtt_round: Option<Duration>,
     rtt_prev_round: Option<Duration>,
-    /// Delivery rate of the last `BW_ROUNDS` rounds, in segments per second.
-    bw_samples: [u64; BW_ROUNDS],
+    /// Segments delivered by each of the last `BW_ROUNDS` rounds, with when it began and
+    /// ended (the arithmetic is left to the rare loss that needs the rate: a round ends on
+    /// every ACK of a ping-pong).
+    bw_samples: [Option<(u32, Instant, Instant)>; BW_ROUNDS],
     bw_next: usize,
-    /// Smallest round-trip sample and when it was taken.
+    /// Smallest round-trip sample, and until when it is trusted.
     min_rtt: Option<(Duration, Instant)>,
     undo: Option<Snapshot>,
 }
@@ -144,7 +147,7 @@ impl Congestion {
             round_start: None,
             rtt_round: None,
             rtt_prev_round: None,
-            bw_samples: [0; BW_ROUNDS],
+            bw_samples: [None; BW_ROUNDS],
             bw_next: 0,
             min_rtt: None,
             undo: None,
@@ -183,8 +186,17 @@ impl Congestion {
         let Some((rtt, _)) = self.min_rtt else {
             return 0;
         };
-        let bw = self.bw_samples.iter().copied().max().unwrap_or(0);
-        let segments = u128::from(bw) * rtt.as_nanos() / 1_000_000_000;
+        let rtt = rtt.as_nanos();
+        let segments = self
+            .bw_samples
+            .iter()
+            .flatten()
+            .filter_map(|&(delivered, start, end)| {
+                let ns = end.saturating_duration_since(start).as_nanos();
+                (u128::from(delivered) * rtt).checked_div(ns)
+            })
+            .max()
+            .unwrap_or(0);
         segments.min(u128::from(self.max)) as u32
     }
 
@@ -206,10 +218,11 @@ impl Congestion {
 
     /// A round-trip sample (of a segment sent once) taken at `now`.
     pub(super) fn on_rtt_sample(&mut self, rtt: Duration, now: Instant) {
-        let stale =
-            |(_, at): (Duration, Instant)| now.saturating_duration_since(at) > MIN_RTT_WINDOW;
-        if self.min_rtt.is_none_or(|m| rtt <= m.0 || stale(m)) {
-            self.min_rtt = Some((rtt, now));
+        if self
+            .min_rtt
+            .is_none_or(|(min, trusted_until)| rtt < min || now > trusted_until)
+        {
+            self.min_rtt = Some((rtt, now.checked_add(MIN_RTT_WINDOW).unwrap_or(now)));
         }
         if self.rtt_round.is_none_or(|r| rtt < r) {
             self.rtt_round = Some(rtt);
@@ -219,6 +232,7 @@ impl Congestion {
     /// An ACK arrived at `now`. `newly` segments were acknowledged for the first time;
     /// `delivered_order` is the newest transmission known delivered, `next_order` the number
     /// of the next one; `snd_una` the oldest unacknowledged sequence number after the ACK.
+    #[inline]
     pub(super) fn on_ack(
         &mut self,
         newly: u32,
@@ -267,11 +281,8 @@ impl Congestion {
         // A round lasts at least one round trip (a transmission sent after it began was
         // delivered), so a burst of ACKs processed at once cannot fake a high rate.
         if let Some(start) = self.round_start {
-            let ns = now.saturating_duration_since(start).as_nanos();
-            if let Some(rate) = (u128::from(self.round_delivered) * 1_000_000_000).checked_div(ns) {
-                self.bw_samples[self.bw_next] = rate.min(u128::from(u64::MAX)) as u64;
-                self.bw_next = (self.bw_next + 1) % BW_ROUNDS;
-            }
+            self.bw_samples[self.bw_next] = Some((self.round_delivered, start, now));
+            self.bw_next = (self.bw_next + 1) % BW_ROUNDS;
         }
         self.round_start = Some(now);
         self.round_delivered = 0;
@@ -327,7 +338,8 @@ impl Congestion {
             };
         }
         // Without a queue the losses were not ours to cause: restart like a new connection.
-        self.cwnd = if congested {
+        // A repeated expiry is a silent path: start from the smallest window.
+        self.cwnd = if congested || repeated {
             self.loss_window
         } else {
             self.initial_window.min(self.ssthresh)

@@ -2,7 +2,8 @@
 //! machine.
 //!
 //! This module owns the sender window, loss detection, retransmission, acknowledgement
-//! scheduling, reassembly and delivery order of one (peer, rail) pair. It must never do I/O,
+//! scheduling, reassembly and delivery order of one (peer, rail) pair, and feeds the
+//! congestion window ([`super::congestion`]) what it needs. It must never do I/O,
 //! read the clock (time comes in as `now` arguments, which must not go backwards), allocate per
 //! datagram on the steady path, or panic on anything a peer sends.
 //!
@@ -10,7 +11,11 @@
 //!
 //! * Messages are cut into segments of at most `max_datagram - HEADER_LEN` payload bytes, each
 //!   with a 16-bit sequence number; a message of 0 bytes is one empty segment.
-//! * The sender keeps at most `window` segments unacknowledged. ACKs are cumulative (the last
+//! * The sender keeps at most `window` segments unacknowledged (the flow window, which the
+//!   receiver's reorder buffer matches), and at most the congestion window of them in the
+//!   network: `pipe`, the segments sent and neither acknowledged, reported received nor
+//!   declared lost, stays below `cwnd` for new data and retransmissions alike (RFC 6675; the
+//!   first retransmission of a loss episode goes out at once). ACKs are cumulative (the last
 //!   in-order segment received), piggybacked on every DATA, and otherwise sent alone after
 //!   `ack_delay`, after `ack_every` in-order segments, or at once when something arrived out
 //!   of order, twice, or outside the window (the sender learns of a loss from those).
@@ -23,10 +28,25 @@
 //!   selectively; with `selective_ack` off, `reorder_threshold` duplicate standalone ACKs
 //!   retransmit the first unacknowledged segment, once per value of the cumulative ACK;
 //!   and when the oldest transmission still unanswered is older than the retransmission
-//!   timeout, every segment neither acknowledged nor reported received is retransmitted and
-//!   the timeout doubles (up to `rto_max`; any acknowledgement progress, cumulative or
-//!   selective, resets it once a round trip has been measured). The timeout follows RFC 6298 from round-trip samples of
-//!   segments sent once (Karn), clamped to `[rto_min, rto_max]`.
+//!   timeout, every segment neither acknowledged nor reported received is declared lost and
+//!   queued oldest first (the collapsed congestion window lets only a few out per round trip),
+//!   and the timeout doubles (up to `rto_max`; any acknowledgement progress, cumulative or
+//!   selective, resets it once a round trip has been measured). The timeout follows RFC 6298
+//!   from round-trip samples of segments sent once (Karn) and not covered late by a
+//!   cumulative ACK that filled a hole, clamped to `[rto_min, rto_max]`.
+//! * Tail-loss probes (RFC 8985 spirit): with something unanswered and neither an
+//!   acknowledgement nor a transmission for `max(2 srtt + ack_delay, tail_probe_min)`, one
+//!   segment is resent (one declared lost and waiting for the window, else the oldest
+//!   unanswered) whatever the window, without touching it; up to `tail_probes` times per quiet
+//!   period, the timeout doubling each time. A single lost segment at the end of a burst (or a
+//!   lost last ACK that stops the ACK clock) is repaired after a probe timeout, well before
+//!   `rto_min`, which can therefore stay above this machine's multi-millisecond stalls.
+//! * A timer expiry is found spurious (F-RTO's test, RFC 5682) when the next cumulative
+//!   progress covers a segment it declared lost and that was not resent since: the copy sent
+//!   before the expiry arrived, the peer (or this process) was stalled. The congestion window
+//!   is restored and the remaining segments it declared lost are presumed in the network
+//!   again, with a fresh timer, instead of all being resent. Only with `selective_ack`: without
+//!   it the sender never learnt of segments received beyond a hole.
 //! * With data outstanding and no cumulative progress for `fail_after`, the connection fails:
 //!   it stops sending data, and [`Connection::take_unacknowledged`] hands every message not
 //!   fully acknowledged back, in order, for another rail.
@@ -36,7 +56,10 @@
 //! Method groups as in quinn-proto: getters; `handle_*` (input from the network or a timer);
 //! mutators (`send`, `take_unacknowledged`, `recycle`); `poll_*` (output). After any input or
 //! mutation, call `poll_deliver` until `None`, then `poll_transmit` until `None`, then
-//! `poll_timeout` to learn when to call `handle_timeout`.
+//! `poll_timeout` to learn when to call `handle_timeout`. A driver should hand over the
+//! datagrams it has already received before running due timers: after this process was
+//! descheduled, the ACKs waiting in its socket would otherwise arrive after a timer that
+//! expired during the stall (the expiry is then undone, but its resends went out).
 //!
 //! # Memory bounds
 //!
@@ -682,6 +705,21 @@ impl Connection {
                     lost += 1;
                 }
             }
+            // The collapsed window lets only a few out per round trip: they must be the
+            // oldest (the hole that holds the cumulative ACK back), not whatever was declared
+            // lost first.
+            self.resend.clear();
+            for (i, seg) in self.in_flight.iter().enumerate() {
+                if seg.lost {
+                    let reason = if seg.timed_out {
+                        LossReason::Timeout
+                    } else {
+                        LossReason::Fast
+                    };
+                    self.resend
+                        .push_back((self.snd_una.wrapping_add(i as u16), reason));
+                }
+            }
             self.rtt.backoff = (self.rtt.backoff + 1).min(MAX_BACKOFF);
             tracing::debug!(
                 target: "usnic",
@@ -1119,17 +1157,18 @@ impl Connection {
         // Only a segment sent once says unambiguously which transmission arrived (Karn): a
         // retransmitted one may be answered for its first copy, and taking its latest
         // transmission number would declare everything sent in between lost.
-        let mut note = |seg: &SentSegment, delivered: &mut u64| {
+        let note = |seg: &SentSegment, delivered: &mut u64, sample: &mut Option<(u64, Instant)>| {
             if seg.transmissions == 1 {
                 *delivered = (*delivered).max(seg.order);
                 if sample.is_none_or(|(o, _)| seg.order > o) {
-                    sample = Some((seg.order, seg.sent_at));
+                    *sample = Some((seg.order, seg.sent_at));
                 }
             }
         };
         let mut newly = 0u32;
         let mut spurious_rto = false;
         if advance > 0 {
+            let mut hole_filled = false;
             for _ in 0..advance {
                 let Some(seg) = self.in_flight.pop_front() else {
                     break;
@@ -1139,7 +1178,8 @@ impl Connection {
                 }
                 if !seg.sacked {
                     newly += 1;
-                    note(&seg, &mut self.delivered_order);
+                    hole_filled |= seg.transmissions > 1;
+                    note(&seg, &mut self.delivered_order, &mut sample);
                 }
                 // Declared lost by the timer and not resent since, yet received: the copy sent
                 // before the expiry arrived.
@@ -1159,6 +1199,12 @@ impl Connection {
                 }
             }
             self.snd_una = self.snd_una.wrapping_add(advance as u16);
+            if hole_filled {
+                // A cumulative ACK that fills a hole also covers segments that arrived long
+                // before (without selective ACKs the sender never heard of them): their wait
+                // for the repair is no round trip.
+                sample = None;
+            }
             if let Some(rto_order) = self.rto_order.take() {
                 // Without selective ACKs the sender never learnt of segments received beyond
                 // a hole, so the cumulative ACK jumping over them once the hole is filled is
@@ -1206,7 +1252,7 @@ impl Connection {
                         seg.lost = false;
                         let seg = *seg;
                         this.stats.sacked += 1;
-                        note(&seg, &mut this.delivered_order);
+                        note(&seg, &mut this.delivered_order, &mut sample);
                     }
                 }
             };

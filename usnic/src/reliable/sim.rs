@@ -115,7 +115,8 @@ pub enum Drain {
 }
 
 /// Periodic stalls of one process (descheduled, or busy elsewhere): `length` out of every
-/// `every`, the first one starting `every` after the start. While stalled the process does not
+/// `every`, the first one starting `every` after the start (a `length` of `every` or more
+/// overlaps into one endless stall). While stalled the process does not
 /// read its receive buffer (which keeps filling, and overflowing), send, or run its timers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stalls {
@@ -456,6 +457,8 @@ pub struct Side {
     send_times: VecDeque<Instant>,
     /// This process's stalls (set with [`Sim::set_stalls`]).
     stalls: Option<Stalls>,
+    /// The next message, generated but refused with would-block (kept, not regenerated).
+    pending: Option<Vec<u8>>,
 }
 
 /// Distribution of message latencies.
@@ -641,6 +644,7 @@ impl Sim {
             latencies: Vec::new(),
             send_times: VecDeque::new(),
             stalls: None,
+            pending: None,
         };
         Ok(Sim {
             now: start,
@@ -714,7 +718,10 @@ impl Sim {
     fn feed(side: &mut Side, now: Instant) -> Result<(), SimError> {
         while side.sent < side.workload.count {
             let i = side.sent;
-            let bytes = side.workload.bytes(i);
+            let bytes = match side.pending.take() {
+                Some(b) => b,
+                None => side.workload.bytes(i),
+            };
             match side.conn.send(Workload::am(i), &[&bytes]) {
                 Ok(()) => {
                     side.sent += 1;
@@ -722,6 +729,7 @@ impl Sim {
                 }
                 Err(SendError::WouldBlock) => {
                     side.would_block += 1;
+                    side.pending = Some(bytes);
                     break;
                 }
                 Err(SendError::Failed | SendError::Closed) => break,
@@ -858,7 +866,10 @@ impl Sim {
             &mut self.rng,
             &mut self.buf,
         );
+        // The recount is linear in the window: every step while windows are small, then
+        // sampled.
         #[cfg(test)]
+        if self.steps.is_multiple_of(64) || self.a.conn.in_flight() + self.b.conn.in_flight() < 256
         {
             self.a.conn.check_invariants();
             self.b.conn.check_invariants();

@@ -347,14 +347,22 @@ fn lost_acks_only() {
 
 #[test]
 fn tail_loss_is_repaired_by_the_timer_with_backoff() {
-    // The last segment of a burst has no successor to reveal its loss: the timer does.
-    let mut s = sim(
+    // The last segment of a burst has no successor to reveal its loss: the timer does (with
+    // tail-loss probes off; see the next test for them).
+    let c = Config {
+        tail_probes: 0,
+        ..cfg()
+    };
+    let mut s = Sim::new(
+        c.clone(),
+        c.clone(),
         LinkConfig::clean(),
         LinkConfig::clean(),
         Workload::fixed(10, 100, 31),
         Workload::none(),
         32,
-    );
+    )
+    .unwrap();
     let mut dropped = 0;
     s.ab.filter = Some(Box::new(move |_, bytes| {
         let last = wire::decode(bytes, SIM_KEY)
@@ -369,13 +377,54 @@ fn tail_loss_is_repaired_by_the_timer_with_backoff() {
     let r = drive("tail loss", &mut s);
     assert_eq!(r.stats.0.resent_timeout, 3, "{}", r.stats.0);
     assert_eq!(r.stats.0.rto_events, 3);
-    // Timeouts double: after the first RTT sample (~20 µs) the timer sits at rto_min (1 ms),
-    // then 2 ms and 4 ms: about 7 ms in all.
+    // Timeouts double: after the first RTT sample (~20 µs) the timer sits at rto_min, then
+    // twice and four times that: 7 * rto_min in all.
+    let expected = c.rto_min * 7;
     assert!(
-        r.elapsed >= Duration::from_millis(7) && r.elapsed < Duration::from_millis(8),
+        r.elapsed >= expected && r.elapsed < expected + Duration::from_millis(1),
         "{:?}",
         r.elapsed
     );
+}
+
+#[test]
+fn tail_loss_is_repaired_by_a_probe_before_the_timer() {
+    let c = cfg();
+    let mut s = sim(
+        LinkConfig::clean(),
+        LinkConfig::clean(),
+        Workload::fixed(10, 100, 31),
+        Workload::none(),
+        32,
+    );
+    let mut dropped = 0;
+    s.ab.filter = Some(Box::new(move |_, bytes| {
+        let last = wire::decode(bytes, SIM_KEY)
+            .is_ok_and(|(h, _)| matches!(h.body, Body::Data(d) if d.seq == 9));
+        // Lose the tail segment and the first probe: the second probe repairs it.
+        if last && dropped < 2 {
+            dropped += 1;
+            return true;
+        }
+        false
+    }));
+    let r = drive("tail probe", &mut s);
+    let st = &r.stats.0;
+    assert_eq!(
+        (st.resent_probe, st.rto_events, st.resent_timeout),
+        (2, 0, 0),
+        "{st}"
+    );
+    // The window was not touched: a probe is no congestion signal.
+    assert_eq!(s.a.conn.cwnd(), u32::from(c.initial_window));
+    // Probes after max(2 srtt + ack delay, floor), then twice that: well before rto_min.
+    let first = c.tail_probe_min.max(c.ack_delay);
+    assert!(
+        r.elapsed >= first * 3 && r.elapsed < first * 3 + Duration::from_micros(300),
+        "{:?}",
+        r.elapsed
+    );
+    assert!(r.elapsed < c.rto_min);
 }
 
 #[test]
@@ -872,5 +921,456 @@ fn seed_sweep_under_heavy_impairments() {
             .drive(Limits::default())
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         println!("seed {seed}: {:?}", r.elapsed);
+    }
+}
+
+// ---------------------------------------------------------------- bottleneck and stalls
+
+/// Bytes per second the receiver drains in the bottleneck scenarios (4 Gb/s): the sender's
+/// 10 Gb/s link is 2.5 times faster, as a sender's `sendto` on a veth is faster than the
+/// receiving process.
+const DRAIN_RATE: u64 = 500_000_000;
+/// The receive buffer of the measured path: net.core.rmem_default 212992 B, ~140 datagrams.
+const RCVBUF_DATAGRAMS: usize = 140;
+
+/// A fast sender into a receiver that drains its 140-datagram socket buffer at `DRAIN_RATE`;
+/// the ACK direction has the same buffer (drained as fast, ACKs being small).
+fn bottleneck_links() -> (LinkConfig, LinkConfig) {
+    let drain = super::sim::Drain::Rate {
+        bytes_per_sec: DRAIN_RATE,
+    };
+    let ab = LinkConfig::clean().with_receive_buffer(RCVBUF_DATAGRAMS, drain);
+    let ba = LinkConfig::clean().with_receive_buffer(RCVBUF_DATAGRAMS, drain);
+    (ab, ba)
+}
+
+/// osu_bw's message sizes from 64 KiB to 4 MiB, `per_size` messages each.
+fn osu_bw_sizes(per_size: u64, seed: u64) -> Workload {
+    let sizes: Vec<usize> = (16..=22).map(|p| 1usize << p).collect();
+    let n = sizes.len() as u64;
+    Workload {
+        count: n * per_size,
+        size: Box::new(move |i| sizes[(i / per_size) as usize]),
+        seed,
+    }
+}
+
+/// Goodput as a fraction of the drain rate, and resent segments as a fraction of segments
+/// sent, for a run that completed.
+fn bottleneck_figures(r: &Report) -> (f64, f64) {
+    let st = &r.stats.0;
+    let goodput = r.bytes_delivered.1 as f64 / r.elapsed.as_secs_f64();
+    let resent = (st.resent_timeout + st.resent_fast + st.resent_probe) as f64;
+    (
+        goodput / DRAIN_RATE as f64,
+        resent / st.segments_sent as f64,
+    )
+}
+
+fn bottleneck_run(c: Config, per_size: u64) -> Report {
+    let (ab, ba) = bottleneck_links();
+    let mut s = Sim::new(
+        c.clone(),
+        c,
+        ab,
+        ba,
+        osu_bw_sizes(per_size, 60),
+        Workload::none(),
+        61,
+    )
+    .unwrap();
+    drive("bottleneck", &mut s)
+}
+
+#[test]
+fn receive_buffer_bottleneck_is_filled_without_retransmission_storms() {
+    // osu_bw's sizes (64 KiB..4 MiB, twice each, ~16 MB) with the default 4096-segment window.
+    let r = bottleneck_run(cfg(), 2);
+    let (goodput, resent) = bottleneck_figures(&r);
+    println!(
+        "with congestion control: {:.1} % of the drain rate, {:.2} % resent, buffer overflows {} of {} datagrams",
+        goodput * 100.0,
+        resent * 100.0,
+        r.links.0.overflowed,
+        r.links.0.offered
+    );
+    // 1440 of every 1472 bytes are payload: 97.8 % is the ceiling.
+    assert!(goodput > 0.93, "goodput {:.3} of the drain rate", goodput);
+    assert!(resent < 0.02, "resent {:.3} of segments sent", resent);
+    assert_eq!(r.stats.0.rto_events, 0, "{}", r.stats.0);
+    // The same without congestion control: the window alone overflows the buffer.
+    let off = Config {
+        congestion_control: super::config::CcAlgorithm::Off,
+        ..cfg()
+    };
+    let r = bottleneck_run(off, 2);
+    let (goodput_off, resent_off) = bottleneck_figures(&r);
+    println!(
+        "without: {:.1} % of the drain rate, {:.1} % resent ({} by timeout), buffer overflows {} of {} datagrams",
+        goodput_off * 100.0,
+        resent_off * 100.0,
+        r.stats.0.resent_timeout,
+        r.links.0.overflowed,
+        r.links.0.offered
+    );
+    assert!(
+        resent_off > 0.5,
+        "resent {resent_off:.3} without congestion control"
+    );
+}
+
+#[test]
+fn polling_receiver_bottleneck_is_filled_without_retransmission_storms() {
+    // A receiver whose progress loop wakes every 20 µs and reads at most 8 datagrams: about
+    // 590 MB/s, with the 140-datagram buffer in front.
+    let poll = super::sim::Drain::Poll {
+        interval: Duration::from_micros(20),
+        batch: 8,
+    };
+    let capacity = 8.0 * 1472.0 / 20e-6;
+    let ab = LinkConfig::clean().with_receive_buffer(RCVBUF_DATAGRAMS, poll);
+    let ba = LinkConfig::clean().with_receive_buffer(RCVBUF_DATAGRAMS, poll);
+    let mut s = Sim::new(
+        cfg(),
+        cfg(),
+        ab,
+        ba,
+        osu_bw_sizes(2, 62),
+        Workload::none(),
+        63,
+    )
+    .unwrap();
+    let r = drive("polling receiver", &mut s);
+    let st = &r.stats.0;
+    let goodput = r.bytes_delivered.1 as f64 / r.elapsed.as_secs_f64() / capacity;
+    let resent = resent(st) as f64 / st.segments_sent as f64;
+    println!(
+        "polling receiver: {:.1} % of its capacity, {:.2} % resent",
+        goodput * 100.0,
+        resent * 100.0
+    );
+    assert!(goodput > 0.9, "goodput {goodput:.3} of capacity");
+    assert!(resent < 0.05, "resent {resent:.3}");
+}
+
+/// Stalls of 3 ms at a tighter period than the sweep's, so that a short debug run sees many.
+fn frequent_stalls(s: &mut Sim) {
+    use super::sim::Stalls;
+    let length = Duration::from_millis(3);
+    for (end, every) in [(End::B, 20), (End::A, 23)] {
+        let every = Duration::from_millis(every);
+        s.set_stalls(end, Some(Stalls { every, length }));
+    }
+}
+
+#[test]
+fn stalls_cost_at_most_a_probe_each_and_never_a_timeout() {
+    let c = cfg();
+    let link = LinkConfig {
+        delay: Duration::from_micros(25),
+        ..LinkConfig::clean()
+    };
+    let mut s = Sim::new(
+        c.clone(),
+        c,
+        link.clone(),
+        link,
+        Workload::fixed(0, 8, 80),
+        Workload::fixed(0, 8, 81),
+        82,
+    )
+    .unwrap();
+    frequent_stalls(&mut s);
+    let rounds = 4000u64;
+    for i in 1..=rounds {
+        s.a.workload.count = i;
+        s.run_until(Limits::default(), |s| s.b.received == i)
+            .unwrap();
+        s.b.workload.count = i;
+        s.run_until(Limits::default(), |s| s.a.received == i)
+            .unwrap();
+    }
+    let (a, b) = (s.a.conn.stats().clone(), s.b.conn.stats().clone());
+    let stalls = (s.elapsed().as_millis() / 20 + s.elapsed().as_millis() / 23) as u64;
+    println!(
+        "ping-pong over {stalls} stalls of 3 ms: {:?}; A {a} | B {b}",
+        s.elapsed()
+    );
+    assert!(stalls >= 8, "{stalls}");
+    // No loss here: every resend is spurious. The timer stays above the stall; only probes
+    // (at most the two allowed per stall and side) go out.
+    assert_eq!(a.rto_events + b.rto_events, 0, "A {a} B {b}");
+    assert_eq!(a.resent_fast + b.resent_fast, 0);
+    assert!(a.resent_probe + b.resent_probe <= 2 * stalls, "A {a} B {b}");
+    assert!(
+        a.resent_probe + b.resent_probe > 0,
+        "the stalls were not felt"
+    );
+}
+
+#[test]
+fn five_percent_loss_is_repaired_by_probes_within_a_millisecond() {
+    let link = LinkConfig {
+        delay: Duration::from_micros(25),
+        ..LinkConfig::clean().with_loss(0.05)
+    };
+    let (lat, r) = ping_pong_run(cfg(), link, 4000, None);
+    println!("ping-pong at 5 % loss: {lat}; A {}", r.stats.0);
+    // About 10 % of rounds lose a datagram; each is repaired by a probe after the 500 µs
+    // floor, not by the 5 ms timer.
+    assert!(lat.p99 < Duration::from_millis(1), "{lat}");
+    assert!(lat.p50 < Duration::from_micros(60), "{lat}");
+    assert!(r.stats.0.resent_probe > 0, "{}", r.stats.0);
+}
+
+#[test]
+fn stalls_and_five_percent_loss_keep_the_tail_short() {
+    let link = LinkConfig {
+        delay: Duration::from_micros(25),
+        ..LinkConfig::clean().with_loss(0.05)
+    };
+    let mut s = Sim::new(
+        cfg(),
+        cfg(),
+        link.clone(),
+        link,
+        Workload::fixed(0, 8, 83),
+        Workload::fixed(0, 8, 84),
+        85,
+    )
+    .unwrap();
+    frequent_stalls(&mut s);
+    let rounds = 4000u64;
+    let mut rtts = Vec::new();
+    for i in 1..=rounds {
+        let t = s.now;
+        s.a.workload.count = i;
+        s.run_until(Limits::default(), |s| s.b.received == i)
+            .unwrap();
+        s.b.workload.count = i;
+        s.run_until(Limits::default(), |s| s.a.received == i)
+            .unwrap();
+        rtts.push(s.now - t);
+    }
+    rtts.sort_unstable();
+    let (p50, p99, max) = (
+        rtts[rtts.len() / 2],
+        rtts[rtts.len() * 99 / 100],
+        rtts[rtts.len() - 1],
+    );
+    println!(
+        "ping-pong at 5 % loss with stalls: {:?} for {rounds} rounds, p50 {p50:?} p99 {p99:?} max {max:?}; A {}",
+        s.elapsed(),
+        s.a.conn.stats()
+    );
+    // The worst round: a stall plus a probe or two, or a timer expiry.
+    assert!(max < Duration::from_millis(25), "max {max:?}");
+    assert_eq!(s.a.received, rounds);
+}
+
+#[test]
+fn a_timeout_during_a_peer_stall_is_found_spurious_and_undone() {
+    use super::sim::Stalls;
+    // A long stream, and the receiver stalls once for 8 ms (longer than the timeout) 10 ms
+    // into it (the next stall of the period would come at 20 ms; it is removed before).
+    let (ab, ba) = bottleneck_links();
+    let mut s = Sim::new(
+        cfg(),
+        cfg(),
+        ab,
+        ba,
+        Workload::fixed(3000, 8000, 86),
+        Workload::none(),
+        87,
+    )
+    .unwrap();
+    let stall = Stalls {
+        every: Duration::from_millis(10),
+        length: Duration::from_millis(8),
+    };
+    s.run_until(Limits::default(), |s| {
+        s.elapsed() >= Duration::from_millis(9)
+    })
+    .unwrap();
+    let cwnd_before = s.a.conn.cwnd();
+    s.set_stalls(End::B, Some(stall));
+    s.run_until(Limits::default(), |s| {
+        s.elapsed() >= Duration::from_millis(19)
+    })
+    .unwrap();
+    s.set_stalls(End::B, None);
+    let st = s.a.conn.stats().clone();
+    println!(
+        "cwnd {cwnd_before} before the stall, {} after; A {st}",
+        s.a.conn.cwnd()
+    );
+    assert_eq!(st.rto_events, 1, "{st}");
+    assert_eq!(st.spurious_timeouts, 1, "{st}");
+    // The window is back (at least where it was), and only the collapsed window's worth of
+    // segments went out again, not the whole flight.
+    assert!(
+        s.a.conn.cwnd() >= cwnd_before,
+        "{} < {cwnd_before}",
+        s.a.conn.cwnd()
+    );
+    assert!(st.resent_timeout <= u64::from(cfg().initial_window), "{st}");
+    drive("after the stall", &mut s);
+}
+
+/// Stalls of `length` every 100 ms for B, every 97 ms for A.
+fn stall_both(s: &mut Sim, length: Duration) {
+    use super::sim::Stalls;
+    let st = |every_ms: u64| Stalls {
+        every: Duration::from_millis(every_ms),
+        length,
+    };
+    s.set_stalls(End::B, Some(st(100)));
+    // A different period, so that A's stalls drift across B's.
+    s.set_stalls(End::A, Some(st(97)));
+}
+
+/// 8-byte ping-pong rounds over `link` both ways; returns (round-trip latencies, A's and
+/// B's stats, time).
+fn ping_pong_run(
+    c: Config,
+    link: LinkConfig,
+    rounds: u64,
+    stalls: Option<Duration>,
+) -> (super::sim::Latency, Report) {
+    let mut s = Sim::new(
+        c.clone(),
+        c,
+        link.clone(),
+        link,
+        Workload::fixed(0, 8, 70),
+        Workload::fixed(0, 8, 71),
+        72,
+    )
+    .unwrap();
+    if let Some(length) = stalls {
+        stall_both(&mut s, length);
+    }
+    let mut rtts = Vec::new();
+    let limits = Limits {
+        max_steps: 100_000,
+        max_time: Duration::from_secs(3600),
+    };
+    for i in 1..=rounds {
+        let t = s.now;
+        s.a.workload.count = i;
+        s.run_until(limits, |s| s.b.received == i).unwrap();
+        s.b.workload.count = i;
+        s.run_until(limits, |s| s.a.received == i).unwrap();
+        rtts.push(s.now - t);
+    }
+    let mut v = rtts.clone();
+    v.sort_unstable();
+    let lat = super::sim::Latency {
+        count: v.len(),
+        p50: v[v.len() / 2],
+        p99: v[v.len() * 99 / 100],
+        max: v[v.len() - 1],
+    };
+    (lat, s.report())
+}
+
+/// A stream of messages of random sizes (mostly small, some up to 256 KiB) into the bottleneck
+/// receive buffer, with `loss` both ways.
+fn stream_run(
+    c: Config,
+    loss: f64,
+    stalls: Option<Duration>,
+    count: u64,
+) -> Result<Report, SimError> {
+    let (ab, ba) = bottleneck_links();
+    let mut s = Sim::new(
+        c.clone(),
+        c,
+        ab.with_loss(loss),
+        ba.with_loss(loss),
+        random_sizes(count, 256 << 10, 73),
+        Workload::none(),
+        74,
+    )
+    .unwrap();
+    if let Some(length) = stalls {
+        stall_both(&mut s, length);
+    }
+    s.drive(Limits {
+        max_steps: 50_000_000,
+        max_time: Duration::from_secs(600),
+    })
+}
+
+fn resent(st: &super::conn::ConnStats) -> u64 {
+    st.resent_timeout + st.resent_fast + st.resent_probe
+}
+
+/// The numbers behind the timer defaults (`rto_min`, `tail_probe_min`, `tail_probes`): for
+/// each candidate, with both processes stalling 3 ms (then 8 ms) every ~100 ms,
+/// * 20,000 8-byte ping-pong rounds (25 µs one way) without loss: every resend is spurious;
+/// * the same at 5 % loss both ways: total time and round-trip tail;
+/// * a 20,000-message stream (0 B to 256 KiB, ~670 MB) into the 140-datagram receive buffer,
+///   without loss (only the buffer's own overflows during stalls) and at 5 % loss.
+///
+/// `cargo test --release -p kestrel-usnic timer_defaults_sweep -- --ignored --nocapture`
+/// (about a minute).
+#[test]
+#[ignore = "long; the experiment behind the timer defaults, run in release"]
+fn timer_defaults_sweep() {
+    let before = Config {
+        congestion_control: super::config::CcAlgorithm::Off,
+        rto_min: Duration::from_millis(1),
+        rto_initial: Duration::from_millis(5),
+        tail_probes: 0,
+        ..cfg()
+    };
+    let with = |rto_ms: u64, probes: u8, probe_us: u64| Config {
+        rto_min: Duration::from_millis(rto_ms),
+        rto_initial: Duration::from_millis(rto_ms.max(5)),
+        rto_max: Duration::from_millis(rto_ms.max(250)),
+        tail_probes: probes,
+        tail_probe_min: Duration::from_micros(probe_us),
+        ..cfg()
+    };
+    let candidates = [
+        ("before: no cc, rto 1ms", before),
+        ("cc, rto 1ms, no probes", with(1, 0, 1000)),
+        ("cc, rto 200ms, no probes", with(200, 0, 1000)),
+        ("cc, rto 1ms, probes 1ms", with(1, 2, 1000)),
+        ("cc, rto 5ms, probes 300us", with(5, 2, 300)),
+        ("cc, rto 5ms, probes 500us", with(5, 2, 500)),
+        ("cc, rto 10ms, probes 500us", with(10, 2, 500)),
+        ("cc, rto 10ms, probes 1ms", with(10, 2, 1000)),
+        ("defaults", cfg()),
+    ];
+    let pp = LinkConfig {
+        delay: Duration::from_micros(25),
+        ..LinkConfig::clean()
+    };
+    for stall_ms in [3u64, 8] {
+        let stall = Some(Duration::from_millis(stall_ms));
+        println!("--- stalls of {stall_ms} ms");
+        for (name, c) in &candidates {
+            let (_, clean) = ping_pong_run(c.clone(), pp.clone(), 20_000, stall);
+            let (lat, lossy) = ping_pong_run(c.clone(), pp.clone().with_loss(0.05), 20_000, stall);
+            let st = stream_run(c.clone(), 0.0, stall, 20_000).unwrap();
+            let sl = stream_run(c.clone(), 0.05, stall, 20_000).unwrap();
+            println!(
+                "{name:<27} | ping-pong: spurious resends {:>3} | 5%: {:>7.3?} p99 {:>9.3?} max {:>9.3?} | stream: {:>7.3?} resent {:>5} ({} timeouts, {} spurious) | 5%: {:>7.3?} resent {:>6} ({} timeouts), worst message {:>9.3?}",
+                resent(&clean.stats.0) + resent(&clean.stats.1),
+                lossy.elapsed,
+                lat.p99,
+                lat.max,
+                st.elapsed,
+                resent(&st.stats.0),
+                st.stats.0.rto_events,
+                st.stats.0.spurious_timeouts,
+                sl.elapsed,
+                resent(&sl.stats.0),
+                sl.stats.0.rto_events,
+                sl.latency.1.max,
+            );
+        }
     }
 }
