@@ -527,7 +527,9 @@ impl fmt::Display for ExclusionReason {
                 "no libfabric DGRAM endpoint for it with provider {provider} (see \
                  KESTREL_USNIC_PROVIDER)"
             ),
-            ExclusionReason::MtuUnknown => f.write_str("MTU unreadable (SIOCGIFMTU and /sys/class/net/IF/mtu both failed)"),
+            ExclusionReason::MtuUnknown => {
+                f.write_str("MTU unreadable (SIOCGIFMTU and /sys/class/net/IF/mtu both failed)")
+            }
         }
     }
 }
