@@ -110,115 +110,34 @@ impl OobMsg {
     }
 }
 
-/// A frame that could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OobError {
-    /// What was being read.
-    pub what: &'static str,
-    /// What is wrong.
-    pub reason: &'static str,
-}
+/// A connect/accept frame that could not be decoded.
+pub type OobError = crate::codec::DecodeError;
 
-impl fmt::Display for OobError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "malformed connect/accept message ({}: {})",
-            self.what, self.reason
-        )
+use crate::codec::Reader;
+
+/// How connect/accept frames are named in decode errors.
+const FRAME: &str = "connect/accept message";
+
+fn bad(what: &'static str, reason: &'static str) -> OobError {
+    OobError {
+        frame: FRAME,
+        what,
+        reason,
     }
 }
 
-impl std::error::Error for OobError {}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], OobError> {
-        if n > self.buf.len() {
-            return Err(OobError {
-                what,
-                reason: "length runs past the end of the frame",
-            });
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
-    }
-    fn u8(&mut self, what: &'static str) -> Result<u8, OobError> {
-        Ok(self.take(1, what)?[0])
-    }
-    fn u16(&mut self, what: &'static str) -> Result<u16, OobError> {
-        let b = self.take(2, what)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
-    }
-    fn u32(&mut self, what: &'static str) -> Result<u32, OobError> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self, what: &'static str) -> Result<u64, OobError> {
-        let b = self.take(8, what)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_be_bytes(a))
-    }
-    fn bool(&mut self, what: &'static str) -> Result<bool, OobError> {
-        match self.u8(what)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(OobError {
-                what,
-                reason: "boolean is neither 0 nor 1",
-            }),
-        }
-    }
-    fn bytes(&mut self, what: &'static str) -> Result<Vec<u8>, OobError> {
-        let n = self.u32(what)? as usize;
-        Ok(self.take(n, what)?.to_vec())
-    }
-    fn string(&mut self, what: &'static str) -> Result<String, OobError> {
-        String::from_utf8(self.bytes(what)?).map_err(|_| OobError {
-            what,
-            reason: "not UTF-8",
+fn read_group(r: &mut Reader) -> Result<Vec<ProcInfo>, OobError> {
+    let n = r.count("group", 16)?;
+    (0..n)
+        .map(|_| {
+            Ok(ProcInfo {
+                job: r.string("member job")?,
+                rank: r.u32("member rank")?,
+                node: r.string("member node")?,
+                contact: r.string("member contact")?,
+            })
         })
-    }
-    fn count(&mut self, what: &'static str, min_item: usize) -> Result<usize, OobError> {
-        let n = self.u32(what)? as usize;
-        // A count larger than the rest of the frame can hold is a lie that would otherwise make
-        // us allocate for it.
-        if n.saturating_mul(min_item) > self.buf.len() {
-            return Err(OobError {
-                what,
-                reason: "count larger than the frame can hold",
-            });
-        }
-        Ok(n)
-    }
-    fn group(&mut self) -> Result<Vec<ProcInfo>, OobError> {
-        let n = self.count("group", 16)?;
-        (0..n)
-            .map(|_| {
-                Ok(ProcInfo {
-                    job: self.string("member job")?,
-                    rank: self.u32("member rank")?,
-                    node: self.string("member node")?,
-                    contact: self.string("member contact")?,
-                })
-            })
-            .collect()
-    }
-    fn finish(self) -> Result<(), OobError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(OobError {
-                what: "message",
-                reason: "trailing bytes after the message",
-            })
-        }
-    }
+        .collect()
 }
 
 #[derive(Default)]
@@ -318,28 +237,25 @@ impl OobMsg {
 
     /// Decodes a frame body (without the length prefix).
     pub fn decode(body: &[u8]) -> Result<OobMsg, OobError> {
-        let mut r = Reader { buf: body };
+        let mut r = Reader::new(body, FRAME);
         if r.take(4, "magic")? != MAGIC {
-            return Err(OobError {
-                what: "magic",
-                reason: "not a Kestrel connect/accept message",
-            });
+            return Err(bad("magic", "not a Kestrel connect/accept message"));
         }
         if r.u8("version")? != OOB_VERSION {
-            return Err(OobError {
-                what: "version",
-                reason: "the peer speaks another protocol version (mixed Kestrel versions?)",
-            });
+            return Err(bad(
+                "version",
+                "the peer speaks another protocol version (mixed Kestrel versions?)",
+            ));
         }
         let msg = match r.u8("message type")? {
             1 => OobMsg::Connect {
                 tag: r.u32("connect tag")?,
-                group: r.group()?,
+                group: read_group(&mut r)?,
                 ctx: r.u16("connect context")?,
             },
             2 => OobMsg::Accept {
                 conn: r.u64("accept connection id")?,
-                group: r.group()?,
+                group: read_group(&mut r)?,
                 ctx: r.u16("accept context")?,
             },
             3 => OobMsg::Refuse {
@@ -367,14 +283,9 @@ impl OobMsg {
                 tag: r.u32("spawn failure tag")?,
                 reason: r.string("spawn failure reason")?,
             },
-            _ => {
-                return Err(OobError {
-                    what: "message type",
-                    reason: "unknown message type",
-                })
-            }
+            _ => return Err(bad("message type", "unknown message type")),
         };
-        r.finish()?;
+        r.finish("message")?;
         Ok(msg)
     }
 }
@@ -412,10 +323,10 @@ pub fn read_frame(stream: &mut impl Read) -> Result<OobMsg, FrameError> {
     read_exact_or_closed(stream, &mut len)?;
     let n = u32::from_be_bytes(len) as usize;
     if n > MAX_FRAME {
-        return Err(FrameError::Malformed(OobError {
-            what: "frame length",
-            reason: "larger than 16 MiB",
-        }));
+        return Err(FrameError::Malformed(bad(
+            "frame length",
+            "larger than 16 MiB",
+        )));
     }
     let mut body = vec![0u8; n];
     read_exact_or_closed(stream, &mut body)?;

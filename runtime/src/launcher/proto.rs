@@ -7,8 +7,6 @@
 //! bytes, so a confused or hostile peer produces a [`DecodeError`], never a panic or an
 //! oversized allocation.
 
-use std::fmt;
-
 /// Largest frame accepted: a launch message with a big environment fits easily.
 pub const MAX_FRAME: usize = 16 << 20;
 
@@ -157,122 +155,16 @@ pub enum ToAgent {
     Shutdown,
 }
 
-/// A frame that could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError {
-    /// What was being read.
-    pub what: &'static str,
-    /// What is wrong.
-    pub reason: &'static str,
-}
+pub use crate::codec::{DecodeError, Reader};
 
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "malformed launcher message ({}: {})",
-            self.what, self.reason
-        )
-    }
-}
+/// How launcher frames are named in decode errors.
+const FRAME: &str = "launcher message";
 
-impl std::error::Error for DecodeError {}
-
-/// A checked cursor over a frame.
-pub struct Reader<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    /// A reader over `buf`.
-    pub fn new(buf: &'a [u8]) -> Self {
-        Reader { buf }
-    }
-
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], DecodeError> {
-        if n > self.buf.len() {
-            return Err(DecodeError {
-                what,
-                reason: "length runs past the end of the frame",
-            });
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
-    }
-
-    fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
-        Ok(self.take(1, what)?[0])
-    }
-
-    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn i32(&mut self, what: &'static str) -> Result<i32, DecodeError> {
-        Ok(self.u32(what)? as i32)
-    }
-
-    fn bool(&mut self, what: &'static str) -> Result<bool, DecodeError> {
-        match self.u8(what)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(DecodeError {
-                what,
-                reason: "boolean is neither 0 nor 1",
-            }),
-        }
-    }
-
-    fn string(&mut self, what: &'static str) -> Result<String, DecodeError> {
-        let n = self.u32(what)? as usize;
-        let bytes = self.take(n, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError {
-            what,
-            reason: "not UTF-8",
-        })
-    }
-
-    fn count(&mut self, what: &'static str, min_item: usize) -> Result<usize, DecodeError> {
-        let n = self.u32(what)? as usize;
-        // Each item needs at least `min_item` bytes, so a count larger than that allows is a lie
-        // that would otherwise make us allocate for it.
-        if n.saturating_mul(min_item) > self.buf.len() {
-            return Err(DecodeError {
-                what,
-                reason: "count larger than the frame can hold",
-            });
-        }
-        Ok(n)
-    }
-
-    fn strings(&mut self, what: &'static str) -> Result<Vec<String>, DecodeError> {
-        let n = self.count(what, 4)?;
-        (0..n).map(|_| self.string(what)).collect()
-    }
-
-    fn pairs(&mut self, what: &'static str) -> Result<Vec<(String, String)>, DecodeError> {
-        let n = self.count(what, 8)?;
-        (0..n)
-            .map(|_| Ok((self.string(what)?, self.string(what)?)))
-            .collect()
-    }
-
-    fn u32s(&mut self, what: &'static str) -> Result<Vec<u32>, DecodeError> {
-        let n = self.count(what, 4)?;
-        (0..n).map(|_| self.u32(what)).collect()
-    }
-
-    fn finish(self, what: &'static str) -> Result<(), DecodeError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(DecodeError {
-                what,
-                reason: "trailing bytes after the message",
-            })
-        }
+fn bad(what: &'static str, reason: &'static str) -> DecodeError {
+    DecodeError {
+        frame: FRAME,
+        what,
+        reason,
     }
 }
 
@@ -397,7 +289,7 @@ impl ToHead {
 
     /// Decodes a frame body (without the length prefix).
     pub fn decode(body: &[u8]) -> Result<ToHead, DecodeError> {
-        let mut r = Reader::new(body);
+        let mut r = Reader::new(body, FRAME);
         let msg = match r.u8("message tag")? {
             1 => ToHead::Hello {
                 host_index: r.u32("hello")?,
@@ -422,23 +314,13 @@ impl ToHead {
                 let status = match (r.u8("exit")?, r.i32("exit")?) {
                     (0, c) => RankStatus::Code(c),
                     (1, s) => RankStatus::Signal(s),
-                    _ => {
-                        return Err(DecodeError {
-                            what: "exit",
-                            reason: "unknown status kind",
-                        })
-                    }
+                    _ => return Err(bad("exit", "unknown status kind")),
                 };
                 let pmi = match r.u8("exit")? {
                     0 => PmiState::Unused,
                     1 => PmiState::Initialized,
                     2 => PmiState::Finalized,
-                    _ => {
-                        return Err(DecodeError {
-                            what: "exit",
-                            reason: "unknown PMI state",
-                        })
-                    }
+                    _ => return Err(bad("exit", "unknown PMI state")),
                 };
                 ToHead::Exited {
                     rank,
@@ -453,12 +335,7 @@ impl ToHead {
                 message: r.string("abort")?,
             },
             7 => ToHead::Bye,
-            _ => {
-                return Err(DecodeError {
-                    what: "message tag",
-                    reason: "unknown agent message",
-                })
-            }
+            _ => return Err(bad("message tag", "unknown agent message")),
         };
         r.finish("agent message")?;
         Ok(msg)
@@ -507,7 +384,7 @@ impl ToAgent {
 
     /// Decodes a frame body (without the length prefix).
     pub fn decode(body: &[u8]) -> Result<ToAgent, DecodeError> {
-        let mut r = Reader::new(body);
+        let mut r = Reader::new(body, FRAME);
         let msg = match r.u8("message tag")? {
             1 => ToAgent::Launch(Box::new(NodeLaunch {
                 job_id: r.string("launch")?,
@@ -544,12 +421,7 @@ impl ToAgent {
             },
             3 => ToAgent::Kill,
             4 => ToAgent::Shutdown,
-            _ => {
-                return Err(DecodeError {
-                    what: "message tag",
-                    reason: "unknown launcher message",
-                })
-            }
+            _ => return Err(bad("message tag", "unknown launcher message")),
         };
         r.finish("launcher message")?;
         Ok(msg)
@@ -563,10 +435,7 @@ pub fn split_frame(buf: &[u8]) -> Result<Option<(&[u8], usize)>, DecodeError> {
     };
     let len = u32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
     if len > MAX_FRAME {
-        return Err(DecodeError {
-            what: "frame length",
-            reason: "larger than 16 MiB",
-        });
+        return Err(bad("frame length", "larger than 16 MiB"));
     }
     Ok(buf.get(4..4 + len).map(|body| (body, 4 + len)))
 }
