@@ -18,36 +18,9 @@
 int main(int argc, char **argv)
 {
     int rank, nprocs;
-    int po = parse(argc, argv);
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (po != OK) {
-        if (rank == 0) {
-            if (po == BAD) {
-                if (bad_arg)
-                    fprintf(stderr, "%s [%s %s]\n\n", bad_message, bad_option, bad_arg);
-                else
-                    fprintf(stderr, "%s [%s]\n\n", bad_message, bad_option);
-            }
-            if (po == VERSION_MSG)
-                printf("# %s v%s\n", TITLE, VERSION);
-            else
-                help();
-            fflush(stdout);
-        }
-        MPI_Barrier(MPI_COMM_WORLD);
-        MPI_Finalize();
-        return po == BAD ? EXIT_FAILURE : EXIT_SUCCESS;
-    }
-    if (nprocs != 2) {
-        if (rank == 0)
-            fprintf(stderr, "This test requires exactly two processes\n");
-        MPI_Finalize();
-        return EXIT_FAILURE;
-    }
-    if (rank == 0 && mem_warning)
-        fprintf(stderr, "Requested memory limit too low, using [%ld] instead.\n", MEM_LIMIT_MIN);
+    int status = begin(argc, argv, "W", EXACTLY_TWO, &rank, &nprocs);
+    if (status >= 0)
+        return status;
     /* Per rank: a send buffer and one receive buffer per message of a window. */
     if (max_size > (size_t)mem_limit / (size_t)(window + 1)) {
         max_size = (size_t)mem_limit / (size_t)(window + 1);

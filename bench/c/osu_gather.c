@@ -19,7 +19,7 @@
 int main(int argc, char **argv)
 {
     int rank, nprocs;
-    int status = begin(argc, argv, &rank, &nprocs);
+    int status = begin(argc, argv, "f", AT_LEAST_TWO, &rank, &nprocs);
     if (status >= 0)
         return status;
     limit_to_memory(rank, (size_t)nprocs + 1);

@@ -9,28 +9,15 @@
  * round trip in microseconds. Sizes 1 B .. 4 MiB in powers of two (size 0 is skipped, as in
  * OSU 7.4). Options: -h -v -m [MIN:]MAX -x ITER -i ITER -M BYTES (buffer limit per rank).
  */
-#include <getopt.h>
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #define TITLE "OSU MPI Latency Test"
 #define NAME "osu_latency"
-#define VERSION "7.4"
-#define LARGE_MESSAGE_SIZE 8192
-#define MEM_LIMIT_DEFAULT (512L * 1024 * 1024)
-#define MEM_LIMIT_MIN (1L * 1024 * 1024)
-
-static size_t min_size = 0, max_size = 1 << 22;
-static long iterations = 10000, iterations_large = 1000, skip = 100, skip_large = 10;
-static long mem_limit = MEM_LIMIT_DEFAULT;
-static int mem_warning = 0;
-
-enum { OK, HELP, VERSION_MSG, BAD };
-static const char *bad_message;
-static char bad_option[64];
-static const char *bad_arg;
+#define OSU_MIN_SIZE 0
+#define OSU_MAX_SIZE (1 << 22)
+#define OSU_ITERATIONS 10000
+#define OSU_ITERATIONS_LARGE 1000
+#define OSU_SKIP 100
+#define OSU_SKIP_LARGE 10
+#include "osu_opts.h"
 
 static void help(void)
 {
@@ -50,130 +37,12 @@ static void help(void)
 }
 
 /* OSU's set_message_size: MAX, MIN:MAX, MIN: or :MAX. */
-static int set_message_size(const char *val)
-{
-    int colons = 0;
-    for (const char *p = val; *p; p++)
-        colons += *p == ':';
-    if (colons == 0) {
-        long long v = atoll(val);
-        if (v < 0)
-            return -1;
-        max_size = (size_t)v;
-        return 0;
-    }
-    if (colons > 1)
-        return -1;
-    const char *c = strchr(val, ':');
-    int has1 = c != val, has2 = c[1] != '\0';
-    if (has1 && has2) {
-        long long a = atoll(val), b = atoll(c + 1);
-        if (a > 0)
-            min_size = (size_t)a;
-        if (b < 0)
-            return -1;
-        max_size = (size_t)b;
-        return 0;
-    }
-    if (has2) {
-        long long b = atoll(c + 1);
-        if (b < 0)
-            return -1;
-        max_size = (size_t)b;
-        return 0;
-    }
-    if (has1) {
-        long long a = atoll(val);
-        if (a <= 0)
-            return -1;
-        min_size = (size_t)a;
-        return 0;
-    }
-    return -1;
-}
-
-static int parse(int argc, char **argv)
-{
-    static const struct option longs[] = {
-        {"help", no_argument, 0, 'h'},          {"version", no_argument, 0, 'v'},
-        {"message-size", required_argument, 0, 'm'}, {"warmup", required_argument, 0, 'x'},
-        {"iterations", required_argument, 0, 'i'},   {"mem-limit", required_argument, 0, 'M'},
-        {0, 0, 0, 0}};
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:hvm:x:i:M:", longs, NULL)) != -1) {
-        snprintf(bad_option, sizeof bad_option, "-%c", c);
-        bad_arg = optarg;
-        switch (c) {
-        case 'h': return HELP;
-        case 'v': return VERSION_MSG;
-        case 'm':
-            if (set_message_size(optarg)) { bad_message = "Invalid Message Size"; return BAD; }
-            break;
-        case 'i':
-            if (atoi(optarg) < 1) { bad_message = "Invalid Number of Iterations"; return BAD; }
-            iterations = iterations_large = atoi(optarg);
-            break;
-        case 'x':
-            if (atoi(optarg) < 0) { bad_message = "Invalid Number of Warmup Iterations"; return BAD; }
-            skip = skip_large = atoi(optarg);
-            break;
-        case 'M':
-            mem_limit = atoll(optarg);
-            if (mem_limit < MEM_LIMIT_MIN) { mem_limit = MEM_LIMIT_MIN; mem_warning = 1; }
-            break;
-        case ':':
-            bad_message = "Option Missing Required Argument";
-            snprintf(bad_option, sizeof bad_option, "-%c", optopt);
-            bad_arg = NULL;
-            return BAD;
-        default:
-            bad_message = "Invalid option";
-            bad_arg = NULL;
-            if (optopt)
-                snprintf(bad_option, sizeof bad_option, "-%c", optopt);
-            else
-                snprintf(bad_option, sizeof bad_option, "%.*s", (int)strcspn(argv[optind - 1], "="),
-                         argv[optind - 1]);
-            return BAD;
-        }
-    }
-    return OK;
-}
-
 int main(int argc, char **argv)
 {
     int rank, nprocs;
-    int po = parse(argc, argv);
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (po != OK) {
-        if (rank == 0) {
-            if (po == BAD) {
-                if (bad_arg)
-                    fprintf(stderr, "%s [%s %s]\n\n", bad_message, bad_option, bad_arg);
-                else
-                    fprintf(stderr, "%s [%s]\n\n", bad_message, bad_option);
-            }
-            if (po == VERSION_MSG)
-                printf("# %s v%s\n", TITLE, VERSION);
-            else
-                help();
-            fflush(stdout);
-        }
-        MPI_Barrier(MPI_COMM_WORLD);
-        MPI_Finalize();
-        return po == BAD ? EXIT_FAILURE : EXIT_SUCCESS;
-    }
-    if (nprocs != 2) {
-        if (rank == 0)
-            fprintf(stderr, "This test requires exactly two processes\n");
-        MPI_Finalize();
-        return EXIT_FAILURE;
-    }
-    if (rank == 0 && mem_warning)
-        fprintf(stderr, "Requested memory limit too low, using [%ld] instead.\n", MEM_LIMIT_MIN);
+    int status = begin(argc, argv, "", EXACTLY_TWO, &rank, &nprocs);
+    if (status >= 0)
+        return status;
     if (max_size > (size_t)mem_limit / 2) {
         max_size = (size_t)mem_limit / 2;
         if (rank == 0)
