@@ -490,11 +490,17 @@ impl Communicator for SimpleCommunicator {
     }
 }
 
+#[inline]
 fn user_tag(c: &SimpleCommunicator, tag: Tag) -> Tag {
     if tag < 0 {
-        c.inner.fatal(&format!("tag {tag} is negative; user tags must be >= 0 (negative tags are reserved for collectives)"));
+        negative_tag(c, tag);
     }
     tag
+}
+
+#[cold]
+fn negative_tag(c: &SimpleCommunicator, tag: Tag) -> ! {
+    c.inner.fatal(&format!("tag {tag} is negative; user tags must be >= 0 (negative tags are reserved for collectives)"))
 }
 
 /// A process of a communicator (see [`Communicator::process_at_rank`]).

@@ -261,8 +261,10 @@ pub(crate) fn send_now(inner: &Inner, ctx: u16, dest: u32, tag: i32, data: &[u8]
     let buf = unsafe { UserBuf::for_send(data.as_ptr(), data.len()) };
     let started = inner.engine.borrow_mut().isend(ctx, dest, tag, buf, sync);
     let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
-    let mut e = inner.engine.borrow_mut();
-    e.wait(id);
+    // An eager send completes inside `isend`: skip the second borrow and the wait.
+    if id != kestrel_pml::engine::DONE {
+        inner.engine.borrow_mut().wait(id);
+    }
 }
 
 pub(crate) fn recv_now(

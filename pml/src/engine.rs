@@ -644,6 +644,26 @@ impl Engine {
         ))
     }
 
+    #[cold]
+    fn send_route_error(&self, peer: u32) -> PmlError {
+        if let Some(why) = self.dpm.gone_reason(peer) {
+            return PmlError::Dpm(kestrel_runtime::dpm::DpmError::ProcFailed(why.to_string()));
+        }
+        self.no_route(peer)
+    }
+
+    /// Why `isend` cannot use context `ctx` (missing or broken) or rank `dest` in it.
+    #[cold]
+    fn send_ctx_error(&self, ctx: u16, dest: u32) -> PmlError {
+        match self.ctx(ctx) {
+            Err(e) => e,
+            Ok(c) => PmlError::Invalid(format!(
+                "pml: destination rank {dest} is outside a communicator of {}",
+                c.group.len()
+            )),
+        }
+    }
+
     /// Starts a send of `buf` to communicator rank `dest` of `ctx`. `sync` makes it complete
     /// only once the receiver matched it.
     pub fn isend(
@@ -654,30 +674,23 @@ impl Engine {
         buf: UserBuf,
         sync: bool,
     ) -> Result<ReqId, PmlError> {
-        let c = self.ctx(ctx)?;
-        let Some(&peer) = c.group.get(dest as usize) else {
-            return Err(PmlError::Invalid(format!(
-                "pml: destination rank {dest} is outside a communicator of {}",
-                c.group.len()
-            )));
-        };
-        let me = c.me;
-        let b = self.route[peer as usize];
-        if b == NO_ROUTE {
-            if let Some(why) = self.dpm.gone_reason(peer) {
-                return Err(PmlError::Dpm(kestrel_runtime::dpm::DpmError::ProcFailed(
-                    why.to_string(),
-                )));
+        // One lookup of the context serves the checks, the route and the sequence number:
+        // this is the path of every small send.
+        let (peer, me, b, seq) = match self.st.ctxs.get_mut(ctx as usize) {
+            Some(Some(c)) if c.broken.is_none() && (dest as usize) < c.group.len() => {
+                let peer = c.group[dest as usize];
+                let b = self.route[peer as usize];
+                if b == NO_ROUTE {
+                    return Err(self.send_route_error(peer));
+                }
+                let seq = &mut c.send_seq[dest as usize];
+                let s = *seq;
+                *seq = s.wrapping_add(1);
+                (peer, c.me, b, s)
             }
-            return Err(self.no_route(peer));
-        }
-        let limits = self.btls[b as usize].limits();
-        let seq = {
-            let c = self.st.ctxs[ctx as usize].as_mut().expect("checked above");
-            let s = c.send_seq[dest as usize];
-            c.send_seq[dest as usize] = s.wrapping_add(1);
-            s
+            _ => return Err(self.send_ctx_error(ctx, dest)),
         };
+        let limits = self.btls[b as usize].limits();
         let len = buf.len();
         if !sync && len + hdr::MATCH_LEN <= limits.eager_limit {
             let h = hdr::match_header(ctx, me, tag, seq);
@@ -970,7 +983,19 @@ impl Engine {
         n + self.after_delivery()
     }
 
+    /// Runs the work deliveries queued (gets, puts, sends that found a transport full). The
+    /// check is inline because a waiting rank runs it on every poll and nearly always finds
+    /// nothing.
+    #[inline]
     fn after_delivery(&mut self) -> usize {
+        if self.st.puts.is_empty() && self.st.gets.is_empty() && self.st.outbox.is_empty() {
+            return 0;
+        }
+        self.run_deliveries()
+    }
+
+    #[inline(never)]
+    fn run_deliveries(&mut self) -> usize {
         let mut n = 0;
         if !self.st.puts.is_empty() {
             n += self.run_puts();

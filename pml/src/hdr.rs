@@ -145,6 +145,7 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
 }
 
 /// Decodes the header at the start of `data`; returns it and the offset of the payload.
+#[inline]
 pub fn decode(data: &[u8]) -> Result<(Header, usize), BadHeader> {
     let bad = |reason| BadHeader {
         reason,

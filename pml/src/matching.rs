@@ -220,9 +220,12 @@ impl<M> MatchEngine<M> {
     /// Among matching unexpected messages, the one released earliest wins (across all sources
     /// for an `ANY_SOURCE` selector). A selector naming a rank outside the communicator never
     /// matches but is still queued so that it can be cancelled.
+    #[inline]
     pub fn post(&mut self, id: RecvId, sel: Selector) -> Option<(Envelope, M)> {
-        if let Some(found) = self.take(sel) {
-            return Some(found);
+        if self.unexpected_count > 0 {
+            if let Some(found) = self.take(sel) {
+                return Some(found);
+            }
         }
         let posted = Posted {
             id,
@@ -300,7 +303,34 @@ impl<M> MatchEngine<M> {
     /// the payload straight from the transport into the user's buffer. Otherwise (out of
     /// order, parked successors, no matching receive) changes nothing and returns `None`: call
     /// `arrive` with an owned payload.
+    #[inline]
     pub fn match_in_order(&mut self, env: Envelope) -> Result<Option<RecvId>, MatchError> {
+        // The common case of a ping-pong or a stream, kept to a handful of loads: no wildcard
+        // receive posted, and the head of this source's queue takes the message.
+        if self.wildcard.is_empty() && env.source < self.comm_size {
+            if let Some(Some(state)) = self.sources.get_mut(env.source as usize) {
+                if env.seq == state.released as u16 && state.parked.is_empty() {
+                    match state.posted.front() {
+                        Some(p) if tag_matches(p.tag, env.tag) => {
+                            let id = p.id;
+                            state.posted.pop_front();
+                            state.released += 1;
+                            self.next_release += 1;
+                            self.posted_count -= 1;
+                            return Ok(Some(id));
+                        }
+                        // Nothing posted: the message is unexpected, nothing to search.
+                        None => return Ok(None),
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+        self.match_in_order_searching(env)
+    }
+
+    /// [`MatchEngine::match_in_order`] when the head of the queue does not settle it.
+    fn match_in_order_searching(&mut self, env: Envelope) -> Result<Option<RecvId>, MatchError> {
         if env.source >= self.comm_size {
             return Err(MatchError::SourceOutOfRange {
                 source: env.source,

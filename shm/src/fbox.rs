@@ -73,11 +73,16 @@ impl Producer {
         }
     }
 
+    /// Whether the ring has room up to byte `upto` (free-running), asking the receiver's
+    /// `consumed` only when the cached value says no.
+    #[inline]
     fn room(&mut self, mem: &impl SharedMem, upto: u64) -> bool {
         // `upto` includes the 8 bytes of the next header we zero.
-        if upto - self.consumed_cache <= self.size as u64 {
-            return true;
-        }
+        upto - self.consumed_cache <= self.size as u64 || self.refresh_room(mem, upto)
+    }
+
+    #[cold]
+    fn refresh_room(&mut self, mem: &impl SharedMem, upto: u64) -> bool {
         self.consumed_cache = mem.load(self.base, Acquire);
         upto - self.consumed_cache <= self.size as u64
     }
@@ -90,33 +95,64 @@ impl Producer {
         if len > max_payload(self.size) {
             return Err(NoRoom);
         }
-        let need = entry_len(len) as u64;
-        let off = (self.written % self.size as u64) as usize;
-        let tail_left = (self.size - off) as u64;
-        let wrap = need > tail_left;
-        let total = if wrap { tail_left + need } else { need };
-        if !self.room(mem, self.written + total + 8) {
+        let need = entry_len(len);
+        let off = (self.written as usize) & (self.size - 1);
+        if need > self.size - off {
+            return self.push_wrapping(mem, tag, parts, len);
+        }
+        if !self.room(mem, self.written + need as u64 + 8) {
             return Err(NoRoom);
         }
+        self.write_entry(mem, off, tag, parts, len);
+        Ok(())
+    }
+
+    /// Writes the entry at `off` (room checked) and publishes it.
+    #[inline]
+    fn write_entry(
+        &mut self,
+        mem: &impl SharedMem,
+        off: usize,
+        tag: u16,
+        parts: &[&[u8]],
+        len: usize,
+    ) {
         let ring = self.base + RING;
-        if wrap {
-            // Zero the header at the start of the next lap before publishing the marker.
-            mem.store(ring, 0, Relaxed);
-            mem.store(ring + off, header(0, SKIP, self.seq), Release);
-            self.seq = self.seq.wrapping_add(1);
-            self.written += tail_left;
-        }
-        let off = (self.written % self.size as u64) as usize;
         let mut at = ring + off + 8;
         for p in parts {
             mem.write_bytes(at, p);
             at += p.len();
         }
-        let next = (off + need as usize) % self.size;
+        let need = entry_len(len);
+        let next = (off + need) & (self.size - 1);
         mem.store(ring + next, 0, Relaxed);
         mem.store(ring + off, header(len, tag, self.seq), Release);
         self.seq = self.seq.wrapping_add(1);
-        self.written += need;
+        self.written += need as u64;
+    }
+
+    /// [`Producer::push`] when the entry does not fit before the end of the ring: a wrap
+    /// marker fills the tail and the entry starts the next lap.
+    #[cold]
+    fn push_wrapping(
+        &mut self,
+        mem: &impl SharedMem,
+        tag: u16,
+        parts: &[&[u8]],
+        len: usize,
+    ) -> Result<(), NoRoom> {
+        let off = (self.written as usize) & (self.size - 1);
+        let tail_left = (self.size - off) as u64;
+        if !self.room(mem, self.written + tail_left + entry_len(len) as u64 + 8) {
+            return Err(NoRoom);
+        }
+        let ring = self.base + RING;
+        // Zero the header at the start of the next lap before publishing the marker.
+        mem.store(ring, 0, Relaxed);
+        mem.store(ring + off, header(0, SKIP, self.seq), Release);
+        self.seq = self.seq.wrapping_add(1);
+        self.written += tail_left;
+        self.write_entry(mem, 0, tag, parts, len);
         Ok(())
     }
 }
@@ -147,6 +183,9 @@ pub struct Consumer {
     read: u64,
     published: u64,
     seq: u16,
+    /// Offset of the next header word (`base + RING + read mod size`), kept so the idle poll
+    /// computes nothing before its load.
+    next: usize,
 }
 
 impl Consumer {
@@ -158,15 +197,21 @@ impl Consumer {
             read: 0,
             published: 0,
             seq: 0,
+            next: base + RING,
         }
+    }
+
+    fn advance(&mut self, by: u64) {
+        self.seq = self.seq.wrapping_add(1);
+        self.read += by;
+        self.next = self.base + RING + ((self.read as usize) & (self.size - 1));
     }
 
     /// The next entry, if published. Call [`Consumer::consume`] when done with its bytes.
     #[inline]
     pub fn peek(&mut self, mem: &impl SharedMem) -> Result<Option<Entry>, Corrupt> {
         loop {
-            let off = (self.read % self.size as u64) as usize;
-            let h = mem.load(self.base + RING + off, Acquire);
+            let h = mem.load(self.next, Acquire);
             let (len, tag, seq) = (
                 (h & 0xffff_ffff) as usize,
                 (h >> 32) as u16,
@@ -175,9 +220,9 @@ impl Consumer {
             if tag == 0 || seq != self.seq {
                 return Ok(None);
             }
+            let off = self.next - self.base - RING;
             if tag == SKIP {
-                self.seq = self.seq.wrapping_add(1);
-                self.read += (self.size - off) as u64;
+                self.advance((self.size - off) as u64);
                 continue;
             }
             if len > max_payload(self.size) || off + entry_len(len) > self.size {
@@ -185,7 +230,7 @@ impl Consumer {
             }
             return Ok(Some(Entry {
                 tag,
-                offset: self.base + RING + off + 8,
+                offset: self.next + 8,
                 len,
             }));
         }
@@ -194,8 +239,13 @@ impl Consumer {
     /// Marks the entry returned by the last `peek` as consumed (locally).
     #[inline]
     pub fn consume(&mut self, entry: Entry) {
-        self.seq = self.seq.wrapping_add(1);
-        self.read += entry_len(entry.len) as u64;
+        self.advance(entry_len(entry.len) as u64);
+    }
+
+    /// Whether the next header starts a cache line the consumer has not read yet.
+    #[inline]
+    pub fn next_is_new_line(&self) -> bool {
+        self.read & 63 == 0
     }
 
     /// Publishes how far the receiver has read, freeing space for the sender. Called once per

@@ -87,6 +87,13 @@ impl Consumer {
         }
     }
 
+    /// Whether the next item is published (one load, no side effects).
+    #[inline]
+    pub fn ready(&self, mem: &impl SharedMem) -> bool {
+        let slot = self.base + SLOTS + ((self.pos as usize) & (self.capacity - 1)) * 16;
+        mem.load(slot, Acquire) == self.pos + 1
+    }
+
     /// Takes the next item, if one is published.
     #[inline]
     pub fn pop(&mut self, mem: &impl SharedMem) -> Option<u64> {

@@ -111,6 +111,7 @@ impl Lifelines {
     }
 
     /// Whether events are waiting (cheap: one atomic load).
+    #[inline]
     pub fn has_news(&self) -> bool {
         self.shared.news.load(Ordering::Acquire)
     }
