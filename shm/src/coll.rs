@@ -314,6 +314,11 @@ impl CollSegment {
         self.cma = ok;
     }
 
+    /// Members of the communicator.
+    pub fn members(&self) -> usize {
+        self.geo.n
+    }
+
     /// Whether a reduction of `len` bytes takes the single-copy path.
     pub fn single_copy(&self, len: usize) -> bool {
         self.cma && self.geo.n <= FLAT_MAX_RANKS && len >= SINGLE_COPY_MIN
