@@ -160,6 +160,11 @@ impl Engine {
         let Some(seg) = self.shm_segment(ctx)? else {
             return Ok(false);
         };
+        // Small blocks: one round through the segment instead of log2(n) exchanges.
+        if seg.flat(counts.iter().copied().max().unwrap_or(0)) {
+            seg.flat_allgatherv(send, recv, counts, displs);
+            return Ok(true);
+        }
         if !seg.single_copy(total) {
             return Ok(false);
         }

@@ -279,6 +279,25 @@ impl CollSegment {
         );
     }
 
+    /// Single-round allgather(v) of blocks of at most [`INLINE_MAX`] bytes (small groups):
+    /// every rank publishes its block and copies the others' into `recv` at `displs`.
+    /// `recv` already holds this rank's own block.
+    pub fn flat_allgatherv(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) {
+        let widest = counts.iter().copied().max().unwrap_or(0);
+        let me = self.me;
+        self.flat_round(send, widest, &mut |r, bytes| {
+            if r != me {
+                recv[displs[r]..displs[r] + counts[r]].copy_from_slice(&bytes[..counts[r]]);
+            }
+        });
+    }
+
     /// Single-round reduction of at most [`INLINE_MAX`] bytes (small groups): every rank
     /// combines all contributions itself, in rank order; `root` = `None` means all keep it.
     pub fn flat_reduce(
