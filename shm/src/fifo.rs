@@ -87,17 +87,22 @@ impl Consumer {
         }
     }
 
+    /// Offset of the slot the next item goes through.
+    #[inline]
+    fn next_slot(&self) -> usize {
+        self.base + SLOTS + ((self.pos as usize) & (self.capacity - 1)) * 16
+    }
+
     /// Whether the next item is published (one load, no side effects).
     #[inline]
     pub fn ready(&self, mem: &impl SharedMem) -> bool {
-        let slot = self.base + SLOTS + ((self.pos as usize) & (self.capacity - 1)) * 16;
-        mem.load(slot, Acquire) == self.pos + 1
+        mem.load(self.next_slot(), Acquire) == self.pos + 1
     }
 
     /// Takes the next item, if one is published.
     #[inline]
     pub fn pop(&mut self, mem: &impl SharedMem) -> Option<u64> {
-        let slot = self.base + SLOTS + ((self.pos as usize) & (self.capacity - 1)) * 16;
+        let slot = self.next_slot();
         if mem.load(slot, Acquire) != self.pos + 1 {
             return None;
         }
