@@ -109,6 +109,7 @@ pub struct Region {
 }
 
 /// Converts a C count, rejecting negatives with `MPI_ERR_COUNT`.
+#[inline(always)]
 pub fn count(n: c_int) -> MpiResult<usize> {
     usize::try_from(n).map_err(|_| {
         MpiError::new(
@@ -126,6 +127,7 @@ impl Region {
     /// for reads (and for writes if the region is used to receive) until the operation
     /// using the region completes, and nothing else may write it meanwhile (MPI's buffer
     /// rules).
+    #[inline(always)]
     pub unsafe fn new(addr: *const c_void, count: usize, ty: Dt) -> MpiResult<Region> {
         if ty.is_contiguous()
             && ty.size > 0
@@ -144,6 +146,16 @@ impl Region {
                 ty,
             });
         }
+        // SAFETY: forwarded to the caller.
+        unsafe { Self::new_general(addr, count, ty) }
+    }
+
+    /// [`Region::new`] for empty, non-contiguous and invalid cases.
+    ///
+    /// # Safety
+    /// As for [`Region::new`].
+    #[inline(never)]
+    unsafe fn new_general(addr: *const c_void, count: usize, ty: Dt) -> MpiResult<Region> {
         let Some((lo, len)) = ty.span(count) else {
             return Ok(Region {
                 span: UserBuf::empty(),
@@ -493,6 +505,7 @@ pub fn ignores_status(p: *const MpiStatus) -> bool {
 ///
 /// # Safety
 /// `p` must be `MPI_STATUS_IGNORE`, null, or valid for writing an `MPI_Status`.
+#[inline]
 pub unsafe fn put_status(p: *mut MpiStatus, st: &St, with_error: bool) {
     if ignores_status(p) {
         return;

@@ -37,6 +37,7 @@ fn scope(c: &CommRec) -> &'static str {
 
 /// A checked destination (a remote rank on an inter-communicator): `None` for
 /// `MPI_PROC_NULL`.
+#[inline(always)]
 pub fn dest_rank(c: &CommRec, dest: c_int) -> MpiResult<Option<u32>> {
     if dest == PROC_NULL {
         return Ok(None);
@@ -77,6 +78,7 @@ impl Source {
 }
 
 /// Checks a source rank.
+#[inline(always)]
 pub fn source_rank(c: &CommRec, source: c_int) -> MpiResult<Source> {
     match source {
         PROC_NULL => Ok(Source::Null),
@@ -95,6 +97,7 @@ pub fn source_rank(c: &CommRec, source: c_int) -> MpiResult<Source> {
 }
 
 /// Checks a send tag.
+#[inline(always)]
 pub fn send_tag(tag: c_int) -> MpiResult<c_int> {
     if tag < 0 {
         return Err(MpiError::new(
@@ -106,6 +109,7 @@ pub fn send_tag(tag: c_int) -> MpiResult<c_int> {
 }
 
 /// Checks a receive tag (`None` = `MPI_ANY_TAG`).
+#[inline(always)]
 pub fn recv_tag(tag: c_int) -> MpiResult<Option<c_int>> {
     match tag {
         ANY_TAG => Ok(None),
@@ -196,6 +200,7 @@ pub fn start_recv(
 }
 
 /// Turns a truncated receive into `MPI_ERR_TRUNCATE`.
+#[inline]
 pub fn check_truncation(st: &St, region_bytes: usize) -> MpiResult<()> {
     if st.error == error::ERR_TRUNCATE {
         return Err(MpiError::new(

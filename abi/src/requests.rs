@@ -133,6 +133,7 @@ impl ReqRec {
 }
 
 /// Status of a completed engine request.
+#[inline]
 pub fn status_of(s: Status) -> St {
     St {
         source: s.source,

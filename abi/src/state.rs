@@ -13,13 +13,17 @@
 //! legitimately call MPI (error handlers, attribute copy and delete functions) run with
 //! [`CORE`] released ([`Locked::unlocked`]). Datatype calls do not take [`CORE`] at all. Any
 //! other call made from inside a reduction function fails with `MPI_ERR_OTHER` instead of
-//! deadlocking. The lock is tried first and waited for only when taken, so an uncontended
-//! call costs one atomic exchange each way and no thread-local access.
+//! deadlocking. [`CORE`] is a [`CallLock`]: taking it is one compare-exchange and releasing
+//! it one plain release store (a `std::sync::Mutex` releases with a second locked
+//! instruction, a full fence that waits for the call's stores, such as a message just
+//! published to a peer, to reach the cache). Waiting happens only when the lock is taken,
+//! which under `MPI_THREAD_SERIALIZED` means another thread is finishing a call.
 
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex};
 
 use kestrel_pml::engine::MessageHandle;
 use kestrel_pml::{Engine, Group};
@@ -231,6 +235,7 @@ pub struct Core {
 
 impl Core {
     /// The communicator behind a handle.
+    #[inline]
     pub fn comm(&self, h: c_int) -> MpiResult<&CommRec> {
         comm_slot(h)
             .and_then(|i| self.comms.get(i))
@@ -350,12 +355,93 @@ pub struct PhaseCell(pub Phase);
 // pointers into shared memory and the engine may hold a reduction closure in an `Rc` while
 // a collective runs. Nothing in them is tied to the thread that created it (no
 // thread-locals, no thread-affine handles). The cell is only reachable through `CORE`'s
-// mutex, so at most one thread touches it at a time, and the mutex orders those accesses.
+// lock, so at most one thread touches it at a time, and the lock orders those accesses.
 #[allow(unsafe_code)]
 unsafe impl Send for PhaseCell {}
 
+/// A lock for the library state held for the whole of one MPI call: acquire is a
+/// compare-exchange, release a store, and a waiter spins briefly, then yields.
+pub struct CallLock<T> {
+    held: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: `value` is reached only through a `CallGuard`, and `held` (Acquire on taking,
+// Release on giving back) lets at most one guard exist at a time and orders the accesses
+// of successive holders, as a mutex does.
+#[allow(unsafe_code)]
+unsafe impl<T: Send> Sync for CallLock<T> {}
+
+impl<T> CallLock<T> {
+    /// An unheld lock around `value`.
+    pub const fn new(value: T) -> Self {
+        CallLock {
+            held: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// The guard, if the lock is free now.
+    #[inline]
+    pub fn try_lock(&self) -> Option<CallGuard<'_, T>> {
+        self.held
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| CallGuard { lock: self })
+    }
+
+    /// The guard, waiting for the holder to finish its call.
+    pub fn lock(&self) -> CallGuard<'_, T> {
+        let mut spins = 0u32;
+        loop {
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            spins += 1;
+            if spins < 100 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Access to a [`CallLock`]'s value; releases the lock when dropped (also when unwinding).
+pub struct CallGuard<'a, T> {
+    lock: &'a CallLock<T>,
+}
+
+impl<T> std::ops::Deref for CallGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard is the only one (see `CallLock`), so no `&mut` aliases it.
+        #[allow(unsafe_code)]
+        unsafe {
+            &*self.lock.value.get()
+        }
+    }
+}
+
+impl<T> std::ops::DerefMut for CallGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: this guard is the only one, and `&mut self` makes this borrow unique.
+        #[allow(unsafe_code)]
+        unsafe {
+            &mut *self.lock.value.get()
+        }
+    }
+}
+
+impl<T> Drop for CallGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lock.held.store(false, Ordering::Release);
+    }
+}
+
 /// Everything but datatypes; see the module documentation.
-pub static CORE: Mutex<PhaseCell> = Mutex::new(PhaseCell(Phase::Before));
+pub static CORE: CallLock<PhaseCell> = CallLock::new(PhaseCell(Phase::Before));
 
 /// Set while a user reduction function runs, the only callback that runs with [`CORE`]
 /// held: a call that then finds [`CORE`] taken is that function calling MPI (another
@@ -372,27 +458,28 @@ pub fn in_reduction<R>(f: impl FnOnce() -> R) -> R {
 
 /// [`CORE`], held for one MPI call.
 pub struct Locked {
-    guard: Option<MutexGuard<'static, PhaseCell>>,
+    guard: Option<CallGuard<'static, PhaseCell>>,
 }
 
 impl Locked {
     /// Takes [`CORE`]; `None` when a user reduction function running inside an MPI call of
     /// this process calls MPI.
+    #[inline]
     pub fn acquire() -> Option<Locked> {
         let guard = match CORE.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
+            Some(g) => g,
+            None => {
                 if IN_REDUCTION.load(Ordering::Relaxed) {
                     return None;
                 }
-                CORE.lock().unwrap_or_else(|p| p.into_inner())
+                CORE.lock()
             }
         };
         Some(Locked { guard: Some(guard) })
     }
 
     /// The phase.
+    #[inline(always)]
     pub fn phase(&mut self) -> &mut Phase {
         &mut self
             .guard
@@ -402,7 +489,7 @@ impl Locked {
     }
 
     /// The state of a running library.
-    #[inline]
+    #[inline(always)]
     pub fn core(&mut self) -> MpiResult<&mut Core> {
         match self.phase() {
             Phase::Running(c) => Ok(c),
@@ -422,7 +509,7 @@ impl Locked {
     pub fn unlocked<R>(&mut self, f: impl FnOnce() -> R) -> R {
         self.guard = None;
         let r = f();
-        self.guard = Some(CORE.lock().unwrap_or_else(|p| p.into_inner()));
+        self.guard = Some(CORE.lock());
         r
     }
 }
@@ -458,10 +545,17 @@ pub fn with_types<R>(f: impl FnOnce(&mut TypeTable) -> R) -> R {
 
 /// Resolves a datatype handle for use in communication (`committed` required) or for
 /// queries and constructors (`committed` not required).
+#[inline(always)]
 pub fn datatype(h: c_int, need_commit: bool) -> MpiResult<Dt> {
     if let Some(t) = types::predefined(h) {
         return Ok(Dt::Static(t));
     }
+    derived_datatype(h, need_commit)
+}
+
+/// [`datatype`] for handles that are not predefined types.
+#[inline(never)]
+fn derived_datatype(h: c_int, need_commit: bool) -> MpiResult<Dt> {
     if types::is_removed_marker(h) {
         return Err(MpiError::new(
             error::ERR_TYPE,
@@ -489,4 +583,39 @@ pub fn datatype(h: c_int, need_commit: bool) -> MpiResult<Dt> {
         ));
     }
     Ok(Dt::Shared(entry.info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CallLock;
+
+    #[test]
+    fn call_lock_excludes_and_orders_its_holders() {
+        // Non-atomic read-modify-write under the lock: any overlap of two holders, or a
+        // release that does not publish the write, loses increments.
+        static COUNTER: CallLock<u64> = CallLock::new(0);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for _ in 0..50_000 {
+                        let mut g = COUNTER.lock();
+                        let v = *g;
+                        std::hint::black_box(&v);
+                        *g = v + 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*COUNTER.lock(), 200_000);
+        let held = COUNTER.lock();
+        assert!(
+            COUNTER.try_lock().is_none(),
+            "a held lock must refuse a second guard"
+        );
+        drop(held);
+        assert!(COUNTER.try_lock().is_some());
+    }
 }

@@ -307,6 +307,7 @@ fn predefined_tables() -> &'static Predefined {
 }
 
 /// The type map of a predefined datatype handle; `None` for anything else.
+#[inline]
 pub fn predefined(handle: c_int) -> Option<&'static TypeInfo> {
     let t = predefined_tables();
     if (handle as u32) >> 26 == 0x23 {

@@ -71,6 +71,7 @@ pub static MPI_WEIGHTS_EMPTY: Sentinel = Sentinel(&WEIGHTS_EMPTY_OBJ as *const c
 /// # Safety
 /// As [`crate::mem::Region::new`]: the memory the elements cover is valid until the
 /// operation using the region completes.
+#[inline(always)]
 pub(crate) unsafe fn region(
     buf: *const std::os::raw::c_void,
     count: c_int,
