@@ -221,7 +221,10 @@ pub(crate) fn start_send<'a>(
         .borrow_mut()
         .isend(ctx, dest, tag, buf, sync)
         .unwrap_or_else(|e| inner.fatal(&e.to_string()));
-    scope.started.borrow_mut().push((inner.clone(), id));
+    // An eager send is complete already: the scope has nothing to wait for.
+    if id != kestrel_pml::engine::DONE {
+        scope.started.borrow_mut().push((inner.clone(), id));
+    }
     Request {
         inner: inner.clone(),
         id,
