@@ -14,7 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
-pub mod codec;
+pub use kestrel_transport::codec;
 pub mod dpm;
 pub mod hosts;
 pub mod launcher;

@@ -3,7 +3,7 @@
 //! This crate owns what all transports and layers above them share: the registered parameter
 //! system ([`params`]), the include/exclude component lists ([`components`]), per-component
 //! logging ([`logging`]) and the parameters that belong to no single transport
-//! ([`core_params`]) and the transport contract every BTL implements ([`btl`]), with its
+//! ([`core_params`]), the one binary codec for cards and frames ([`codec`]), and the transport contract every BTL implements ([`btl`]), with its
 //! conformance suite and the `self` loopback transport.
 //!
 //! It must never depend on another Kestrel crate, and it holds no process-global state: resolved
@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod btl;
+pub mod codec;
 pub mod components;
 pub mod core_params;
 pub mod logging;

@@ -113,7 +113,7 @@ impl OobMsg {
 /// A connect/accept frame that could not be decoded.
 pub type OobError = crate::codec::DecodeError;
 
-use crate::codec::Reader;
+use crate::codec::{Reader, Writer};
 
 /// How connect/accept frames are named in decode errors.
 const FRAME: &str = "connect/accept message";
@@ -140,59 +140,34 @@ fn read_group(r: &mut Reader) -> Result<Vec<ProcInfo>, OobError> {
         .collect()
 }
 
-#[derive(Default)]
-struct Writer {
-    buf: Vec<u8>,
-}
-
-impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.buf.push(v);
-    }
-    fn u16(&mut self, v: u16) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn u32(&mut self, v: u32) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        self.u32(b.len() as u32);
-        self.buf.extend_from_slice(b);
-    }
-    fn string(&mut self, s: &str) {
-        self.bytes(s.as_bytes());
-    }
-    fn group(&mut self, g: &[ProcInfo]) {
-        self.u32(g.len() as u32);
-        for p in g {
-            self.string(&p.job);
-            self.u32(p.rank);
-            self.string(&p.node);
-            self.string(&p.contact);
-        }
+/// A group: a count, then each process's job, rank, node and contact.
+fn write_group(w: &mut Writer, g: &[ProcInfo]) {
+    w.u32(g.len() as u32);
+    for p in g {
+        w.string(&p.job)
+            .u32(p.rank)
+            .string(&p.node)
+            .string(&p.contact);
     }
 }
 
 impl OobMsg {
     /// The frame body (magic, version, type, fields), without the length prefix.
     pub fn encode_body(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.buf.extend_from_slice(MAGIC);
+        let mut w = Writer::new();
+        w.raw(MAGIC);
         w.u8(OOB_VERSION);
         match self {
             OobMsg::Connect { tag, group, ctx } => {
                 w.u8(1);
                 w.u32(*tag);
-                w.group(group);
+                write_group(&mut w, group);
                 w.u16(*ctx);
             }
             OobMsg::Accept { conn, group, ctx } => {
                 w.u8(2);
                 w.u64(*conn);
-                w.group(group);
+                write_group(&mut w, group);
                 w.u16(*ctx);
             }
             OobMsg::Refuse { reason } => {
@@ -217,14 +192,16 @@ impl OobMsg {
                 w.string(job);
                 w.u32(*rank);
             }
-            OobMsg::LifelineOk => w.u8(7),
+            OobMsg::LifelineOk => {
+                w.u8(7);
+            }
             OobMsg::SpawnFailed { tag, reason } => {
                 w.u8(8);
                 w.u32(*tag);
                 w.string(reason);
             }
         }
-        w.buf
+        w.into_vec()
     }
 
     /// The whole frame, length included.

@@ -155,6 +155,7 @@ pub enum ToAgent {
     Shutdown,
 }
 
+use crate::codec::Writer;
 pub use crate::codec::{DecodeError, Reader};
 
 /// How launcher frames are named in decode errors.
@@ -165,50 +166,6 @@ fn bad(what: &'static str, reason: &'static str) -> DecodeError {
         frame: FRAME,
         what,
         reason,
-    }
-}
-
-#[derive(Default)]
-struct Writer {
-    buf: Vec<u8>,
-}
-
-impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.buf.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.u32(v as u32);
-    }
-    fn bool(&mut self, v: bool) {
-        self.u8(u8::from(v));
-    }
-    fn string(&mut self, s: &str) {
-        self.u32(s.len() as u32);
-        self.buf.extend_from_slice(s.as_bytes());
-    }
-    fn strings(&mut self, v: &[String]) {
-        self.u32(v.len() as u32);
-        v.iter().for_each(|s| self.string(s));
-    }
-    fn pairs(&mut self, v: &[(String, String)]) {
-        self.u32(v.len() as u32);
-        for (k, val) in v {
-            self.string(k);
-            self.string(val);
-        }
-    }
-    fn u32s(&mut self, v: &[u32]) {
-        self.u32(v.len() as u32);
-        v.iter().for_each(|&x| self.u32(x));
-    }
-    fn frame(self) -> Vec<u8> {
-        let mut out = (self.buf.len() as u32).to_be_bytes().to_vec();
-        out.extend_from_slice(&self.buf);
-        out
     }
 }
 
@@ -230,7 +187,7 @@ fn pmi_byte(p: PmiState) -> u8 {
 impl ToHead {
     /// Encodes a whole frame, length included.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
+        let mut w = Writer::new();
         match self {
             ToHead::Hello {
                 host_index,
@@ -282,9 +239,11 @@ impl ToHead {
                 w.i32(*code);
                 w.string(message);
             }
-            ToHead::Bye => w.u8(7),
+            ToHead::Bye => {
+                w.u8(7);
+            }
         }
-        w.frame()
+        w.into_frame()
     }
 
     /// Decodes a frame body (without the length prefix).
@@ -345,7 +304,7 @@ impl ToHead {
 impl ToAgent {
     /// Encodes a whole frame, length included.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
+        let mut w = Writer::new();
         match self {
             ToAgent::Launch(l) => {
                 w.u8(1);
@@ -376,10 +335,14 @@ impl ToAgent {
                 w.u8(2);
                 w.pairs(puts);
             }
-            ToAgent::Kill => w.u8(3),
-            ToAgent::Shutdown => w.u8(4),
+            ToAgent::Kill => {
+                w.u8(3);
+            }
+            ToAgent::Shutdown => {
+                w.u8(4);
+            }
         }
-        w.frame()
+        w.into_frame()
     }
 
     /// Decodes a frame body (without the length prefix).
