@@ -4,7 +4,9 @@
 //! system ([`params`]), the include/exclude component lists ([`components`]), per-component
 //! logging ([`logging`]) and the parameters that belong to no single transport
 //! ([`core_params`]), the one binary codec for cards and frames ([`codec`]), and the transport contract every BTL implements ([`btl`]), with its
-//! conformance suite and the `self` loopback transport.
+//! conformance suite and the `self` loopback transport; the component side of that contract
+//! ([`component`]), the transport set that opens components and routes peers ([`set`]), and
+//! the interface to a shared-memory collective engine ([`node_coll`]).
 //!
 //! It must never depend on another Kestrel crate, and it holds no process-global state: resolved
 //! parameters are passed explicitly to whoever needs them.
@@ -13,10 +15,13 @@
 
 pub mod btl;
 pub mod codec;
+pub mod component;
 pub mod components;
 pub mod core_params;
 pub mod logging;
+pub mod node_coll;
 pub mod params;
+pub mod set;
 
 pub use btl::{Btl, Incoming, Limits, RemoteRegion, SelfBtl, SendError};
 pub use components::{Selection, SelectionError};

@@ -1,0 +1,115 @@
+//! The interface between the messaging layer's collectives and a shared-memory collective
+//! engine: a segment that every member of a node-local communicator maps, with barrier,
+//! broadcast, gather and reduction rounds on it.
+//!
+//! The messaging layer decides when a communicator gets a segment and carries the set-up
+//! exchange (the creator's rendezvous name, every member's reachability card) over its own
+//! point-to-point path; the engine behind [`NodeCollectives`] owns the memory, its layout and
+//! the single-copy machinery. Buffers are bytes and reductions a callback, so the engine never
+//! knows an MPI datatype. This module owns only the interface; it must never know a layout.
+
+use crate::params::Params;
+
+/// The shape of a new segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentGeometry {
+    /// Members.
+    pub members: usize,
+    /// Bytes per pipelined fragment (a multiple of 64).
+    pub fragment: usize,
+    /// Alternating buffer sets (>= 2).
+    pub sets: usize,
+    /// Barrier tree degree (>= 2).
+    pub degree: usize,
+}
+
+/// Combines `input` into `inout` element-wise (one reduction step).
+pub type Apply<'a> = &'a mut dyn FnMut(&[u8], &mut [u8]);
+
+/// A shared-memory collective engine, found through [`crate::component::Component`].
+pub trait NodeCollectives: Sync {
+    /// Creates a segment (by the communicator's lowest rank, member 0) under a file name of
+    /// one path component; returns the name the other members attach by.
+    fn create(
+        &self,
+        params: &Params,
+        file_name: &str,
+        geometry: SegmentGeometry,
+        spin_yield: bool,
+    ) -> Result<(String, Box<dyn NodeSegment>), String>;
+
+    /// Attaches member `me` of `members` to the segment created under `rendezvous`, checking
+    /// that its geometry fits the communicator.
+    fn attach(
+        &self,
+        rendezvous: &str,
+        members: usize,
+        me: usize,
+        spin_yield: bool,
+    ) -> Result<Box<dyn NodeSegment>, String>;
+
+    /// Removes the rendezvous name once every member attached (the mapping stays).
+    fn unlink(&self, rendezvous: &str);
+
+    /// What peers need to test whether they can copy from this process's memory.
+    fn reach_card(&self) -> Vec<u8>;
+
+    /// Whether this process can copy from the memory of the process that sent `card`.
+    fn can_reach(&self, card: &[u8]) -> bool;
+
+    /// Whether the parameters allow single-copy algorithms.
+    fn single_copy_allowed(&self, params: &Params) -> bool;
+}
+
+/// One member's handle on a communicator's segment. Every member calls the same operations in
+/// the same order with the same sizes (MPI's collective rule).
+pub trait NodeSegment: Send {
+    /// Members.
+    fn members(&self) -> usize;
+    /// Whether blocks of `len` bytes take the one-round path through the inline lines.
+    fn flat(&self, len: usize) -> bool;
+    /// A barrier in one round.
+    fn flat_barrier(&mut self);
+    /// A broadcast of a small `buf` in one round.
+    fn flat_bcast(&mut self, root: usize, buf: &mut [u8]);
+    /// An allgatherv of small blocks in one round.
+    fn flat_allgatherv(&mut self, send: &[u8], recv: &mut [u8], counts: &[usize], displs: &[usize]);
+    /// A reduction of a small block in one round (to `root`, or to all with `None`).
+    fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>);
+    /// Turns single copy on (every member must be able to reach every other).
+    fn enable_single_copy(&mut self, ok: bool);
+    /// Whether `len` bytes take the single-copy path.
+    fn single_copy(&self, len: usize) -> bool;
+    /// A reduction reading peers' buffers directly.
+    fn single_copy_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        elem: usize,
+        apply: Apply<'_>,
+    ) -> Result<(), String>;
+    /// A broadcast reading the root's buffer directly.
+    fn single_copy_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), String>;
+    /// An allgatherv reading peers' blocks directly.
+    fn single_copy_allgather(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<(), String>;
+    /// A barrier over the segment's tree.
+    fn barrier(&mut self);
+    /// A pipelined broadcast through the segment's fragments.
+    fn bcast(&mut self, root: usize, buf: &mut [u8]);
+    /// A pipelined reduction through the segment's fragments.
+    fn reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        elem: usize,
+        apply: Apply<'_>,
+    );
+}
