@@ -29,6 +29,7 @@ use std::rc::Rc;
 
 #[allow(unsafe_code)]
 pub mod collective;
+pub mod components;
 #[allow(unsafe_code)]
 pub mod datatype;
 pub mod dpm;
@@ -58,8 +59,9 @@ pub const ANY_TAG: Tag = -1;
 pub fn all_param_specs() -> Vec<&'static ParamSpec> {
     let mut specs = kestrel_transport::core_params::specs();
     specs.extend(kestrel_runtime::params::specs());
-    specs.extend(kestrel_shm::params::specs());
-    specs.extend(kestrel_usnic::params::specs());
+    for c in components::REGISTRY {
+        specs.extend(c.params());
+    }
     specs.extend(kestrel_pml::params::specs());
     specs
 }
@@ -159,7 +161,8 @@ pub fn initialize() -> Result<Universe, Error> {
     )
     .map_err(Error::Logging)?;
     let mut runtime = Runtime::init(&params)?;
-    let mut engine = Engine::new(&params, &mut runtime).map_err(Error::Messaging)?;
+    let mut engine =
+        Engine::new(&params, &mut runtime, components::registry()).map_err(Error::Messaging)?;
     let node_id = runtime.node_id().to_string();
     // A spawned job connects back to its parent's root before the program runs.
     let parent = match std::env::var(dpm::PARENT_PORT_VAR) {

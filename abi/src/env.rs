@@ -88,7 +88,8 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
     )
     .map_err(startup)?;
     let mut runtime = Runtime::init(&params).map_err(startup)?;
-    let mut engine = Engine::new(&params, &mut runtime).map_err(startup)?;
+    let mut engine =
+        Engine::new(&params, &mut runtime, kestrel::components::registry()).map_err(startup)?;
     // A spawned job connects back to its parent's root before the program runs.
     let parent_ctx = crate::dpm::connect_parent(&mut engine)?;
     let me = engine.rank();

@@ -6,9 +6,7 @@
 //! every member has attached. Other communicators (or when set-up fails, which is logged once)
 //! use the point-to-point algorithms.
 
-use std::path::PathBuf;
-
-use kestrel_shm::coll::{CollGeometry, CollSegment};
+use kestrel_transport::node_coll::{NodeSegment, SegmentGeometry};
 
 use crate::engine::{Engine, PmlError};
 use crate::op::{Dtype, Reduction};
@@ -18,7 +16,7 @@ const TAG_SETUP: i32 = -20;
 
 impl Engine {
     /// The segment of `ctx`, set up on first use; `None` for communicators that span nodes.
-    fn shm_segment(&mut self, ctx: u16) -> Result<Option<&mut CollSegment>, PmlError> {
+    fn shm_segment(&mut self, ctx: u16) -> Result<Option<&mut dyn NodeSegment>, PmlError> {
         let idx = ctx as usize;
         if !matches!(self.coll_segments.get(idx), Some(Some(_))) {
             let seg = self.setup_segment(ctx)?;
@@ -31,10 +29,11 @@ impl Engine {
             .coll_segments
             .get_mut(idx)
             .and_then(|s| s.as_mut())
-            .and_then(|s| s.as_mut()))
+            .and_then(|s| s.as_mut())
+            .map(|b| &mut **b as &mut dyn NodeSegment))
     }
 
-    fn setup_segment(&mut self, ctx: u16) -> Result<Option<CollSegment>, PmlError> {
+    fn setup_segment(&mut self, ctx: u16) -> Result<Option<Box<dyn NodeSegment>>, PmlError> {
         let group = self
             .context_group(ctx)
             .map(|g| g.to_vec())
@@ -45,17 +44,19 @@ impl Engine {
         // a member fails; the segment engine would wait for it forever.
         let own_job = group.iter().all(|&r| r < self.size());
         let local = own_job && n >= 2 && group.iter().all(|&r| node_of(r) == node_of(group[0]));
-        if !local || !params::SHM.get(self.params()) {
+        let Some(engine) = self
+            .node_coll
+            .filter(|_| local && params::SHM.get(self.params()))
+        else {
             return Ok(None);
-        }
+        };
         let (me, _) = self.comm_info(ctx)?;
-        let geo = CollGeometry {
-            n,
-            frag: (params::SHM_FRAGMENT.get(self.params()) as usize).div_ceil(64) * 64,
+        let geo = SegmentGeometry {
+            members: n,
+            fragment: (params::SHM_FRAGMENT.get(self.params()) as usize).div_ceil(64) * 64,
             sets: params::SHM_SETS.get(self.params()) as usize,
             degree: params::SHM_TREE_DEGREE.get(self.params()) as usize,
         };
-        let dir = PathBuf::from(kestrel_shm::params::DIR.get(self.params()));
         let spin_yield = self.yields_when_idle();
         // The creator's outcome (a path, or empty on failure) goes to everyone, so that all
         // members take the same path.
@@ -63,10 +64,10 @@ impl Engine {
         let mut created = None;
         if me == 0 {
             let file = format!("kestrel.{}.coll.{ctx}.{}", self.job_tag(), self.rank());
-            match CollSegment::create(&dir, &file, geo, 0, spin_yield) {
-                Ok((path, seg)) => {
-                    name = path.display().to_string().into_bytes();
-                    created = Some((path, seg));
+            match engine.create(self.params(), &file, geo, spin_yield) {
+                Ok((rendezvous, seg)) => {
+                    name = rendezvous.into_bytes();
+                    created = Some(seg);
                 }
                 Err(e) => {
                     tracing::warn!(target: "coll", "shared-memory collectives off for this communicator: {e}")
@@ -79,11 +80,11 @@ impl Engine {
         if name.is_empty() {
             return Ok(None);
         }
-        let seg = if let Some((_, seg)) = created {
+        let rendezvous = String::from_utf8_lossy(&name).into_owned();
+        let seg = if let Some(seg) = created {
             Some(seg)
         } else {
-            let path = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
-            match CollSegment::attach(&path, n, me as usize, spin_yield) {
+            match engine.attach(&rendezvous, n, me as usize, spin_yield) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     tracing::warn!(target: "coll", "{e}");
@@ -97,28 +98,18 @@ impl Engine {
             .iter()
             .all(|v| v == &[1]);
         if me == 0 {
-            let _ = std::fs::remove_file(String::from_utf8_lossy(&name).as_ref());
+            engine.unlink(&rendezvous);
         }
         let Some(mut seg) = seg.filter(|_| ok) else {
             return Ok(None);
         };
         // Single-copy reductions need every member to reach every other's memory.
-        let card = [
-            u64::from(std::process::id()),
-            kestrel_shm::cma::probe_addr(),
-        ]
-        .map(u64::to_le_bytes)
-        .concat();
-        let cards = self.allgather_bytes(ctx, &card)?;
-        let reachable = cards.iter().enumerate().all(|(r, c)| {
-            r == me as usize
-                || (c.len() == 16 && {
-                    let pid = u64::from_le_bytes(c[..8].try_into().unwrap_or([0; 8])) as u32;
-                    let addr = u64::from_le_bytes(c[8..].try_into().unwrap_or([0; 8]));
-                    kestrel_shm::cma::probe(pid, addr).is_ok()
-                })
-        });
-        let single_copy = kestrel_shm::params::SINGLE_COPY.get(self.params()) != "none";
+        let cards = self.allgather_bytes(ctx, &engine.reach_card())?;
+        let reachable = cards
+            .iter()
+            .enumerate()
+            .all(|(r, c)| r == me as usize || engine.can_reach(c));
+        let single_copy = engine.single_copy_allowed(self.params());
         let all = self
             .allgather_bytes(ctx, &[u8::from(reachable && single_copy)])?
             .iter()

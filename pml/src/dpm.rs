@@ -41,10 +41,12 @@ use kestrel_runtime::dpm::oob::{read_frame, write_frame, FrameError};
 use kestrel_runtime::dpm::{
     DpmError, LifelineEvent, Lifelines, Listener, MpiClass, OobMsg, PortEvent, PortName, ProcInfo,
 };
-use kestrel_transport::btl::{Btl, Incoming, Limits, RemoteRegion, SendError};
-use kestrel_transport::core_params;
+use kestrel_transport::codec::{DecodeError, Reader, Writer};
+use kestrel_transport::component::OpenContext;
+use kestrel_transport::set::remap::{Remapped, Retired};
+use kestrel_transport::set::{self, NO_ROUTE};
 
-use crate::engine::{Engine, PmlError, NO_ROUTE};
+use crate::engine::{Engine, PmlError};
 
 /// Tag of the broadcasts inside connect/accept.
 const TAG_DPM_BCAST: i32 = -30;
@@ -144,151 +146,6 @@ impl DpmState {
             return (rank < self.job_size).then_some(rank);
         }
         self.known.get(&(job.to_string(), rank)).copied()
-    }
-}
-
-/// A transport instance of one connection, seen through process indices: it numbers peers by
-/// union index, the engine by process index.
-pub struct Remapped {
-    inner: Box<dyn Btl>,
-    /// Process index → union index.
-    to_inner: HashMap<u32, u32>,
-    /// Union index → process index (`u32::MAX`: not routed through this instance).
-    to_outer: Vec<u32>,
-    dropped: u64,
-}
-
-impl Remapped {
-    fn new(inner: Box<dyn Btl>, pairs: &[(u32, u32)]) -> Remapped {
-        let mut to_outer = Vec::new();
-        let mut to_inner = HashMap::new();
-        for &(outer, inner_id) in pairs {
-            if to_outer.len() <= inner_id as usize {
-                to_outer.resize(inner_id as usize + 1, u32::MAX);
-            }
-            to_outer[inner_id as usize] = outer;
-            to_inner.insert(outer, inner_id);
-        }
-        Remapped {
-            inner,
-            to_inner,
-            to_outer,
-            dropped: 0,
-        }
-    }
-
-    fn map(&self, peer: u32) -> Result<u32, SendError> {
-        self.to_inner
-            .get(&peer)
-            .copied()
-            .ok_or(SendError::Unreachable { peer })
-    }
-}
-
-impl Btl for Remapped {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-    fn reaches(&self, peer: u32) -> bool {
-        self.to_inner
-            .get(&peer)
-            .is_some_and(|&i| self.inner.reaches(i))
-    }
-    fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError> {
-        let i = self.map(peer)?;
-        self.inner
-            .send(i, am, header, payload)
-            .map_err(|e| match e {
-                SendError::Unreachable { .. } => SendError::Unreachable { peer },
-                other => other,
-            })
-    }
-    fn progress(&mut self, deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
-        let to_outer = &self.to_outer;
-        let dropped = &mut self.dropped;
-        self.inner.progress(&mut |m| {
-            match to_outer.get(m.peer as usize) {
-                Some(&outer) if outer != u32::MAX => deliver(Incoming {
-                    peer: outer,
-                    am: m.am,
-                    data: m.data,
-                }),
-                // A member of the union this process does not talk to through here.
-                _ => *dropped += 1,
-            }
-        })
-    }
-    fn quiet(&self) -> bool {
-        self.inner.quiet()
-    }
-    fn quiesce(&mut self) -> bool {
-        self.inner.quiesce()
-    }
-    fn can_get(&mut self, peer: u32) -> bool {
-        match self.map(peer) {
-            Ok(i) => self.inner.can_get(i),
-            Err(_) => false,
-        }
-    }
-    fn expose(&self, buf: &[u8]) -> RemoteRegion {
-        self.inner.expose(buf)
-    }
-    fn can_put(&mut self, peer: u32) -> bool {
-        match self.map(peer) {
-            Ok(i) => self.inner.can_put(i),
-            Err(_) => false,
-        }
-    }
-    fn put(
-        &mut self,
-        peer: u32,
-        remote: RemoteRegion,
-        offset: u64,
-        local: &[u8],
-    ) -> Result<(), SendError> {
-        let i = self.map(peer)?;
-        self.inner.put(i, remote, offset, local)
-    }
-    fn get(
-        &mut self,
-        peer: u32,
-        remote: RemoteRegion,
-        offset: u64,
-        local: &mut [u8],
-    ) -> Result<(), SendError> {
-        let i = self.map(peer)?;
-        self.inner.get(i, remote, offset, local)
-    }
-}
-
-/// What is left in a transport slot after its connection ended: reaches nobody.
-struct Retired;
-
-impl Btl for Retired {
-    fn name(&self) -> &'static str {
-        "retired"
-    }
-    fn limits(&self) -> Limits {
-        Limits {
-            eager_limit: 0,
-            max_send: 0,
-            latency_ns: u32::MAX,
-            bandwidth_mbps: 0,
-            exclusivity: 0,
-            get: false,
-        }
-    }
-    fn reaches(&self, _peer: u32) -> bool {
-        false
-    }
-    fn send(&mut self, peer: u32, _: u8, _: &[u8], _: &[u8]) -> Result<(), SendError> {
-        Err(SendError::Unreachable { peer })
-    }
-    fn progress(&mut self, _deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
-        0
     }
 }
 
@@ -417,12 +274,6 @@ struct Agreed {
     ctx: u16,
 }
 
-/// Transports created for a connection, before the remote cards are known.
-struct Prepared {
-    shm: Option<kestrel_shm::ShmBtl>,
-    usnic: Option<kestrel_usnic::btl::UsnicBtl>,
-}
-
 /// Encodes a root's outcome for its group: `[0]` + body, or `[1, class]` + the error's text
 /// (see [`decode_outcome`]).
 pub fn encode_outcome(r: &Result<Vec<u8>, PmlError>) -> Vec<u8> {
@@ -480,44 +331,24 @@ pub fn decode_outcome(bytes: &[u8], root: u32) -> Result<Vec<u8>, PmlError> {
     }
 }
 
-fn put_u32(v: &mut Vec<u8>, x: u32) {
-    v.extend_from_slice(&x.to_le_bytes());
-}
-
-fn put_bytes(v: &mut Vec<u8>, b: &[u8]) {
-    put_u32(v, b.len() as u32);
-    v.extend_from_slice(b);
-}
-
-fn take_bytes<'a>(data: &mut &'a [u8]) -> Option<&'a [u8]> {
-    let n = u32::from_le_bytes(data.get(..4)?.try_into().ok()?) as usize;
-    let b = data.get(4..4 + n)?;
-    *data = &data[4 + n..];
-    Some(b)
-}
-
-/// A process's transport cards: `[flags u8][shm card][usnic card]`, each a length-prefixed
-/// byte string (empty when absent).
-fn encode_cards(shm: Option<Vec<u8>>, usnic: Option<Vec<u8>>) -> Vec<u8> {
-    let mut v = vec![u8::from(shm.is_some()) | (u8::from(usnic.is_some()) << 1)];
-    put_bytes(&mut v, shm.as_deref().unwrap_or(&[]));
-    put_bytes(&mut v, usnic.as_deref().unwrap_or(&[]));
-    v
-}
-
-#[allow(clippy::type_complexity)]
-fn decode_cards(mut data: &[u8]) -> Option<(Option<Vec<u8>>, Option<Vec<u8>>)> {
-    let (&flags, rest) = data.split_first()?;
-    data = rest;
-    let shm = take_bytes(&mut data)?;
-    let usnic = take_bytes(&mut data)?;
-    if !data.is_empty() || flags > 3 {
-        return None;
+/// The cards of a group's processes, in rank order: a count, then each process's bundle.
+fn encode_group_cards(cards: &[Vec<u8>]) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.u32(cards.len() as u32);
+    for c in cards {
+        w.bytes(c);
     }
-    Some((
-        (flags & 1 != 0).then(|| shm.to_vec()),
-        (flags & 2 != 0).then(|| usnic.to_vec()),
-    ))
+    w.into_vec()
+}
+
+fn decode_group_cards(body: &[u8]) -> Result<Vec<Vec<u8>>, DecodeError> {
+    let mut r = Reader::new(body, "group card list");
+    let n = r.count("cards", 4)?;
+    let cards = (0..n)
+        .map(|_| r.bytes("card"))
+        .collect::<Result<Vec<_>, _>>()?;
+    r.finish("card list")?;
+    Ok(cards)
 }
 
 impl Engine {
@@ -625,7 +456,7 @@ impl Engine {
         let idx = self.route.len() as u32;
         self.route.push(NO_ROUTE);
         self.nodes.push(info.node.clone());
-        self.usnic_unreachable.push(None);
+        self.unreachable.push(None);
         self.dpm.foreign.push((info.job.clone(), info.rank));
         self.dpm.known.insert((info.job.clone(), info.rank), idx);
         idx
@@ -1034,7 +865,7 @@ impl Engine {
                 what: "an empty connecting group".into(),
             }));
         }
-        let conn = kestrel_usnic::btl::new_job_key();
+        let conn = set::new_job_key();
         link.send(
             self,
             &OobMsg::Accept {
@@ -1101,16 +932,13 @@ impl Engine {
                 }
             }
         }
-        let mut prepared = Prepared {
-            shm: None,
-            usnic: None,
-        };
-        let mut my_cards = encode_cards(None, None);
+        let mut prepared = None;
+        let mut my_cards = set::encode_bundle([]);
         if local_ok.is_ok() && !new_remote.is_empty() {
             match self.prepare_transports(conn, &union, my_u, &new_remote) {
-                Ok((p, cards)) => {
-                    prepared = p;
-                    my_cards = cards;
+                Ok(opening) => {
+                    my_cards = opening.bundle();
+                    prepared = Some(opening);
                 }
                 Err(e) => local_ok = Err(e),
             }
@@ -1133,14 +961,7 @@ impl Engine {
         let outcome = if me == root {
             let link = link.as_mut().expect("the root has the link");
             self.swap_cards(link, agreed.acceptor, local_cards.clone(), timeout)
-                .map(|remote_cards| {
-                    let mut v = Vec::new();
-                    put_u32(&mut v, remote_cards.len() as u32);
-                    for c in &remote_cards {
-                        put_bytes(&mut v, c);
-                    }
-                    v
-                })
+                .map(|remote_cards| encode_group_cards(&remote_cards))
         } else {
             Ok(Vec::new())
         };
@@ -1150,18 +971,12 @@ impl Engine {
             Ok(_) => decode_outcome(&bytes, root),
         };
         let remote_cards = match shared {
-            Ok(body) => {
-                let mut data = &body[..];
-                let n = data
-                    .get(..4)
-                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-                    .unwrap_or(usize::MAX);
-                data = data.get(4..).unwrap_or(&[]);
-                let mut cards = Vec::new();
-                while let Some(c) = take_bytes(&mut data) {
-                    cards.push(c.to_vec());
-                }
-                if cards.len() != n || n != agreed.remote.len() {
+            Ok(body) => match decode_group_cards(&body) {
+                Err(e) => Err(dpm_err(DpmError::Protocol {
+                    peer: "the other group".into(),
+                    what: e.to_string(),
+                })),
+                Ok(cards) if cards.len() != agreed.remote.len() => {
                     Err(dpm_err(DpmError::Protocol {
                         peer: "the other group".into(),
                         what: format!(
@@ -1170,10 +985,9 @@ impl Engine {
                             agreed.remote.len()
                         ),
                     }))
-                } else {
-                    Ok(cards)
                 }
-            }
+                Ok(cards) => Ok(cards),
+            },
             Err(e) => Err(e),
         };
         let remote_cards = match remote_cards {
@@ -1191,7 +1005,7 @@ impl Engine {
         }
         // Phase 3: attach, then lifelines for the new pairs.
         let mut slots = Vec::new();
-        if local_ok.is_ok() && !new_remote.is_empty() {
+        if let (Ok(()), Some(prepared)) = (&local_ok, prepared) {
             let mut union_cards: Vec<Vec<u8>> = vec![Vec::new(); union.len()];
             let (local_off, remote_off) = if agreed.acceptor {
                 (0, local_infos.len())
@@ -1340,168 +1154,78 @@ impl Engine {
         both.map_err(|e| dpm_err(DpmError::Setup(e)))
     }
 
-    /// Creates this process's transport instances for the new pairs and returns its cards.
+    /// Opens this process's transports for the new pairs through the transport set (the
+    /// same code path as a job's start-up, over the union of both groups).
     fn prepare_transports(
         &mut self,
         conn: u64,
         union: &[ProcInfo],
         my_u: u32,
         new_remote: &[(u32, usize)],
-    ) -> Result<(Prepared, Vec<u8>), String> {
-        let params = self.params().clone();
-        let selection = core_params::BTL.get(&params);
-        let my_node = union[my_u as usize].node.clone();
-        let shm_ok = selection.allows("shm");
-        let need_shm = shm_ok && new_remote.iter().any(|&(_, u)| union[u].node == my_node);
-        let need_usnic = selection.allows("usnic")
-            && new_remote
-                .iter()
-                .any(|&(_, u)| union[u].node != my_node || !shm_ok);
-        let mut prepared = Prepared {
-            shm: None,
-            usnic: None,
+    ) -> Result<set::Opening, String> {
+        let nodes: Vec<String> = union.iter().map(|p| p.node.clone()).collect();
+        let mut wanted = vec![false; union.len()];
+        wanted[my_u as usize] = true;
+        for &(_, u) in new_remote {
+            wanted[u] = true;
+        }
+        let set_id = format!("dpm-{conn:x}");
+        let file_prefix = format!("kestrel.{}.dpm{conn:x}.", self.job_tag());
+        let cx = OpenContext {
+            me: my_u,
+            nodes: &nodes,
+            set_id: &set_id,
+            file_prefix: &file_prefix,
         };
-        let mut shm_card = None;
-        let mut usnic_card = None;
-        if need_shm {
-            let node_group: Vec<u32> = union
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.node == my_node)
-                .map(|(u, _)| u as u32)
-                .collect();
-            let safe_job: String = self
-                .dpm
-                .job
-                .chars()
-                .map(|c| if c == '/' || c == '\0' { '_' } else { c })
-                .collect();
-            let file = format!("kestrel.{safe_job}.dpm{conn:x}.shm.{my_u}");
-            let (b, card) = kestrel_shm::ShmBtl::with_file_name(&params, my_u, &node_group, &file)?;
-            shm_card = Some(card.encode());
-            prepared.shm = Some(b);
-        }
-        if need_usnic {
-            let b = kestrel_usnic::btl::UsnicBtl::new(
-                &params,
-                my_u,
-                &format!("dpm-{conn:x}"),
-                &my_node,
-            )?;
-            match b {
-                Some(mut b) => {
-                    b.set_key(conn.max(1));
-                    usnic_card = Some(b.card().encode());
-                    prepared.usnic = Some(b);
-                }
-                None => {
-                    return Err(format!(
-                        "this process (node {my_node}) has no usable network interface for usnic \
-                         and processes of the other job are on other nodes (run `kestrel-ifmatch \
-                         list` to see why)"
-                    ))
-                }
-            }
-        }
-        Ok((prepared, encode_cards(shm_card, usnic_card)))
+        set::open(self.registry, self.params(), &cx, &wanted)
     }
 
-    /// Adds the remote cards to this process's instances and routes the new processes.
+    /// Hands the union's cards to this process's transports and routes the new processes
+    /// through them.
     fn attach_transports(
         &mut self,
         conn: u64,
-        prepared: Prepared,
+        prepared: set::Opening,
         union: &[ProcInfo],
         my_u: u32,
         union_cards: &[Vec<u8>],
         new_remote: &[(u32, usize)],
     ) -> Result<Vec<usize>, String> {
-        let my_node = union[my_u as usize].node.clone();
-        let mut decoded = Vec::with_capacity(union.len());
-        for (u, c) in union_cards.iter().enumerate() {
-            let d = decode_cards(c).ok_or_else(|| {
-                format!(
-                    "the transport cards of rank {} of job {} are malformed",
-                    union[u].rank, union[u].job
-                )
-            })?;
-            decoded.push(d);
-        }
-        let mut slots = Vec::new();
-        let mut routed: HashMap<u32, usize> = HashMap::new();
-        if let Some(mut shm) = prepared.shm {
-            let mut pairs = Vec::new();
-            for (u, p) in union.iter().enumerate() {
-                if u as u32 == my_u || p.node != my_node {
-                    continue;
-                }
-                if let Some(bytes) = &decoded[u].0 {
-                    let card = kestrel_shm::ShmCard::decode(bytes).map_err(|e| {
-                        format!("shm card of rank {} of job {}: {e}", p.rank, p.job)
-                    })?;
-                    shm.add_peer(u as u32, &card)?;
-                }
-            }
-            for &(proc_idx, u) in new_remote {
-                if union[u].node == my_node && decoded[u].0.is_some() {
-                    pairs.push((proc_idx, u as u32));
-                }
-            }
-            let slot = self.btls.len();
-            self.btls
-                .push(Box::new(Remapped::new(Box::new(shm), &pairs)));
-            for &(p, _) in &pairs {
-                routed.insert(p, slot);
-            }
-            slots.push(slot);
-        }
-        if let Some(mut usnic) = prepared.usnic {
-            let mut pairs = Vec::new();
-            for &(proc_idx, u) in new_remote {
-                if routed.contains_key(&proc_idx) {
-                    continue;
-                }
-                let Some(bytes) = &decoded[u].1 else {
-                    continue;
-                };
-                let card = kestrel_usnic::card::ModexCard::decode(bytes).map_err(|e| {
-                    format!(
-                        "usnic card of rank {} of job {}: {e}",
-                        union[u].rank, union[u].job
-                    )
-                })?;
-                match usnic.add_peer(u as u32, card) {
-                    Ok(()) => pairs.push((proc_idx, u as u32)),
-                    Err(why) => {
-                        self.usnic_unreachable[proc_idx as usize] = Some(why);
-                    }
-                }
-            }
-            let slot = self.btls.len();
-            self.btls
-                .push(Box::new(Remapped::new(Box::new(usnic), &pairs)));
-            for &(p, _) in &pairs {
-                routed.insert(p, slot);
-            }
-            slots.push(slot);
-        }
-        if self.btls.len() >= NO_ROUTE as usize {
+        let bundles: Vec<Option<Vec<u8>>> = union_cards
+            .iter()
+            .enumerate()
+            .map(|(u, c)| (u as u32 != my_u).then(|| c.clone()))
+            .collect();
+        let describe = |u: u32| {
+            let p = &union[u as usize];
+            format!("rank {} of job {} (node {})", p.rank, p.job, p.node)
+        };
+        let attached = prepared.attach(&bundles, conn.max(1), &describe)?;
+        if self.btls.len() + attached.btls.len() >= NO_ROUTE as usize {
             return Err("too many transport instances (connections) in this process; disconnect the ones no longer needed".into());
         }
+        let mut slots = Vec::new();
+        for (i, btl) in attached.btls.into_iter().enumerate() {
+            let pairs: Vec<(u32, u32)> = new_remote
+                .iter()
+                .filter(|&&(_, u)| attached.route[u] == i as u8)
+                .map(|&(p, u)| (p, u as u32))
+                .collect();
+            let slot = self.btls.len();
+            self.btls.push(Box::new(Remapped::new(btl, &pairs)));
+            for &(p, _) in &pairs {
+                self.route[p as usize] = slot as u8;
+            }
+            slots.push(slot);
+        }
         for &(p, u) in new_remote {
-            match routed.get(&p) {
-                Some(&slot) if self.btls[slot].reaches(p) => self.route[p as usize] = slot as u8,
-                _ => {
-                    let why = self.usnic_unreachable[p as usize]
-                        .clone()
-                        .unwrap_or_else(|| {
-                            "no transport allowed by the btl parameter reaches it".into()
-                        });
-                    return Err(format!(
-                        "no transport reaches rank {} of job {} (node {}): {why}",
-                        union[u].rank, union[u].job, union[u].node
-                    ));
-                }
+            if self.route[p as usize] == NO_ROUTE {
+                let why = attached.unreachable[u].clone().unwrap_or_default();
+                self.unreachable[p as usize] = Some(why.clone());
+                return Err(format!(
+                    "no transport reaches {}: {why}",
+                    describe(u as u32)
+                ));
             }
         }
         tracing::debug!(target: "dpm", conn = format_args!("{conn:x}"), slots = ?slots, "connection transports attached");
@@ -1754,48 +1478,17 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kestrel_transport::btl::SelfBtl;
-
-    #[test]
-    fn remapped_translates_peers_both_ways_and_drops_strangers() {
-        // Union index 4 is this process inside the instance; the engine calls it 9.
-        let mut b = Remapped::new(Box::new(SelfBtl::new(4)), &[(9, 4)]);
-        assert!(b.reaches(9));
-        assert!(!b.reaches(4));
-        b.send(9, 1, b"hdr", b"payload").unwrap();
-        assert_eq!(
-            b.send(5, 1, b"", b""),
-            Err(SendError::Unreachable { peer: 5 })
-        );
-        let mut got = Vec::new();
-        b.progress(&mut |m| got.push((m.peer, m.am, m.data.to_vec())));
-        assert_eq!(got, vec![(9, 1, b"hdrpayload".to_vec())]);
-        // An instance member this process does not route through it: dropped, counted.
-        let mut stray = Remapped::new(Box::new(SelfBtl::new(2)), &[(7, 3)]);
-        stray.inner.send(2, 1, b"x", b"").unwrap();
-        let mut n = 0;
-        stray.progress(&mut |_| n += 1);
-        assert_eq!((n, stray.dropped), (0, 1));
-        let mut r = Retired;
-        assert!(!r.reaches(0));
-        assert_eq!(r.progress(&mut |_| {}), 0);
-    }
 
     #[test]
     fn cards_and_outcomes_round_trip_and_garbage_is_refused() {
-        for (shm, usnic) in [
-            (None, None),
-            (Some(b"1|0|/dev/shm/x".to_vec()), None),
-            (None, Some(vec![1, 2, 3])),
-            (Some(vec![]), Some(vec![9; 300])),
-        ] {
-            let enc = encode_cards(shm.clone(), usnic.clone());
-            assert_eq!(decode_cards(&enc), Some((shm, usnic)));
+        for cards in [vec![], vec![vec![]], vec![b"bundle".to_vec(), vec![9; 300]]] {
+            let enc = encode_group_cards(&cards);
+            assert_eq!(decode_group_cards(&enc).unwrap(), cards);
             for end in 0..enc.len() {
-                assert_eq!(decode_cards(&enc[..end]), None);
+                assert!(decode_group_cards(&enc[..end]).is_err());
             }
         }
-        assert_eq!(decode_cards(&[4, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        assert!(decode_group_cards(&[0, 0, 0, 9, 0]).is_err());
         let ok = encode_outcome(&Ok(vec![5, 6]));
         assert_eq!(decode_outcome(&ok, 0).unwrap(), vec![5, 6]);
         let err = encode_outcome(&Err(PmlError::Dpm(DpmError::Spawn("no".into()))));

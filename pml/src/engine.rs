@@ -25,9 +25,12 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
 use kestrel_runtime::Runtime;
-use kestrel_transport::btl::{Btl, RemoteRegion, SelfBtl, SendError};
+use kestrel_transport::btl::{Btl, RemoteRegion, SendError};
+use kestrel_transport::component::{Component, OpenContext};
 use kestrel_transport::core_params;
+use kestrel_transport::node_coll::{NodeCollectives, NodeSegment};
 use kestrel_transport::params::Params;
+use kestrel_transport::set;
 
 use crate::buf::UserBuf;
 use crate::group::Group;
@@ -247,6 +250,37 @@ pub(crate) struct State {
     protocol_errors: u64,
 }
 
+/// What an engine starts from, however its transports were set up.
+pub struct EngineSetup {
+    /// This process's job rank.
+    pub rank: u32,
+    /// Ranks in the job.
+    pub size: u32,
+    /// The node id of every rank.
+    pub nodes: Vec<String>,
+    /// The job id.
+    pub job_id: String,
+    /// The transports with a route per rank.
+    pub transports: set::Attached,
+    /// Whether finalize must flush acknowledged transports (the same on every rank).
+    pub network_flush: bool,
+    /// The components connections to other jobs open transports from.
+    pub registry: &'static [&'static dyn Component],
+}
+
+/// `text` with every character but ASCII letters, digits, `-` and `_` replaced by `_`.
+pub(crate) fn file_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// A message removed by a matched probe, to be received with [`Engine::imrecv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageHandle(usize);
@@ -262,8 +296,12 @@ pub struct Engine {
     pub(crate) route: Vec<u8>,
     /// The node id of each process.
     pub(crate) nodes: Vec<String>,
-    /// Why the network transport cannot reach a process (for the no-route error).
-    pub(crate) usnic_unreachable: Vec<Option<String>>,
+    /// Why no transport reaches a process, every component's reason (for the no-route error).
+    pub(crate) unreachable: Vec<Option<String>>,
+    /// The components transports are opened from (connections to other jobs open more).
+    pub(crate) registry: &'static [&'static dyn Component],
+    /// The shared-memory collective engine of node-local communicators, if one is built in.
+    pub(crate) node_coll: Option<&'static dyn NodeCollectives>,
     /// Processes of other jobs, lifelines, connections (see [`crate::dpm`]).
     pub(crate) dpm: crate::dpm::DpmState,
     /// Finalize runs a barrier and flushes acknowledged transports first (see `finalize`).
@@ -279,7 +317,7 @@ pub struct Engine {
     /// Collective segments of node-local communicators (`None`: decided against).
     /// Indexed by context id (looked up on every collective, so no hashing); the outer
     /// `None` means "not decided yet".
-    pub(crate) coll_segments: Vec<Option<Option<kestrel_shm::coll::CollSegment>>>,
+    pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
 }
 
 impl fmt::Debug for Engine {
@@ -292,7 +330,7 @@ impl fmt::Debug for Engine {
     }
 }
 
-pub(crate) const NO_ROUTE: u8 = u8::MAX;
+pub(crate) use kestrel_transport::set::NO_ROUTE;
 
 /// Empty polls after which even a rank with a core of its own starts yielding.
 const LONG_IDLE: u32 = 20_000;
@@ -301,119 +339,107 @@ const LONG_IDLE: u32 = 20_000;
 const PAUSE_AFTER: u32 = 1_000;
 
 impl Engine {
-    /// Sets up the transports the `btl` parameter allows, exchanges their cards through the
-    /// runtime (one fence, on every rank), and computes a route to every rank.
-    pub fn new(params: &Params, rt: &mut Runtime) -> Result<Engine, PmlError> {
+    /// Sets up the transports the `btl` parameter allows from `registry` through the
+    /// transport set, exchanges their cards through the runtime (one fence, on every rank),
+    /// and routes every rank.
+    pub fn new(
+        params: &Params,
+        rt: &mut Runtime,
+        registry: &'static [&'static dyn Component],
+    ) -> Result<Engine, PmlError> {
         let rank = rt.rank();
         let size = rt.size();
-        let selection = core_params::BTL.get(params);
-        let nodes = rt
-            .node_ids()
-            .map_err(|e| PmlError::Runtime(e.to_string()))?
-            .to_vec();
-        let me_node = rt.node_id().to_string();
-        let node_ranks: Vec<u32> = (0..size)
-            .filter(|&r| nodes[r as usize] == me_node)
-            .collect();
-        let mut btls: Vec<Box<dyn Btl>> = Vec::new();
-        let mut shm = None;
-        if selection.allows("shm") && node_ranks.len() > 1 {
-            let (b, card) = kestrel_shm::ShmBtl::new(params, rank, &node_ranks, rt.job_id())
-                .map_err(PmlError::Transport)?;
-            rt.put("shm", &card.encode())
-                .map_err(|e| PmlError::Runtime(e.to_string()))?;
-            shm = Some(b);
+        let runtime_err = |e: kestrel_runtime::RuntimeError| PmlError::Runtime(e.to_string());
+        let nodes = rt.node_ids().map_err(runtime_err)?.to_vec();
+        let job_id = rt.job_id().to_string();
+        let job_tag = file_safe(&job_id);
+        let file_prefix = format!("kestrel.{job_tag}.");
+        let cx = OpenContext {
+            me: rank,
+            nodes: &nodes,
+            set_id: &job_id,
+            file_prefix: &file_prefix,
+        };
+        let opening = set::open(registry, params, &cx, &vec![true; size as usize])
+            .map_err(PmlError::Transport)?;
+        let network_flush = opening.has_network();
+        rt.put(set::CARDS_KEY, &opening.bundle())
+            .map_err(runtime_err)?;
+        if rank == 0 {
+            rt.put(set::JOB_KEY_KEY, &set::new_job_key().to_le_bytes())
+                .map_err(runtime_err)?;
         }
-        // The network transport starts when some peer is on another node, or when shared
-        // memory is excluded (`--mca btl self,usnic` forces the network path on one node).
-        let multi_node = nodes.iter().any(|n| *n != me_node);
-        let want_usnic =
-            selection.allows("usnic") && size > 1 && (multi_node || !selection.allows("shm"));
-        let mut usnic = None;
-        let mut usnic_unreachable: Vec<Option<String>> = vec![None; size as usize];
-        if want_usnic {
-            if rank == 0 {
-                let key = kestrel_usnic::btl::new_job_key();
-                rt.put("usnic_key", &key.to_le_bytes())
-                    .map_err(|e| PmlError::Runtime(e.to_string()))?;
-            }
-            usnic = kestrel_usnic::btl::UsnicBtl::new(params, rank, rt.job_id(), &me_node)
-                .map_err(PmlError::Transport)?;
-            if let Some(b) = &usnic {
-                rt.put("usnic", &b.card().encode())
-                    .map_err(|e| PmlError::Runtime(e.to_string()))?;
-            }
+        rt.fence().map_err(runtime_err)?;
+        let key = rt
+            .get(0, set::JOB_KEY_KEY)
+            .map_err(runtime_err)?
+            .and_then(|k| <[u8; 8]>::try_from(&k[..]).ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| {
+                PmlError::Transport(
+                    "transport set: rank 0 published no job key (a rank of another Kestrel \
+                     version?)"
+                        .into(),
+                )
+            })?;
+        let mut bundles = Vec::with_capacity(size as usize);
+        for p in 0..size {
+            bundles.push(if p == rank {
+                None
+            } else {
+                rt.get(p, set::CARDS_KEY).map_err(runtime_err)?
+            });
         }
-        rt.fence().map_err(|e| PmlError::Runtime(e.to_string()))?;
-        if let Some(mut b) = usnic {
-            let key = rt
-                .get(0, "usnic_key")
-                .map_err(|e| PmlError::Runtime(e.to_string()))?
-                .and_then(|k| <[u8; 8]>::try_from(&k[..]).ok())
-                .map(u64::from_le_bytes)
-                .ok_or_else(|| PmlError::Transport("usnic: rank 0 published no job key (is usnic excluded on rank 0 but not here? set KESTREL_BTL the same on every rank)".into()))?;
-            b.set_key(key);
-            let shm_covers = |r: u32| shm.is_some() && nodes[r as usize] == me_node;
-            for peer in (0..size).filter(|&r| r != rank && !shm_covers(r)) {
-                let card = rt
-                    .get(peer, "usnic")
-                    .map_err(|e| PmlError::Runtime(e.to_string()))?;
-                let Some(bytes) = card else {
-                    usnic_unreachable[peer as usize] = Some(format!("rank {peer} opened no usnic interface (run `kestrel-ifmatch list` on node {} to see why)", nodes[peer as usize]));
-                    continue;
-                };
-                let card = kestrel_usnic::card::ModexCard::decode(&bytes)
-                    .map_err(|e| PmlError::Transport(format!("usnic: card of rank {peer}: {e}")))?;
-                if let Err(why) = b.add_peer(peer, card) {
-                    tracing::debug!(target: "pml", "{why}");
-                    usnic_unreachable[peer as usize] = Some(why);
-                }
-            }
-            btls.push(Box::new(b));
-        } else if want_usnic {
-            let why = format!("this rank (node {me_node}) has no usable network interface for usnic (run `kestrel-ifmatch list` to see why)");
-            usnic_unreachable
-                .iter_mut()
-                .for_each(|u| *u = Some(why.clone()));
-        }
-        if let Some(mut b) = shm {
-            for &peer in node_ranks.iter().filter(|&&r| r != rank) {
-                let bytes = rt
-                    .get(peer, "shm")
-                    .map_err(|e| PmlError::Runtime(e.to_string()))?
-                    .ok_or_else(|| PmlError::Transport(format!("shm: local rank {peer} published no segment card (is shm excluded there but not here? set KESTREL_BTL the same on every rank)")))?;
-                let card = kestrel_shm::ShmCard::decode(&bytes)
-                    .map_err(|e| PmlError::Transport(format!("shm: card of rank {peer}: {e}")))?;
-                b.add_peer(peer, &card).map_err(PmlError::Transport)?;
-            }
-            btls.push(Box::new(b));
-        }
-        // Polled in this order: the busiest transport first.
-        if selection.allows("self") {
-            btls.push(Box::new(SelfBtl::new(rank)));
-        }
-        let mut route = vec![NO_ROUTE; size as usize];
-        for (r, slot) in route.iter_mut().enumerate() {
-            let best = btls
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.reaches(r as u32))
-                .max_by_key(|(_, b)| b.limits().exclusivity);
-            if let Some((i, _)) = best {
-                *slot = i as u8;
-            }
-        }
-        let selected = btls.iter().map(|b| b.name()).collect::<Vec<_>>().join(",");
+        let describe = |p: u32| format!("rank {p} on {}", nodes[p as usize]);
+        let transports = opening
+            .attach(&bundles, key, &describe)
+            .map_err(PmlError::Transport)?;
+        Ok(Engine::with_transports(
+            params,
+            EngineSetup {
+                rank,
+                size,
+                nodes,
+                job_id,
+                transports,
+                network_flush,
+                registry,
+            },
+        ))
+    }
+
+    /// An engine over transports set up elsewhere (by [`Engine::new`], or by a test over
+    /// in-memory transports).
+    pub fn with_transports(params: &Params, setup: EngineSetup) -> Engine {
+        let EngineSetup {
+            rank,
+            size,
+            nodes,
+            job_id,
+            transports,
+            network_flush,
+            registry,
+        } = setup;
+        let set::Attached {
+            btls,
+            names,
+            route,
+            unreachable,
+        } = transports;
+        let selected = names.join(",");
         tracing::debug!(target: "pml", rank, btls = %selected, "transports ready");
         let kernel_time = btls.iter().any(|b| b.needs_kernel_time());
+        let node_coll = registry.iter().find_map(|c| c.node_collectives());
         let mut e = Engine {
             rank,
             size,
             btls,
             route,
             nodes,
-            usnic_unreachable,
-            network_flush: want_usnic,
+            unreachable,
+            network_flush,
+            registry,
+            node_coll,
             st: State {
                 ctxs: Vec::new(),
                 orphans: HashMap::new(),
@@ -435,23 +461,13 @@ impl Engine {
             selected,
             params: params.clone(),
             split_copy_min: crate::params::SPLIT_COPY_MIN.get(params),
-            job_tag: rt
-                .job_id()
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect(),
+            job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
-            dpm: crate::dpm::DpmState::new(rt.job_id(), size),
+            dpm: crate::dpm::DpmState::new(&job_id, size),
         };
         e.add_context(CTX_WORLD, (0..size).collect());
         e.add_context(CTX_SELF, vec![rank]);
-        Ok(e)
+        e
     }
 
     /// The resolved parameters.
@@ -623,24 +639,24 @@ impl Engine {
     }
 
     fn no_route(&self, peer: u32) -> PmlError {
-        let here = self
-            .nodes
-            .get(self.rank as usize)
-            .cloned()
-            .unwrap_or_default();
-        let there = self.nodes.get(peer as usize).cloned().unwrap_or_default();
+        let node = |r: u32| {
+            self.nodes
+                .get(r as usize)
+                .map(String::as_str)
+                .unwrap_or("?")
+        };
+        let why = self
+            .unreachable
+            .get(peer as usize)
+            .and_then(Option::as_deref)
+            .unwrap_or("no transport allowed by the btl parameter reaches it");
         PmlError::Unreachable(format!(
-            "pml: no transport reaches rank {peer} (node {there}) from rank {} (node {here}); transports in use: {}; \
-             {}",
+            "pml: no transport reaches rank {peer} on {} from rank {} on {} (transports in use: \
+             {}): {why}",
+            node(peer),
             self.rank,
+            node(self.rank),
             self.selected,
-            if let Some(why) = self.usnic_unreachable.get(peer as usize).and_then(Option::as_ref) {
-                format!("usnic: {why}")
-            } else if here == there {
-                "include shm (and self) in KESTREL_BTL".to_string()
-            } else {
-                "ranks on different nodes need the usnic transport: include usnic in KESTREL_BTL".to_string()
-            }
         ))
     }
 

@@ -126,6 +126,19 @@ impl std::fmt::Debug for ShmBtl {
 const NOT_LOCAL: u32 = u32::MAX;
 
 impl ShmBtl {
+    /// The card peers need to map this process's segment.
+    pub fn own_card(&self) -> ShmCard {
+        ShmCard {
+            local_rank: self.me_local as u32,
+            path: self.path.display().to_string(),
+        }
+    }
+
+    /// Whether `rank` is on this node (one of the ranks the segment was created for).
+    pub fn is_local(&self, rank: u32) -> bool {
+        self.local(rank).is_some()
+    }
+
     fn local(&self, rank: u32) -> Option<usize> {
         match self.local_of.get(rank as usize) {
             Some(&l) if l != NOT_LOCAL => Some(l as usize),

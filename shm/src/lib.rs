@@ -14,6 +14,7 @@
 pub mod btl;
 pub mod cma;
 pub mod coll;
+pub mod component;
 pub mod fbox;
 pub mod fifo;
 #[allow(unsafe_code)]
@@ -22,3 +23,4 @@ pub mod params;
 pub mod segment;
 
 pub use btl::{ShmBtl, ShmCard};
+pub use component::{ShmCollectives, ShmComponent};

@@ -16,6 +16,7 @@
 
 pub mod btl;
 pub mod card;
+pub mod component;
 pub mod discovery;
 pub mod fabric;
 pub mod ifmatch;

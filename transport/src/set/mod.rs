@@ -88,6 +88,8 @@ pub struct Opening {
     /// Why a component is not open here, one line per component ("usnic: declined: ...").
     not_open: Vec<String>,
     me: u32,
+    /// The peers this set connects.
+    wanted: Vec<bool>,
 }
 
 impl fmt::Debug for Opening {
@@ -100,16 +102,21 @@ impl fmt::Debug for Opening {
     }
 }
 
-/// Opens the components of `registry` that the `btl` parameter allows and this set needs.
-/// `Err` when one failed where it should work (its reason names it).
+/// Opens the components of `registry` that the `btl` parameter allows and this set needs to
+/// reach the peers `wanted` marks (a job's start-up wants every rank; a connection between
+/// jobs only the other job's processes it does not reach yet). `Err` when one failed where
+/// it should work (its reason names it).
 pub fn open(
     registry: &[&'static dyn Component],
     params: &Params,
     cx: &OpenContext<'_>,
+    wanted: &[bool],
 ) -> Result<Opening, String> {
     let selection = core_params::BTL.get(params);
     let mine = cx.my_node();
-    let others = (0..cx.nodes.len() as u32).filter(|&p| p != cx.me);
+    let wanted = wanted.to_vec();
+    let others = (0..cx.nodes.len() as u32)
+        .filter(|&p| p != cx.me && wanted.get(p as usize).copied().unwrap_or(false));
     let peer_here = others.clone().any(|p| cx.nodes[p as usize] == mine);
     let peer_away = others.clone().any(|p| cx.nodes[p as usize] != mine);
     let node_local_allowed = registry
@@ -119,6 +126,7 @@ pub fn open(
         modules: Vec::new(),
         not_open: Vec::new(),
         me: cx.me,
+        wanted: wanted.clone(),
     };
     if let crate::components::Selection::Include(names) = &selection {
         for n in names
@@ -218,12 +226,11 @@ impl Opening {
     }
 
     /// Hands every module its peers' cards. `bundles[p]` is peer `p`'s bundle (`None` where
-    /// it published none, and for this process); `wanted[p]` says whether this set is to
-    /// connect peer `p` at all; `describe(p)` names a peer in errors ("rank 5 on h3").
+    /// it published none, and for this process); `describe(p)` names a peer in errors
+    /// ("rank 5 on h3").
     pub fn attach(
         self,
         bundles: &[Option<Vec<u8>>],
-        wanted: &[bool],
         key: u64,
         describe: &dyn Fn(u32) -> String,
     ) -> Result<Attached, String> {
@@ -260,7 +267,7 @@ impl Opening {
                         };
                     }
                     if c.reach() == Reach::Process
-                        || !wanted.get(p).copied().unwrap_or(false)
+                        || !self.wanted.get(p).copied().unwrap_or(false)
                         || route[p] != NO_ROUTE
                     {
                         return PeerCard::Skip;

@@ -156,3 +156,34 @@ impl Btl for Retired {
         0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btl::SelfBtl;
+
+    #[test]
+    fn remapped_translates_peers_both_ways_and_drops_strangers() {
+        // Union index 4 is this process inside the instance; the engine calls it 9.
+        let mut b = Remapped::new(Box::new(SelfBtl::new(4)), &[(9, 4)]);
+        assert!(b.reaches(9));
+        assert!(!b.reaches(4));
+        b.send(9, 1, b"hdr", b"payload").unwrap();
+        assert_eq!(
+            b.send(5, 1, b"", b""),
+            Err(SendError::Unreachable { peer: 5 })
+        );
+        let mut got = Vec::new();
+        b.progress(&mut |m| got.push((m.peer, m.am, m.data.to_vec())));
+        assert_eq!(got, vec![(9, 1, b"hdrpayload".to_vec())]);
+        // An instance member this process does not route through it: dropped, counted.
+        let mut stray = Remapped::new(Box::new(SelfBtl::new(2)), &[(7, 3)]);
+        stray.inner.send(2, 1, b"x", b"").unwrap();
+        let mut n = 0;
+        stray.progress(&mut |_| n += 1);
+        assert_eq!((n, stray.dropped), (0, 1));
+        let mut r = Retired;
+        assert!(!r.reaches(0));
+        assert_eq!(r.progress(&mut |_| {}), 0);
+    }
+}

@@ -130,14 +130,14 @@ fn attach_all(
     nodes: &[String],
 ) -> Vec<Result<Attached, String>> {
     let p = params(btl);
+    let wanted = vec![true; nodes.len()];
     let openings: Vec<Opening> = (0..nodes.len() as u32)
-        .map(|me| open(registry, &p, &cx(me, nodes)).unwrap())
+        .map(|me| open(registry, &p, &cx(me, nodes), &wanted).unwrap())
         .collect();
     let bundles: Vec<Option<Vec<u8>>> = openings.iter().map(|o| Some(o.bundle())).collect();
-    let wanted = vec![true; nodes.len()];
     openings
         .into_iter()
-        .map(|o| o.attach(&bundles, &wanted, 7, &|p| format!("rank {p}")))
+        .map(|o| o.attach(&bundles, 7, &|p| format!("rank {p}")))
         .collect()
 }
 
@@ -258,7 +258,7 @@ fn a_failed_component_stops_the_set_naming_it() {
     }));
     let registry: Vec<&'static dyn Component> = vec![&SelfComponent, bad];
     let n = nodes(&["a", "a"]);
-    let e = open(&registry, &params("self,shm"), &cx(0, &n)).unwrap_err();
+    let e = open(&registry, &params("self,shm"), &cx(0, &n), &[true, true]).unwrap_err();
     assert_eq!(e, "shm: device vanished");
 }
 
@@ -269,17 +269,20 @@ fn peers_not_wanted_are_not_connected() {
     let n = nodes(&["a", "b", "c"]);
     let p = params("self,usnic");
     let o: Vec<Opening> = (0..3)
-        .map(|me| open(&registry, &p, &cx(me, &n)).unwrap())
+        .map(|me| open(&registry, &p, &cx(me, &n), &[true, false, true]).unwrap())
         .collect();
     let bundles: Vec<_> = o.iter().map(|o| Some(o.bundle())).collect();
     let a = o
         .into_iter()
         .next()
         .unwrap()
-        .attach(&bundles, &[true, false, true], 1, &|p| format!("rank {p}"))
+        .attach(&bundles, 1, &|p| format!("rank {p}"))
         .unwrap();
     assert_eq!(a.route[1], NO_ROUTE);
     assert_ne!(a.route[2], NO_ROUTE);
+    // Only an unwanted peer on another node: the network is not opened for it.
+    let o = open(&registry, &p, &cx(0, &n), &[true, false, false]).unwrap();
+    assert_eq!(o.names(), vec!["self"]);
 }
 
 #[test]
@@ -288,12 +291,10 @@ fn a_missing_card_is_a_reason_not_an_error() {
     let registry: Vec<&'static dyn Component> = vec![&SelfComponent, net];
     let n = nodes(&["a", "b"]);
     let p = params("self,usnic");
-    let o = open(&registry, &p, &cx(0, &n)).unwrap();
+    let o = open(&registry, &p, &cx(0, &n), &[true, true]).unwrap();
     let theirs = encode_bundle([("self", Vec::new())]);
     let a = o
-        .attach(&[None, Some(theirs)], &[true, true], 1, &|p| {
-            format!("rank {p}")
-        })
+        .attach(&[None, Some(theirs)], 1, &|p| format!("rank {p}"))
         .unwrap();
     assert_eq!(a.unreachable[1].as_deref(), Some("usnic: no card"));
 }
@@ -302,9 +303,9 @@ fn a_missing_card_is_a_reason_not_an_error() {
 fn a_malformed_bundle_names_the_peer() {
     let registry: Vec<&'static dyn Component> = vec![&SelfComponent];
     let n = nodes(&["a", "b"]);
-    let o = open(&registry, &params("self"), &cx(0, &n)).unwrap();
+    let o = open(&registry, &params("self"), &cx(0, &n), &[true, true]).unwrap();
     let e = o
-        .attach(&[None, Some(vec![1, 0, 0, 0, 9])], &[true, true], 1, &|p| {
+        .attach(&[None, Some(vec![1, 0, 0, 0, 9])], 1, &|p| {
             format!("rank {p} on b")
         })
         .unwrap_err();

@@ -1,0 +1,39 @@
+//! The registry of transport components built into this Kestrel: the static list the
+//! transport set opens components from, and whose parameters `kestrel-info` lists.
+//!
+//! Owns only the list; the components themselves live in their crates, and which of them a
+//! job uses is the transport set's decision (`kestrel_transport::set`). Transports that need
+//! a system library are behind a cargo feature (`usnic`: libfabric, on by default), so that
+//! `cargo build --no-default-features` builds on a machine without it.
+
+use kestrel_transport::component::{Component, SelfComponent};
+
+/// Every component of this build, in the order the transport set considers them.
+pub static REGISTRY: &[&dyn Component] = &[
+    &SelfComponent,
+    &kestrel_shm::ShmComponent,
+    #[cfg(feature = "usnic")]
+    &kestrel_usnic::component::UsnicComponent,
+];
+
+/// [`REGISTRY`] as the engine takes it.
+pub fn registry() -> &'static [&'static dyn Component] {
+    REGISTRY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kestrel_transport::core_params::KNOWN_BTLS;
+
+    #[test]
+    fn every_registered_component_is_a_known_btl_name_once() {
+        let names = kestrel_transport::set::names(REGISTRY);
+        for n in &names {
+            assert!(KNOWN_BTLS.contains(n), "{n} is not in KNOWN_BTLS");
+            assert_eq!(names.iter().filter(|m| *m == n).count(), 1, "{n} twice");
+        }
+        assert_eq!(names[0], "self");
+        assert_eq!(names.contains(&"usnic"), cfg!(feature = "usnic"));
+    }
+}
