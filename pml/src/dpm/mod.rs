@@ -1,0 +1,305 @@
+//! Dynamic processes in the messaging layer: processes of other jobs, connect/accept,
+//! inter-communicators, merge, disconnect, and what happens when a connected process fails.
+//!
+//! **Process indices.** Every process the engine can talk to has an index: this job's ranks
+//! first (index = job rank), then processes of other jobs in the order connections brought
+//! them. Contexts, routes and transports address processes by index only. A process of
+//! another job is identified by (job id, rank in that job); meeting it again through a second
+//! connection reuses its index.
+//!
+//! **Transports of a connection.** The processes of both groups form a *union* numbered
+//! accepting group first, then connecting group. For the pairs a connection introduces, each
+//! process opens fresh transport instances through the transport set
+//! (`kestrel_transport::set`, the same code path as a job's start-up) over the union, keyed
+//! by the connection id: typically a shared-memory instance for the union's processes on its
+//! node and a network instance for the others. `kestrel_transport::set::remap::Remapped`
+//! translates between union indices and process indices, so the transports themselves never
+//! see either job's ranks. Their card bundles travel in the out-of-band exchange, once per
+//! process.
+//!
+//! Split by concern: `establish` (the connect/accept protocol), `transports` (the new pairs'
+//! transports and lifelines), `link` (how the roots talk), `intercomm` (merge, disconnect,
+//! finalize), `outcome` (the byte forms members exchange).
+//!
+//! **The protocol** (collective over the local communicator; the roots talk over TCP, or over
+//! a shared communicator for `intercomm_create`): gather the local group's identities, node
+//! ids, lifeline contacts and free context ids; `Connect` → `Accept` (or `Refuse`); everyone
+//! creates its instances; `Cards` both ways; everyone attaches the remote cards and opens
+//! lifelines; `Ready` both ways. Each root broadcasts every outcome to its group, so all
+//! members return the same result. The new inter-communicator uses context id C (free on
+//! every member of both groups); each group's local phase of inter-communicator collectives
+//! uses C+1 among itself.
+//!
+//! **Failures.** Each newly connected pair keeps a lifeline (see
+//! `kestrel_runtime::dpm::lifeline`). When one ends without a goodbye, the engine marks the
+//! process failed: every context with it as a member breaks, its pending operations complete
+//! with [`crate::Status::failed_peer`] set, and later operations on it return
+//! [`PmlError::Dpm`] with `DpmError::ProcFailed`. This module never blocks without progressing
+//! the engine, and never waits without a deadline except where MPI itself waits forever
+//! (accept, and receives a program posted).
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use kestrel_runtime::dpm::listener::connect_any;
+use kestrel_runtime::dpm::oob::{read_frame, write_frame, FrameError};
+use kestrel_runtime::dpm::{
+    DpmError, LifelineEvent, Lifelines, Listener, OobMsg, PortEvent, PortName, ProcInfo,
+};
+use kestrel_transport::set::remap::Retired;
+use kestrel_transport::set::{self, NO_ROUTE};
+
+use crate::engine::{Engine, PmlError};
+
+mod establish;
+mod intercomm;
+mod link;
+mod outcome;
+mod transports;
+
+pub use outcome::{decode_outcome, encode_outcome};
+
+/// Tag of the broadcasts inside connect/accept.
+const TAG_DPM_BCAST: i32 = -30;
+/// Tag of merge's leader exchange.
+const TAG_MERGE: i32 = -31;
+
+fn dpm_err(e: DpmError) -> PmlError {
+    PmlError::Dpm(e)
+}
+
+/// A process that left: failed (without a goodbye) or departed (disconnected, finalized).
+#[derive(Debug, Clone)]
+struct Gone {
+    failed: bool,
+    why: String,
+}
+
+/// Transports and lifelines one connection added, to be released when no communicator uses
+/// its processes any more.
+#[derive(Debug)]
+struct Connection {
+    id: u64,
+    /// Processes (indices) the connection introduced.
+    procs: Vec<u32>,
+    /// Slots in the engine's transport list it added.
+    btls: Vec<usize>,
+}
+
+/// The engine's dynamic-process state.
+#[derive(Debug)]
+pub struct DpmState {
+    /// This job's id.
+    job: String,
+    /// This job's size (processes below it are this job's ranks).
+    job_size: u32,
+    listener: Option<Listener>,
+    /// Lifelines to processes of other jobs.
+    pub(crate) lifelines: Lifelines,
+    /// (job, rank) of each process at or above `job_size`.
+    foreign: Vec<(String, u32)>,
+    known: HashMap<(String, u32), u32>,
+    gone: HashMap<u32, Gone>,
+    conns: Vec<Connection>,
+}
+
+impl DpmState {
+    pub(crate) fn new(job: &str, job_size: u32) -> DpmState {
+        DpmState {
+            job: job.to_string(),
+            job_size,
+            listener: None,
+            lifelines: Lifelines::new(),
+            foreign: Vec::new(),
+            known: HashMap::new(),
+            gone: HashMap::new(),
+            conns: Vec::new(),
+        }
+    }
+
+    /// The first failed process among `group`, with the reason.
+    pub(crate) fn first_failed_in(&self, group: &[u32]) -> Option<(u32, String)> {
+        if self.gone.is_empty() {
+            return None;
+        }
+        group.iter().find_map(|p| {
+            self.gone
+                .get(p)
+                .filter(|g| g.failed)
+                .map(|g| (*p, g.why.clone()))
+        })
+    }
+
+    /// Whether connections to other jobs are open.
+    pub(crate) fn has_connections(&self) -> bool {
+        !self.conns.is_empty()
+    }
+
+    /// Why process `p` is gone, if it is.
+    pub(crate) fn gone_reason(&self, p: u32) -> Option<&str> {
+        self.gone.get(&p).map(|g| g.why.as_str())
+    }
+
+    /// (job, rank) of process `p`.
+    fn identity(&self, p: u32) -> (String, u32) {
+        if p < self.job_size {
+            (self.job.clone(), p)
+        } else {
+            self.foreign
+                .get((p - self.job_size) as usize)
+                .cloned()
+                .unwrap_or_default()
+        }
+    }
+
+    fn lookup(&self, job: &str, rank: u32) -> Option<u32> {
+        if job == self.job {
+            return (rank < self.job_size).then_some(rank);
+        }
+        self.known.get(&(job.to_string(), rank)).copied()
+    }
+}
+
+/// How the two roots talk.
+enum Link {
+    /// Over the TCP connection of a port.
+    Tcp {
+        stream: TcpStream,
+        peer: String,
+        buf: Vec<u8>,
+    },
+    /// Over a communicator both roots belong to (`intercomm_create`).
+    Comm { ctx: u16, peer: u32, tag: i32 },
+}
+
+/// Which side of a connection a call is.
+enum Role<'a> {
+    Accept(&'a str),
+    Connect(&'a str),
+    Create {
+        peer_ctx: u16,
+        remote_leader: u32,
+        tag: i32,
+    },
+}
+
+/// The result the roots broadcast after their first exchange.
+struct Agreed {
+    conn: u64,
+    acceptor: bool,
+    remote: Vec<ProcInfo>,
+    ctx: u16,
+}
+
+impl Engine {
+    /// Why process `p` failed or left, if it did.
+    pub fn failure_of(&self, p: u32) -> Option<&str> {
+        self.dpm.gone_reason(p)
+    }
+
+    /// The error for an operation that ended because process `p` failed.
+    pub(crate) fn failure_error(&self, p: u32) -> PmlError {
+        let why = self
+            .dpm
+            .gone_reason(p)
+            .map(String::from)
+            .unwrap_or_else(|| format!("process {p} failed"));
+        dpm_err(DpmError::ProcFailed(why))
+    }
+
+    /// (job id, rank in that job) of process `p`.
+    pub fn process_identity(&self, p: u32) -> (String, u32) {
+        self.dpm.identity(p)
+    }
+
+    /// Applies what the lifeline watcher saw.
+    pub(crate) fn apply_lifeline_events(&mut self) {
+        let events = self.dpm.lifelines.take_events();
+        if events.is_empty() {
+            return;
+        }
+        // Messages a failed process sent before it died may still sit in a transport:
+        // deliver them before its operations fail.
+        self.progress();
+        for ev in events {
+            match ev {
+                LifelineEvent::Failed { proc, why } => {
+                    tracing::warn!(target: "dpm", "{why}");
+                    self.process_gone(proc, true, why)
+                }
+                LifelineEvent::Departed { proc } => {
+                    let (job, rank) = self.dpm.identity(proc);
+                    self.process_gone(
+                        proc,
+                        false,
+                        format!("rank {rank} of job {job} has disconnected or finalized"),
+                    )
+                }
+            }
+        }
+    }
+
+    /// Process `p` is gone. A failure breaks every context it belongs to and fails the
+    /// operations pending on them; a departure only stops sends to it.
+    fn process_gone(&mut self, p: u32, failed: bool, why: String) {
+        if p < self.size() {
+            return;
+        }
+        if let Some(g) = self.dpm.gone.get(&p) {
+            if g.failed || !failed {
+                return;
+            }
+        }
+        self.dpm.gone.insert(
+            p,
+            Gone {
+                failed,
+                why: why.clone(),
+            },
+        );
+        if let Some(r) = self.route.get_mut(p as usize) {
+            *r = NO_ROUTE;
+        }
+        let mut broken = Vec::new();
+        if failed {
+            for (i, c) in self.st.ctxs.iter_mut().enumerate() {
+                let Some(c) = c.as_mut() else { continue };
+                let member = c.group.contains(&p)
+                    || c.inter.as_ref().is_some_and(|x| x.local_group.contains(&p));
+                if member && c.broken.is_none() {
+                    c.broken = Some((p, why.clone()));
+                    broken.push(i as u16);
+                }
+            }
+        }
+        self.st.fail_pending(p, &broken);
+        // A connection whose processes are all gone takes its transports with it: a network
+        // instance would otherwise keep resending to the dead and, after
+        // usnic_peer_timeout_ms, end this process.
+        if let Some(i) = self.dpm.conns.iter().position(|c| c.procs.contains(&p)) {
+            if self.dpm.conns[i]
+                .procs
+                .iter()
+                .all(|q| self.dpm.gone.contains_key(q))
+            {
+                let c = self.dpm.conns.remove(i);
+                self.dpm.lifelines.retire(&c.procs);
+                for &s in &c.btls {
+                    self.btls[s] = Box::new(Retired);
+                }
+                tracing::debug!(target: "dpm", conn = format_args!("{:x}", c.id), "every process of the connection is gone; its transports are closed");
+            }
+        }
+    }
+
+    fn add_process(&mut self, info: &ProcInfo) -> u32 {
+        let idx = self.route.len() as u32;
+        self.route.push(NO_ROUTE);
+        self.nodes.push(info.node.clone());
+        self.unreachable.push(None);
+        self.dpm.foreign.push((info.job.clone(), info.rank));
+        self.dpm.known.insert((info.job.clone(), info.rank), idx);
+        idx
+    }
+}

@@ -1,0 +1,201 @@
+//! Communicator contexts: registering, looking up, freeing, agreeing on new ids, dup and split.
+//! Owns the context table; it must never move message data.
+
+use super::*;
+
+impl Engine {
+    /// Registers a communicator context (its members as job ranks, in rank order) and
+    /// delivers messages that arrived for it before it existed here.
+    pub fn add_context(&mut self, ctx: u16, group: Vec<u32>) {
+        let idx = ctx as usize;
+        if self.st.ctxs.len() <= idx {
+            self.st.ctxs.resize_with(idx + 1, || None);
+        }
+        let n = group.len();
+        let me = group.iter().position(|&r| r == self.rank).unwrap_or(0) as u32;
+        let broken = self.dpm.first_failed_in(&group);
+        self.st.ctxs[idx] = Some(Ctx {
+            matcher: MatchEngine::new(n as u32),
+            group,
+            me,
+            send_seq: vec![0; n],
+            inter: None,
+            broken,
+        });
+        self.context_added(ctx);
+    }
+
+    /// Registers an inter-communicator context: ranks address `remote` (process indices in
+    /// remote rank order); `local_ctx` is created as an intra-communicator over `local`.
+    pub(crate) fn add_inter_context(
+        &mut self,
+        ctx: u16,
+        local: Vec<u32>,
+        remote: Vec<u32>,
+        local_ctx: u16,
+    ) {
+        self.add_context(local_ctx, local.clone());
+        let idx = ctx as usize;
+        if self.st.ctxs.len() <= idx {
+            self.st.ctxs.resize_with(idx + 1, || None);
+        }
+        let n = remote.len();
+        let me = local.iter().position(|&r| r == self.rank).unwrap_or(0) as u32;
+        let broken = self
+            .dpm
+            .first_failed_in(&remote)
+            .or_else(|| self.dpm.first_failed_in(&local));
+        self.st.ctxs[idx] = Some(Ctx {
+            matcher: MatchEngine::new(n as u32),
+            group: remote,
+            me,
+            send_seq: vec![0; n],
+            inter: Some(InterCtx {
+                local_group: local,
+                local_ctx,
+            }),
+            broken,
+        });
+        self.context_added(ctx);
+    }
+
+    pub(super) fn context_added(&mut self, ctx: u16) {
+        if ctx >= self.next_ctx {
+            self.next_ctx = ctx + 1;
+        }
+        if let Some(early) = self.st.orphans.remove(&ctx) {
+            for (peer, data) in early {
+                self.st.on_message(peer, &data);
+            }
+            self.after_delivery();
+        }
+    }
+
+    /// Forgets a context (`MPI_Comm_free`); for an inter-communicator also its local context.
+    pub fn free_context(&mut self, ctx: u16) {
+        if ctx > CTX_SELF {
+            if let Some(slot) = self.coll_segments.get_mut(ctx as usize) {
+                *slot = None;
+            }
+            if let Some(slot) = self.st.ctxs.get_mut(ctx as usize) {
+                if let Some(inter) = slot.take().and_then(|c| c.inter) {
+                    self.free_context(inter.local_ctx);
+                }
+            }
+        }
+    }
+
+    /// The processes ranks of a context address: its members (process indices, which are job
+    /// ranks for this job's processes), or the remote group of an inter-communicator.
+    pub fn context_group(&self, ctx: u16) -> Option<&[u32]> {
+        self.st
+            .ctxs
+            .get(ctx as usize)?
+            .as_ref()
+            .map(|c| c.group.as_slice())
+    }
+
+    /// The local group of a context: its members, or an inter-communicator's local group.
+    pub fn context_local_group(&self, ctx: u16) -> Option<&[u32]> {
+        let c = self.st.ctxs.get(ctx as usize)?.as_ref()?;
+        Some(match &c.inter {
+            Some(i) => i.local_group.as_slice(),
+            None => c.group.as_slice(),
+        })
+    }
+
+    /// Whether `ctx` is an inter-communicator.
+    pub fn is_inter(&self, ctx: u16) -> bool {
+        self.st
+            .ctxs
+            .get(ctx as usize)
+            .and_then(|c| c.as_ref())
+            .is_some_and(|c| c.inter.is_some())
+    }
+
+    pub(crate) fn ctx(&self, ctx: u16) -> Result<&Ctx, PmlError> {
+        let c = self
+            .st
+            .ctxs
+            .get(ctx as usize)
+            .and_then(|c| c.as_ref())
+            .ok_or_else(|| {
+                PmlError::Invalid(format!(
+                    "pml: communicator context {ctx} does not exist (freed?)"
+                ))
+            })?;
+        if let Some((_, why)) = &c.broken {
+            return Err(PmlError::Dpm(kestrel_runtime::dpm::DpmError::ProcFailed(
+                why.clone(),
+            )));
+        }
+        Ok(c)
+    }
+
+    /// Collective over `ctx`: a new context id agreed by all members (`MPI_Comm_dup`'s
+    /// first step): the largest next-free id among them.
+    pub fn agree_context(&mut self, ctx: u16) -> Result<u16, PmlError> {
+        let all = self.allgather_bytes(ctx, &self.next_ctx.to_le_bytes())?;
+        let mut best = self.next_ctx;
+        for a in all {
+            if let [lo, hi] = a[..] {
+                best = best.max(u16::from_le_bytes([lo, hi]));
+            }
+        }
+        if best == u16::MAX {
+            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+        }
+        self.next_ctx = best + 1;
+        Ok(best)
+    }
+
+    /// `MPI_Comm_dup`: a new context with the same members.
+    pub fn dup(&mut self, ctx: u16) -> Result<u16, PmlError> {
+        if self.is_inter(ctx) {
+            return self.inter_dup(ctx);
+        }
+        let group = self.ctx(ctx)?.group.clone();
+        let new = self.agree_context(ctx)?;
+        self.add_context(new, group);
+        Ok(new)
+    }
+
+    /// `MPI_Comm_split`: members with the same `color` form a communicator ordered by (key,
+    /// old rank); `None` = `MPI_UNDEFINED` (no communicator). Returns the new context.
+    pub fn split(
+        &mut self,
+        ctx: u16,
+        color: Option<i32>,
+        key: i32,
+    ) -> Result<Option<u16>, PmlError> {
+        let mut mine = Vec::with_capacity(9);
+        mine.push(u8::from(color.is_some()));
+        mine.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
+        mine.extend_from_slice(&key.to_le_bytes());
+        let all = self.allgather_bytes(ctx, &mine)?;
+        let group = self.ctx(ctx)?.group.clone();
+        let new = self.agree_context(ctx)?;
+        let Some(color) = color else { return Ok(None) };
+        let mut members: Vec<(i32, usize, u32)> = Vec::new();
+        for (r, a) in all.iter().enumerate() {
+            if a.len() != 9 {
+                return Err(PmlError::Transport(format!(
+                    "pml: malformed split contribution from rank {r}"
+                )));
+            }
+            let c = i32::from_le_bytes([a[1], a[2], a[3], a[4]]);
+            let k = i32::from_le_bytes([a[5], a[6], a[7], a[8]]);
+            if a[0] == 1 && c == color {
+                members.push((k, r, group[r]));
+            }
+        }
+        members.sort();
+        self.add_context(new, members.into_iter().map(|(_, _, g)| g).collect());
+        Ok(Some(new))
+    }
+
+    /// A group of the members of `ctx`.
+    pub fn group_of(&self, ctx: u16) -> Result<Group, PmlError> {
+        Ok(Group::new(self.ctx(ctx)?.group.clone()))
+    }
+}

@@ -1,0 +1,391 @@
+//! The progress engine: transports, routes, protocols, requests and communicator contexts.
+//! This module holds the engine's types; their behaviour is split by concern: `startup`
+//! (transports and finalize), `contexts`, `post` (starting operations), `requests`,
+//! `progress`, `arrival` (the receiving side of every protocol) and `exchange` (the engine's
+//! own blocking byte exchanges).
+//!
+//! Protocols (see [`crate::hdr`] for the headers):
+//! * **eager**: header + payload in one transport message when it fits the route's eager
+//!   limit. A standard send completes at once (the transport copied it, or the engine did when
+//!   the transport pushed back). A synchronous send carries its request id and completes when
+//!   the receiver's ACK says the message matched.
+//! * **rendezvous**: a RNDV header announces the length (and, where the transport offers
+//!   single copy, the sender's buffer address). On match the receiver either reads the data
+//!   with one `get` and answers FIN, or answers ACK and the sender streams FRAGs that the
+//!   receiver copies into place. The sender's request completes on FIN or when the last FRAG
+//!   left; the receiver's when the data is in its buffer.
+//!
+//! Messages arrive in transport order and are matched in MPI order by
+//! [`crate::matching::MatchEngine`]; in-order arrivals that find a posted receive are copied
+//! from the transport straight into the user's buffer. Work that would re-enter a transport
+//! from inside its progress callback (replies, gets, streamed fragments) is queued and done
+//! right after the callback returns.
+//!
+//! Identifiers that come back from peers (request ids in ACK/FRAG/FIN) carry a generation and
+//! are checked before use, so a stale or forged id is a logged protocol error, never memory
+//! corruption.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+use kestrel_transport::btl::Btl;
+use kestrel_transport::component::Component;
+use kestrel_transport::node_coll::{NodeCollectives, NodeSegment};
+use kestrel_transport::params::Params;
+use kestrel_transport::set;
+
+use crate::buf::UserBuf;
+use crate::group::Group;
+use crate::hdr::{self, Header, AM_PML};
+use crate::matching::{Envelope, MatchEngine, RecvId, Selector};
+
+mod arrival;
+mod contexts;
+mod exchange;
+mod post;
+mod progress;
+mod requests;
+mod startup;
+
+/// A request handle.
+pub type ReqId = u64;
+
+/// The handle of an operation that completed when it started.
+pub const DONE: ReqId = u64::MAX;
+
+/// Context id of the world communicator.
+pub const CTX_WORLD: u16 = 0;
+/// Context id of the self communicator.
+pub const CTX_SELF: u16 = 1;
+
+/// Tags the engine uses for its own collective exchanges (never matched by user receives,
+/// which only use tags >= 0).
+const TAG_GATHER: i32 = -100;
+const TAG_BCAST: i32 = -101;
+
+/// What a completed operation reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Status {
+    /// Sender's rank in the communicator.
+    pub source: i32,
+    /// Tag of the message.
+    pub tag: i32,
+    /// Bytes received (or of the probed message).
+    pub count: usize,
+    /// The message was longer than the buffer: its length.
+    pub truncated_from: Option<usize>,
+    /// The receive was cancelled.
+    pub cancelled: bool,
+    /// The operation ended because this process (an engine process index) failed; see
+    /// [`Engine::failure_of`].
+    pub failed_peer: Option<u32>,
+}
+
+/// Errors of the messaging layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PmlError {
+    /// No transport reaches a rank.
+    Unreachable(String),
+    /// A transport failed.
+    Transport(String),
+    /// The runtime failed during setup.
+    Runtime(String),
+    /// A rank or argument is out of range.
+    Invalid(String),
+    /// A dynamic-process operation failed, or a process of another job that an operation
+    /// needed has failed.
+    Dpm(kestrel_runtime::dpm::DpmError),
+}
+
+impl fmt::Display for PmlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PmlError::Unreachable(m)
+            | PmlError::Transport(m)
+            | PmlError::Runtime(m)
+            | PmlError::Invalid(m) => write!(f, "{m}"),
+            PmlError::Dpm(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for PmlError {}
+
+enum Arrived {
+    Eager {
+        data: Vec<u8>,
+        sync_req: Option<u64>,
+        peer: u32,
+    },
+    Rndv {
+        len: u64,
+        send_req: u64,
+        get_addr: Option<u64>,
+        peer: u32,
+    },
+}
+
+impl Arrived {
+    fn len(&self) -> usize {
+        match self {
+            Arrived::Eager { data, .. } => data.len(),
+            Arrived::Rndv { len, .. } => *len as usize,
+        }
+    }
+}
+
+impl fmt::Debug for Arrived {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Arrived({} bytes)", self.len())
+    }
+}
+
+pub(crate) struct Ctx {
+    matcher: MatchEngine<Arrived>,
+    /// The processes ranks address: the members, or for an inter-communicator the remote group.
+    pub(crate) group: Vec<u32>,
+    /// This process's rank in the context (stamped into every header it sends); for an
+    /// inter-communicator its rank in the local group.
+    pub(crate) me: u32,
+    send_seq: Vec<u16>,
+    /// Set for inter-communicators.
+    pub(crate) inter: Option<InterCtx>,
+    /// Set once a member failed: every operation on the context fails with this reason.
+    pub(crate) broken: Option<(u32, String)>,
+}
+
+/// What an inter-communicator context has beyond its remote group.
+#[derive(Debug, Clone)]
+pub(crate) struct InterCtx {
+    /// The local group (process indices in local rank order).
+    pub(crate) local_group: Vec<u32>,
+    /// An intra-communicator context over the local group, for the local phases of
+    /// inter-communicator collectives.
+    pub(crate) local_ctx: u16,
+}
+
+enum SendState {
+    WaitAck,
+    Rndv,
+    Streaming,
+    Done,
+}
+
+enum RecvState {
+    Posted,
+    Pipeline {
+        total: usize,
+        received: usize,
+    },
+    /// A split copy: the receiver reads `[0, split)`, the sender writes `[split, end)`.
+    Split {
+        send_req: u64,
+        peer: u32,
+        get_done: bool,
+        /// Bytes of the sender's part that arrived as fragments (when its put failed).
+        streamed: usize,
+        sender_part: usize,
+        put_done: bool,
+    },
+    Done,
+}
+
+enum Req {
+    Send {
+        peer: u32,
+        buf: UserBuf,
+        state: SendState,
+        failed: Option<u32>,
+    },
+    Recv {
+        ctx: u16,
+        buf: UserBuf,
+        state: RecvState,
+        status: Status,
+    },
+}
+
+struct Slot {
+    gen: u32,
+    req: Option<Req>,
+}
+
+enum Out {
+    Msg {
+        peer: u32,
+        hdr: Vec<u8>,
+        data: Vec<u8>,
+    },
+    /// Fragments of `[offset, len)` of a send; `completes` marks the send done at the end
+    /// (false for the sender's half of a split copy, which still waits for FIN).
+    Stream {
+        req: ReqId,
+        peer: u32,
+        recv_req: u64,
+        offset: usize,
+        len: usize,
+        completes: bool,
+    },
+}
+
+struct PendingGet {
+    req: ReqId,
+    peer: u32,
+    addr: u64,
+    len: u64,
+    send_req: u64,
+}
+
+struct PendingPut {
+    send_req: ReqId,
+    peer: u32,
+    recv_req: u64,
+    addr: u64,
+    split: u64,
+    end: u64,
+}
+
+/// Everything the transports' delivery callbacks may touch.
+pub(crate) struct State {
+    pub(crate) ctxs: Vec<Option<Ctx>>,
+    orphans: HashMap<u16, Vec<(u32, Vec<u8>)>>,
+    reqs: Vec<Slot>,
+    free_reqs: Vec<u32>,
+    outbox: VecDeque<Out>,
+    gets: Vec<PendingGet>,
+    puts: Vec<PendingPut>,
+    matched: Vec<(RecvId, Envelope, Arrived)>,
+    probed: Vec<Option<(u16, Envelope, Arrived)>>,
+    scratch: Vec<u8>,
+    protocol_errors: u64,
+}
+
+/// What an engine starts from, however its transports were set up.
+pub struct EngineSetup {
+    /// This process's job rank.
+    pub rank: u32,
+    /// Ranks in the job.
+    pub size: u32,
+    /// The node id of every rank.
+    pub nodes: Vec<String>,
+    /// The job id.
+    pub job_id: String,
+    /// The transports with a route per rank.
+    pub transports: set::Attached,
+    /// Whether finalize must flush acknowledged transports (the same on every rank).
+    pub network_flush: bool,
+    /// The components connections to other jobs open transports from.
+    pub registry: &'static [&'static dyn Component],
+}
+
+/// `text` with every character but ASCII letters, digits, `-` and `_` replaced by `_`.
+pub(crate) fn file_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A message removed by a matched probe, to be received with [`Engine::imrecv`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageHandle(usize);
+
+/// The messaging engine of one process.
+pub struct Engine {
+    rank: u32,
+    size: u32,
+    /// Transports; peers are process indices (see [`crate::dpm`]): this job's ranks first,
+    /// then processes of other jobs in the order they were connected.
+    pub(crate) btls: Vec<Box<dyn Btl>>,
+    /// The transport (index into `btls`) of each process, `NO_ROUTE` when none.
+    pub(crate) route: Vec<u8>,
+    /// The node id of each process.
+    pub(crate) nodes: Vec<String>,
+    /// Why no transport reaches a process, every component's reason (for the no-route error).
+    pub(crate) unreachable: Vec<Option<String>>,
+    /// The components transports are opened from (connections to other jobs open more).
+    pub(crate) registry: &'static [&'static dyn Component],
+    /// The shared-memory collective engine of node-local communicators, if one is built in.
+    pub(crate) node_coll: Option<&'static dyn NodeCollectives>,
+    /// Processes of other jobs, lifelines, connections (see [`crate::dpm`]).
+    pub(crate) dpm: crate::dpm::DpmState,
+    /// Finalize runs a barrier and flushes acknowledged transports first (see `finalize`).
+    network_flush: bool,
+    pub(crate) st: State,
+    pub(crate) next_ctx: u16,
+    yield_when_idle: bool,
+    spin_before_yield: u32,
+    selected: String,
+    params: Params,
+    split_copy_min: u64,
+    job_tag: String,
+    /// Collective segments of node-local communicators (`None`: decided against).
+    /// Indexed by context id (looked up on every collective, so no hashing); the outer
+    /// `None` means "not decided yet".
+    pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("btls", &self.selected)
+            .finish()
+    }
+}
+
+pub(crate) use kestrel_transport::set::NO_ROUTE;
+
+/// Empty polls after which even a rank with a core of its own starts yielding.
+const LONG_IDLE: u32 = 20_000;
+
+/// Empty polls before a busy wait starts pausing between polls.
+const PAUSE_AFTER: u32 = 1_000;
+
+impl Engine {
+    /// The resolved parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The node id of job rank `r`.
+    pub fn node_of(&self, r: u32) -> &str {
+        self.nodes.get(r as usize).map(String::as_str).unwrap_or("")
+    }
+
+    /// Whether idle waits yield the CPU (ranks outnumber cores).
+    pub fn yields_when_idle(&self) -> bool {
+        self.yield_when_idle
+    }
+
+    /// The job id made safe for file names.
+    pub fn job_tag(&self) -> &str {
+        &self.job_tag
+    }
+
+    /// This process's job rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The transports in use (`self,shm`).
+    pub fn transports(&self) -> &str {
+        &self.selected
+    }
+
+    /// Malformed or unexpected messages from peers dropped so far.
+    pub fn protocol_errors(&self) -> u64 {
+        self.st.protocol_errors
+    }
+}

@@ -1,0 +1,323 @@
+//! Progress: polling the transports, then the work a delivery could not do from inside a
+//! transport's callback (single-copy gets and puts, queued replies, streamed fragments).
+//! Owns the order of that work; it must never block.
+
+use kestrel_transport::btl::{RemoteRegion, SendError};
+
+use super::*;
+
+impl Engine {
+    /// One step of an idle wait: progress, and back off when nothing happened.
+    pub fn idle_step(&mut self, idle: &mut u32) {
+        if self.dpm.lifelines.has_news() {
+            self.apply_lifeline_events();
+        }
+        if self.progress() > 0 {
+            *idle = 0;
+            return;
+        }
+        *idle = idle.saturating_add(1);
+        // Oversubscribed ranks yield soon; the others only after a long idle stretch, which
+        // costs a spinning rank nothing measurable but saves it when the machine turns out to
+        // be busier than the launcher could see (other jobs, namespace hosts sharing cores).
+        if (self.yield_when_idle && *idle > self.spin_before_yield) || *idle > LONG_IDLE {
+            std::thread::yield_now();
+        } else if *idle > PAUSE_AFTER {
+            // PAUSE costs tens of nanoseconds on recent cores: use it only once a wait is
+            // clearly not a ping-pong, where it would add straight to the latency.
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Polls every transport, then runs the work deliveries queued. Returns events handled.
+    pub fn progress(&mut self) -> usize {
+        let mut n = 0;
+        let st = &mut self.st;
+        for b in self.btls.iter_mut() {
+            n += b.progress(&mut |m| {
+                if m.am == AM_PML {
+                    st.on_message(m.peer, m.data);
+                } else {
+                    st.protocol_errors += 1;
+                    tracing::error!(target: "pml", "dropped a message with unknown active-message tag {} from rank {}", m.am, m.peer);
+                }
+            });
+        }
+        n + self.after_delivery()
+    }
+
+    /// Runs the work deliveries queued (gets, puts, sends that found a transport full). The
+    /// check is inline because a waiting rank runs it on every poll and nearly always finds
+    /// nothing.
+    #[inline]
+    pub(super) fn after_delivery(&mut self) -> usize {
+        if self.st.puts.is_empty() && self.st.gets.is_empty() && self.st.outbox.is_empty() {
+            return 0;
+        }
+        self.run_deliveries()
+    }
+
+    #[inline(never)]
+    pub(super) fn run_deliveries(&mut self) -> usize {
+        let mut n = 0;
+        if !self.st.puts.is_empty() {
+            n += self.run_puts();
+        }
+        if !self.st.gets.is_empty() {
+            n += self.run_gets();
+        }
+        if !self.st.outbox.is_empty() {
+            n += self.drain_outbox();
+        }
+        n
+    }
+
+    /// The sender's half of split copies: write it into the receiver's buffer, or stream it
+    /// as fragments if the put fails.
+    pub(super) fn run_puts(&mut self) -> usize {
+        let puts = std::mem::take(&mut self.st.puts);
+        let n = puts.len();
+        for p in puts {
+            let Some(Req::Send { buf, .. }) = self.st.req(p.send_req) else {
+                continue;
+            };
+            let buf = *buf;
+            let b = self.route[p.peer as usize];
+            let part = &buf.as_slice()[p.split as usize..p.end as usize];
+            let put = if b == NO_ROUTE {
+                Err(SendError::Unreachable { peer: p.peer })
+            } else {
+                self.btls[b as usize].put(
+                    p.peer,
+                    RemoteRegion {
+                        addr: p.addr,
+                        len: p.end,
+                    },
+                    p.split,
+                    part,
+                )
+            };
+            match put {
+                Ok(()) => self.st.control(
+                    p.peer,
+                    Header::PutDone {
+                        recv_req: p.recv_req,
+                    },
+                ),
+                Err(e) => {
+                    tracing::warn!(target: "pml", "single-copy put to rank {} failed, streaming instead: {e}", p.peer);
+                    self.st.outbox.push_back(Out::Stream {
+                        req: p.send_req,
+                        peer: p.peer,
+                        recv_req: p.recv_req,
+                        offset: p.split as usize,
+                        len: p.end as usize,
+                        completes: false,
+                    });
+                }
+            }
+        }
+        n
+    }
+
+    pub(super) fn run_gets(&mut self) -> usize {
+        let gets = std::mem::take(&mut self.st.gets);
+        let n = gets.len();
+        for g in gets {
+            let b = self.route[g.peer as usize];
+            let Some(Req::Recv { buf, .. }) = self.st.req(g.req) else {
+                continue;
+            };
+            let mut target = *buf;
+            let usable = b != NO_ROUTE && self.btls[b as usize].can_get(g.peer);
+            let effective = (g.len as usize).min(target.len());
+            // Large messages: the sender, otherwise idle until FIN, copies the upper half
+            // while we copy the lower one, so both cores move data.
+            let split = (self.split_copy_min > 0
+                && effective as u64 >= self.split_copy_min
+                && usable
+                && self.btls[b as usize].can_put(g.peer))
+            .then_some((effective / 2) & !4095);
+            if let Some(split) = split {
+                let addr = self.btls[b as usize]
+                    .expose(target.slice_mut(0, effective))
+                    .addr;
+                if let Some(Req::Recv { state, .. }) = self.st.req_mut(g.req) {
+                    *state = RecvState::Split {
+                        send_req: g.send_req,
+                        peer: g.peer,
+                        get_done: false,
+                        streamed: 0,
+                        sender_part: effective - split,
+                        put_done: false,
+                    };
+                }
+                self.st.control(
+                    g.peer,
+                    Header::Split {
+                        send_req: g.send_req,
+                        recv_req: g.req,
+                        addr,
+                        split: split as u64,
+                        end: effective as u64,
+                    },
+                );
+                // Send the request now so the sender starts while we copy.
+                self.drain_outbox();
+                let dst = target.slice_mut(0, split);
+                match self.btls[b as usize].get(
+                    g.peer,
+                    RemoteRegion {
+                        addr: g.addr,
+                        len: g.len,
+                    },
+                    0,
+                    dst,
+                ) {
+                    Ok(()) => self.st.split_part_done(g.req, true),
+                    Err(e) => {
+                        // Cannot happen once can_get said yes, unless the peer died; the
+                        // launcher then stops the job.
+                        tracing::error!(target: "pml", "single-copy get from rank {} failed in a split copy: {e}", g.peer);
+                    }
+                }
+                continue;
+            }
+            let mut done = false;
+            if usable {
+                let dst = target.slice_mut(0, g.len as usize);
+                match self.btls[b as usize].get(
+                    g.peer,
+                    RemoteRegion {
+                        addr: g.addr,
+                        len: g.len,
+                    },
+                    0,
+                    dst,
+                ) {
+                    Ok(()) => done = true,
+                    Err(e) => {
+                        tracing::warn!(target: "pml", "single-copy get from rank {} failed, using the copy pipeline: {e}", g.peer)
+                    }
+                }
+            }
+            if done {
+                if let Some(Req::Recv { state, .. }) = self.st.req_mut(g.req) {
+                    *state = RecvState::Done;
+                }
+                self.st.control(
+                    g.peer,
+                    Header::Fin {
+                        send_req: g.send_req,
+                    },
+                );
+            } else {
+                if let Some(Req::Recv { state, .. }) = self.st.req_mut(g.req) {
+                    *state = RecvState::Pipeline {
+                        total: g.len as usize,
+                        received: 0,
+                    };
+                }
+                self.st.control(
+                    g.peer,
+                    Header::Ack {
+                        send_req: g.send_req,
+                        recv_req: g.req,
+                    },
+                );
+            }
+        }
+        n
+    }
+
+    pub(super) fn drain_outbox(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(out) = self.st.outbox.pop_front() {
+            match out {
+                Out::Msg { peer, hdr, data } => {
+                    let b = self.route[peer as usize];
+                    if b == NO_ROUTE {
+                        self.st.protocol_errors += 1;
+                        continue;
+                    }
+                    match self.btls[b as usize].send(peer, AM_PML, &hdr, &data) {
+                        Ok(()) => n += 1,
+                        Err(SendError::WouldBlock) => {
+                            self.st.outbox.push_front(Out::Msg { peer, hdr, data });
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::error!(target: "pml", "send to rank {peer} failed: {e}");
+                            self.st.protocol_errors += 1;
+                        }
+                    }
+                }
+                Out::Stream {
+                    req,
+                    peer,
+                    recv_req,
+                    mut offset,
+                    len,
+                    completes,
+                } => {
+                    let b = self.route[peer as usize];
+                    if b == NO_ROUTE {
+                        // The peer failed: its request was failed with it.
+                        continue;
+                    }
+                    let b = b as usize;
+                    let chunk = self.btls[b].limits().max_send - hdr::FRAG_LEN;
+                    let Some(Req::Send { buf, .. }) = self.st.req(req) else {
+                        continue;
+                    };
+                    let buf = *buf;
+                    let mut blocked = false;
+                    while offset < len {
+                        let end = (offset + chunk).min(len);
+                        let mut h = std::mem::take(&mut self.st.scratch);
+                        hdr::encode(
+                            &Header::Frag {
+                                recv_req,
+                                offset: offset as u64,
+                            },
+                            &mut h,
+                        );
+                        let r = self.btls[b].send(peer, AM_PML, &h, &buf.as_slice()[offset..end]);
+                        self.st.scratch = h;
+                        match r {
+                            Ok(()) => {
+                                offset = end;
+                                n += 1;
+                            }
+                            Err(SendError::WouldBlock) => {
+                                blocked = true;
+                                break;
+                            }
+                            Err(e) => {
+                                tracing::error!(target: "pml", "streaming to rank {peer} failed: {e}");
+                                offset = len;
+                            }
+                        }
+                    }
+                    if blocked {
+                        self.st.outbox.push_front(Out::Stream {
+                            req,
+                            peer,
+                            recv_req,
+                            offset,
+                            len,
+                            completes,
+                        });
+                        break;
+                    }
+                    if completes {
+                        if let Some(Req::Send { state, .. }) = self.st.req_mut(req) {
+                            *state = SendState::Done;
+                        }
+                    }
+                }
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,151 @@
+//! The request table: allocation with generation-checked ids, completion queries, waits,
+//! and failing the requests a departed process leaves behind. Owns request lifetime; it must
+//! never interpret a message.
+
+use super::*;
+
+impl Engine {
+    /// Completes `id` if done, without progress: `Some(status)` frees the request.
+    pub fn try_complete(&mut self, id: ReqId) -> Option<Status> {
+        if id == DONE {
+            return Some(Status::default());
+        }
+        let done = match self.st.req_mut(id)? {
+            Req::Send { state, .. } => matches!(state, SendState::Done),
+            Req::Recv { state, .. } => matches!(state, RecvState::Done),
+        };
+        if !done {
+            return None;
+        }
+        let status = match self.st.free(id) {
+            Some(Req::Recv { status, .. }) => status,
+            Some(Req::Send { failed, .. }) => Status {
+                failed_peer: failed,
+                ..Status::default()
+            },
+            None => Status::default(),
+        };
+        Some(status)
+    }
+
+    /// Whether `id` is complete (without freeing it).
+    pub fn is_complete(&self, id: ReqId) -> bool {
+        if id == DONE {
+            return true;
+        }
+        match self.st.req(id) {
+            Some(Req::Send { state, .. }) => matches!(state, SendState::Done),
+            Some(Req::Recv { state, .. }) => matches!(state, RecvState::Done),
+            None => true,
+        }
+    }
+
+    /// `MPI_Test`: one round of progress, then completes `id` if done.
+    pub fn test(&mut self, id: ReqId) -> Option<Status> {
+        if let Some(s) = self.try_complete(id) {
+            return Some(s);
+        }
+        self.progress();
+        self.try_complete(id)
+    }
+
+    /// Progresses until `id` completes.
+    pub fn wait(&mut self, id: ReqId) -> Status {
+        let mut idle = 0u32;
+        loop {
+            if let Some(s) = self.try_complete(id) {
+                return s;
+            }
+            self.idle_step(&mut idle);
+        }
+    }
+}
+
+impl State {
+    /// Completes the pending operations that failed process `p` ends: sends to it, receives
+    /// posted on the contexts in `broken` (and split copies it was part of), and drops queued
+    /// work for it. Transfers with live peers already under way are left to finish, so no
+    /// peer writes into a buffer its owner was told is free.
+    pub(crate) fn fail_pending(&mut self, p: u32, broken: &[u16]) {
+        let mut cancel = Vec::new();
+        for (idx, slot) in self.reqs.iter_mut().enumerate() {
+            let id = (u64::from(slot.gen) << 32) | idx as u64;
+            match &mut slot.req {
+                Some(Req::Send {
+                    peer,
+                    state,
+                    failed,
+                    ..
+                }) if *peer == p && !matches!(state, SendState::Done) => {
+                    *state = SendState::Done;
+                    *failed = Some(p);
+                }
+                Some(Req::Recv {
+                    ctx, state, status, ..
+                }) if broken.contains(ctx) => {
+                    let ends = match state {
+                        RecvState::Posted => {
+                            cancel.push((*ctx, id));
+                            true
+                        }
+                        RecvState::Pipeline { .. } => true,
+                        RecvState::Split { peer, .. } => *peer == p,
+                        RecvState::Done => false,
+                    };
+                    if ends {
+                        *state = RecvState::Done;
+                        status.failed_peer = Some(p);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (ctx, id) in cancel {
+            if let Some(c) = self.ctxs.get_mut(ctx as usize).and_then(Option::as_mut) {
+                c.matcher.cancel(RecvId(id));
+            }
+        }
+        self.outbox.retain(|o| match o {
+            Out::Msg { peer, .. } | Out::Stream { peer, .. } => *peer != p,
+        });
+        self.gets.retain(|g| g.peer != p);
+        self.puts.retain(|x| x.peer != p);
+    }
+
+    pub(super) fn alloc(&mut self, req: Req) -> ReqId {
+        let idx = match self.free_reqs.pop() {
+            Some(i) => i,
+            None => {
+                self.reqs.push(Slot { gen: 0, req: None });
+                (self.reqs.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.reqs[idx as usize];
+        slot.gen = slot.gen.wrapping_add(1) & 0x7fff_ffff;
+        slot.req = Some(req);
+        (u64::from(slot.gen) << 32) | u64::from(idx)
+    }
+
+    pub(super) fn req(&self, id: ReqId) -> Option<&Req> {
+        let slot = self.reqs.get((id & 0xffff_ffff) as usize)?;
+        (u64::from(slot.gen) == id >> 32).then_some(())?;
+        slot.req.as_ref()
+    }
+
+    pub(super) fn req_mut(&mut self, id: ReqId) -> Option<&mut Req> {
+        let slot = self.reqs.get_mut((id & 0xffff_ffff) as usize)?;
+        (u64::from(slot.gen) == id >> 32).then_some(())?;
+        slot.req.as_mut()
+    }
+
+    pub(super) fn free(&mut self, id: ReqId) -> Option<Req> {
+        let idx = (id & 0xffff_ffff) as usize;
+        let slot = self.reqs.get_mut(idx)?;
+        if u64::from(slot.gen) != id >> 32 {
+            return None;
+        }
+        let r = slot.req.take();
+        self.free_reqs.push(idx as u32);
+        r
+    }
+}
