@@ -36,4 +36,19 @@ mod tests {
         assert_eq!(names[0], "self");
         assert_eq!(names.contains(&"usnic"), cfg!(feature = "usnic"));
     }
+
+    /// The transport contract's conformance suite, against every component of this build:
+    /// a new component is covered by being registered.
+    #[test]
+    fn every_registered_component_passes_the_conformance_suite() {
+        let params = crate::Params::resolve(&crate::all_param_specs(), &|_| None, &[]).unwrap();
+        let mut ran = Vec::new();
+        for c in REGISTRY {
+            if kestrel_transport::btl::conformance::run_component(*c, &params, 3) {
+                ran.push(c.name());
+            }
+        }
+        // self and shm need nothing from the machine, so they always run.
+        assert!(ran.contains(&"self") && ran.contains(&"shm"), "{ran:?}");
+    }
 }

@@ -189,13 +189,15 @@ impl Btl for SimBtl {
         if self.net.borrow().gone[peer as usize] {
             return Err(SendError::Failed(format!("sim: rank {peer} is gone")));
         }
-        assert!(offset + local.len() as u64 <= remote.len, "get past the region");
+        assert!(
+            offset + local.len() as u64 <= remote.len,
+            "get past the region"
+        );
         // SAFETY: every engine lives in this process, so the peer's address is ours; the
         // sender's buffer stays valid until its request completes, which needs the FIN this
         // get precedes (the UserBuf contract the tests keep).
-        let src = unsafe {
-            std::slice::from_raw_parts((remote.addr + offset) as *const u8, local.len())
-        };
+        let src =
+            unsafe { std::slice::from_raw_parts((remote.addr + offset) as *const u8, local.len()) };
         local.copy_from_slice(src);
         Ok(())
     }
@@ -346,7 +348,12 @@ fn zero_byte_message_arrives() {
 fn messages_around_the_eager_limit_take_either_protocol_intact() {
     let cfg = NetConfig::default();
     // The header takes 16 bytes of the eager limit.
-    for len in [cfg.eager - 17, cfg.eager - 16, cfg.eager - 15, cfg.eager + 1] {
+    for len in [
+        cfg.eager - 17,
+        cfg.eager - 16,
+        cfg.eager - 15,
+        cfg.eager + 1,
+    ] {
         one_message(cfg, len, false);
     }
 }
@@ -522,10 +529,8 @@ fn wildcard_receives_take_messages_from_every_source() {
     let mut all = sends.clone();
     all.extend(recvs.iter().map(|&r| (0, r)));
     let st = c.complete(&all);
-    let mut seen: Vec<(i32, i32, usize)> = st[3..]
-        .iter()
-        .map(|s| (s.source, s.tag, s.count))
-        .collect();
+    let mut seen: Vec<(i32, i32, usize)> =
+        st[3..].iter().map(|s| (s.source, s.tag, s.count)).collect();
     seen.sort();
     assert_eq!(seen, vec![(1, 10, 100), (2, 20, 200), (3, 30, 300)]);
     for (s, b) in st[3..].iter().zip(&bufs) {
@@ -537,8 +542,14 @@ fn wildcard_receives_take_messages_from_every_source() {
 /// transport does to them.
 fn ordered_stream(cfg: NetConfig, n: usize) {
     let mut c = Cluster::new(2, cfg);
-    let sizes: Vec<usize> = (0..n).map(|i| [0, 8, 3000, 5000, 20_000][i % 5] + i).collect();
-    let datas: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &l)| pattern(l, i as u8)).collect();
+    let sizes: Vec<usize> = (0..n)
+        .map(|i| [0, 8, 3000, 5000, 20_000][i % 5] + i)
+        .collect();
+    let datas: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| pattern(l, i as u8))
+        .collect();
     let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
     let mut reqs = Vec::new();
     for (i, d) in datas.iter().enumerate() {
@@ -549,7 +560,11 @@ fn ordered_stream(cfg: NetConfig, n: usize) {
     }
     let st = c.complete(&reqs);
     for i in 0..n {
-        assert_eq!(st[n + i].count, sizes[i], "message {i} matched out of order");
+        assert_eq!(
+            st[n + i].count,
+            sizes[i],
+            "message {i} matched out of order"
+        );
         assert!(bufs[i] == datas[i], "message {i} corrupted");
     }
     let net = c.net.borrow();
@@ -593,10 +608,13 @@ fn a_transport_that_pushes_back_loses_nothing() {
 
 #[test]
 fn receives_posted_by_tag_in_reverse_find_their_messages() {
-    let mut c = Cluster::new(2, NetConfig {
-        reorder: true,
-        ..NetConfig::default()
-    });
+    let mut c = Cluster::new(
+        2,
+        NetConfig {
+            reorder: true,
+            ..NetConfig::default()
+        },
+    );
     let datas: Vec<Vec<u8>> = (0..10).map(|t| pattern(50 + t * 700, t as u8)).collect();
     let mut bufs: Vec<Vec<u8>> = (0..10).map(|_| vec![0u8; 8000]).collect();
     let mut reqs = Vec::new();
@@ -617,7 +635,10 @@ fn receives_posted_by_tag_in_reverse_find_their_messages() {
 fn unexpected_messages_wait_for_their_receives_in_order() {
     let mut c = Cluster::new(2, NetConfig::default());
     let datas: Vec<Vec<u8>> = (0..50).map(|i| pattern(i * 97, i as u8)).collect();
-    let sends: Vec<(usize, ReqId)> = datas.iter().map(|d| (0, c.isend(0, 1, 2, d, false))).collect();
+    let sends: Vec<(usize, ReqId)> = datas
+        .iter()
+        .map(|d| (0, c.isend(0, 1, 2, d, false)))
+        .collect();
     for _ in 0..50 {
         c.step();
     }
@@ -635,10 +656,13 @@ fn unexpected_messages_wait_for_their_receives_in_order() {
 
 #[test]
 fn a_thousand_outstanding_pairs_complete() {
-    let mut c = Cluster::new(2, NetConfig {
-        reorder: true,
-        ..NetConfig::default()
-    });
+    let mut c = Cluster::new(
+        2,
+        NetConfig {
+            reorder: true,
+            ..NetConfig::default()
+        },
+    );
     let datas: Vec<Vec<u8>> = (0..1000).map(|i| pattern(i % 300, i as u8)).collect();
     let mut bufs: Vec<Vec<u8>> = (0..1000).map(|_| vec![0u8; 300]).collect();
     let mut reqs = Vec::new();
@@ -721,7 +745,10 @@ fn a_peer_no_transport_reaches_is_named_in_the_error() {
                 btls: vec![Box::new(SelfBtl::new(0))],
                 names: vec!["self"],
                 route: vec![0, u8::MAX],
-                unreachable: vec![None, Some("shm: other node; usnic: excluded by the btl parameter".into())],
+                unreachable: vec![
+                    None,
+                    Some("shm: other node; usnic: excluded by the btl parameter".into()),
+                ],
             },
             network_flush: false,
             registry: &[],
@@ -730,9 +757,15 @@ fn a_peer_no_transport_reaches_is_named_in_the_error() {
     let data = [1u8];
     // SAFETY: `data` outlives the call, which fails before any request exists.
     let ub = unsafe { UserBuf::for_send(data.as_ptr(), 1) };
-    let e = lonely.isend(CTX_WORLD, 1, 0, ub, false).unwrap_err().to_string();
+    let e = lonely
+        .isend(CTX_WORLD, 1, 0, ub, false)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no transport reaches rank 1 on h3"), "{e}");
-    assert!(e.contains("shm: other node; usnic: excluded by the btl parameter"), "{e}");
+    assert!(
+        e.contains("shm: other node; usnic: excluded by the btl parameter"),
+        "{e}"
+    );
     c.step();
 }
 

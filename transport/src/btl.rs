@@ -269,6 +269,85 @@ pub mod conformance {
             .collect()
     }
 
+    /// Runs the suite against a registered component: each round opens `ranks` modules in
+    /// this process as processes of one node (the component's own `open`, cards exchanged
+    /// through `card`/`add_peers` as the transport set does). Returns `false`, running
+    /// nothing, when the component declines here (no device), with the reason printed.
+    pub fn run_component(
+        component: &dyn crate::component::Component,
+        params: &crate::params::Params,
+        ranks: u32,
+    ) -> bool {
+        use crate::component::{OpenContext, OpenError};
+        use crate::set::PeerCard;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static ROUND: AtomicU32 = AtomicU32::new(0);
+        // A loopback reaches only its own process: one module is the whole suite for it.
+        let ranks = match component.reach() {
+            crate::component::Reach::Process => 1,
+            _ => ranks,
+        };
+        let nodes: Vec<String> = (0..ranks).map(|_| "conformance-node".to_string()).collect();
+        let open_all = || -> Result<Vec<Box<dyn crate::component::Module>>, OpenError> {
+            let round = ROUND.fetch_add(1, Ordering::Relaxed);
+            let prefix = format!("kestrel.conformance-{}-{round}.", std::process::id());
+            let set_id = prefix.clone();
+            (0..ranks)
+                .map(|me| {
+                    let cx = OpenContext {
+                        me,
+                        nodes: &nodes,
+                        set_id: &set_id,
+                        file_prefix: &prefix,
+                    };
+                    component.open(params, &cx)
+                })
+                .collect()
+        };
+        match open_all() {
+            Err(OpenError::Declined(why)) => {
+                eprintln!(
+                    "conformance: {} declined here, skipped: {why}",
+                    component.name()
+                );
+                return false;
+            }
+            Err(OpenError::Failed(why)) => {
+                panic!("conformance: {} failed to open: {why}", component.name())
+            }
+            Ok(_) => {}
+        }
+        let make = || -> Vec<Box<dyn Btl>> {
+            let mut mods = open_all().expect("opened once, so opens again");
+            let cards: Vec<Vec<u8>> = mods.iter().map(|m| m.card()).collect();
+            for (me, m) in mods.iter_mut().enumerate() {
+                let peer_cards: Vec<PeerCard<'_>> = cards
+                    .iter()
+                    .enumerate()
+                    .map(|(p, c)| {
+                        if p == me {
+                            PeerCard::Skip
+                        } else {
+                            PeerCard::Card(c)
+                        }
+                    })
+                    .collect();
+                for (p, r) in m.add_peers(0x5eed, &peer_cards).into_iter().enumerate() {
+                    if let Err(why) = r {
+                        assert!(
+                            p == me,
+                            "conformance: {} module {me} cannot reach {p}: {why}",
+                            component.name()
+                        );
+                    }
+                }
+            }
+            mods.into_iter().map(|m| m as Box<dyn Btl>).collect()
+        };
+        run(component.name(), &make);
+        true
+    }
+
     /// Runs every applicable check. `make` builds endpoints; `ranks` is how many it builds.
     pub fn run(name: &str, make: &dyn Fn() -> Vec<Box<dyn Btl>>) {
         delivers_whole_messages_of_every_size(name, make);
