@@ -44,7 +44,7 @@ mod tests {
         let params = crate::Params::resolve(&crate::all_param_specs(), &|_| None, &[]).unwrap();
         let mut ran = Vec::new();
         for c in REGISTRY {
-            if kestrel_transport::btl::conformance::run_component(*c, &params, 3) {
+            if kestrel_transport::conformance::run_component(*c, &params, 3) {
                 ran.push(c.name());
             }
         }

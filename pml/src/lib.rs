@@ -19,6 +19,7 @@ pub mod inter;
 pub mod matching;
 pub mod op;
 pub mod params;
+mod procs;
 
 pub use engine::{Engine, PmlError, ReqId, Status};
 pub use group::Group;

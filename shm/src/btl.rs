@@ -707,7 +707,7 @@ impl Btl for ShmBtl {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use kestrel_transport::btl::conformance;
+    use kestrel_transport::conformance;
     use std::collections::HashMap;
 
     fn params(extra: &[(&str, &str)]) -> Params {

@@ -13,7 +13,6 @@ use std::fmt;
 use crate::btl::Btl;
 use crate::node_coll::NodeCollectives;
 use crate::params::{ParamSpec, Params};
-use crate::set::PeerCard;
 
 /// Which peers a transport can ever reach; the set uses it to decide whether a component is
 /// worth opening at all.
@@ -73,6 +72,28 @@ impl fmt::Display for OpenError {
         match self {
             OpenError::Declined(why) => write!(f, "declined: {why}"),
             OpenError::Failed(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// What one peer's module gets for it in [`Module::add_peers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerCard<'a> {
+    /// Not to be added: this process itself, a peer that a module of higher exclusivity
+    /// already reaches, or one this set does not connect (own-job processes in a connection).
+    Skip,
+    /// The peer published no card for this transport (it excluded it, or it declined there).
+    Missing,
+    /// The peer's card.
+    Card(&'a [u8]),
+}
+
+impl<'a> PeerCard<'a> {
+    /// The card bytes, if any.
+    pub fn bytes(self) -> Option<&'a [u8]> {
+        match self {
+            PeerCard::Card(b) => Some(b),
+            _ => None,
         }
     }
 }

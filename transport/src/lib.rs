@@ -17,6 +17,7 @@ pub mod btl;
 pub mod codec;
 pub mod component;
 pub mod components;
+pub mod conformance;
 pub mod core_params;
 pub mod logging;
 pub mod node_coll;

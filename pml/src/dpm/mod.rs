@@ -38,19 +38,19 @@
 //! the engine, and never waits without a deadline except where MPI itself waits forever
 //! (accept, and receives a program posted).
 
-use std::collections::HashMap;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use kestrel_runtime::dpm::listener::connect_any;
 use kestrel_runtime::dpm::oob::{read_frame, write_frame, FrameError};
 use kestrel_runtime::dpm::{
-    DpmError, LifelineEvent, Lifelines, Listener, OobMsg, PortEvent, PortName, ProcInfo,
+    DpmError, LifelineEvent, Listener, OobMsg, PortEvent, PortName, ProcInfo,
 };
 use kestrel_transport::set::remap::Retired;
 use kestrel_transport::set::{self, NO_ROUTE};
 
 use crate::engine::{Engine, PmlError};
+use crate::procs::{Connection, Gone};
 
 mod establish;
 mod intercomm;
@@ -67,98 +67,6 @@ const TAG_MERGE: i32 = -31;
 
 fn dpm_err(e: DpmError) -> PmlError {
     PmlError::Dpm(e)
-}
-
-/// A process that left: failed (without a goodbye) or departed (disconnected, finalized).
-#[derive(Debug, Clone)]
-struct Gone {
-    failed: bool,
-    why: String,
-}
-
-/// Transports and lifelines one connection added, to be released when no communicator uses
-/// its processes any more.
-#[derive(Debug)]
-struct Connection {
-    id: u64,
-    /// Processes (indices) the connection introduced.
-    procs: Vec<u32>,
-    /// Slots in the engine's transport list it added.
-    btls: Vec<usize>,
-}
-
-/// The engine's dynamic-process state.
-#[derive(Debug)]
-pub struct DpmState {
-    /// This job's id.
-    job: String,
-    /// This job's size (processes below it are this job's ranks).
-    job_size: u32,
-    listener: Option<Listener>,
-    /// Lifelines to processes of other jobs.
-    pub(crate) lifelines: Lifelines,
-    /// (job, rank) of each process at or above `job_size`.
-    foreign: Vec<(String, u32)>,
-    known: HashMap<(String, u32), u32>,
-    gone: HashMap<u32, Gone>,
-    conns: Vec<Connection>,
-}
-
-impl DpmState {
-    pub(crate) fn new(job: &str, job_size: u32) -> DpmState {
-        DpmState {
-            job: job.to_string(),
-            job_size,
-            listener: None,
-            lifelines: Lifelines::new(),
-            foreign: Vec::new(),
-            known: HashMap::new(),
-            gone: HashMap::new(),
-            conns: Vec::new(),
-        }
-    }
-
-    /// The first failed process among `group`, with the reason.
-    pub(crate) fn first_failed_in(&self, group: &[u32]) -> Option<(u32, String)> {
-        if self.gone.is_empty() {
-            return None;
-        }
-        group.iter().find_map(|p| {
-            self.gone
-                .get(p)
-                .filter(|g| g.failed)
-                .map(|g| (*p, g.why.clone()))
-        })
-    }
-
-    /// Whether connections to other jobs are open.
-    pub(crate) fn has_connections(&self) -> bool {
-        !self.conns.is_empty()
-    }
-
-    /// Why process `p` is gone, if it is.
-    pub(crate) fn gone_reason(&self, p: u32) -> Option<&str> {
-        self.gone.get(&p).map(|g| g.why.as_str())
-    }
-
-    /// (job, rank) of process `p`.
-    fn identity(&self, p: u32) -> (String, u32) {
-        if p < self.job_size {
-            (self.job.clone(), p)
-        } else {
-            self.foreign
-                .get((p - self.job_size) as usize)
-                .cloned()
-                .unwrap_or_default()
-        }
-    }
-
-    fn lookup(&self, job: &str, rank: u32) -> Option<u32> {
-        if job == self.job {
-            return (rank < self.job_size).then_some(rank);
-        }
-        self.known.get(&(job.to_string(), rank)).copied()
-    }
 }
 
 /// How the two roots talk.

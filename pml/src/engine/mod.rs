@@ -299,7 +299,7 @@ pub struct MessageHandle(usize);
 pub struct Engine {
     rank: u32,
     size: u32,
-    /// Transports; peers are process indices (see [`crate::dpm`]): this job's ranks first,
+    /// Transports; peers are process indices (see `crate::dpm`): this job's ranks first,
     /// then processes of other jobs in the order they were connected.
     pub(crate) btls: Vec<Box<dyn Btl>>,
     /// The transport (index into `btls`) of each process, `NO_ROUTE` when none.
@@ -312,8 +312,8 @@ pub struct Engine {
     pub(crate) registry: &'static [&'static dyn Component],
     /// The shared-memory collective engine of node-local communicators, if one is built in.
     pub(crate) node_coll: Option<&'static dyn NodeCollectives>,
-    /// Processes of other jobs, lifelines, connections (see [`crate::dpm`]).
-    pub(crate) dpm: crate::dpm::DpmState,
+    /// Processes of other jobs, lifelines, connections (see `crate::dpm`).
+    pub(crate) dpm: crate::procs::DpmState,
     /// Finalize runs a barrier and flushes acknowledged transports first (see `finalize`).
     network_flush: bool,
     pub(crate) st: State,

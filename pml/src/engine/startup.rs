@@ -137,7 +137,7 @@ impl Engine {
             split_copy_min: crate::params::SPLIT_COPY_MIN.get(params),
             job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
-            dpm: crate::dpm::DpmState::new(&job_id, size),
+            dpm: crate::procs::DpmState::new(&job_id, size),
         };
         e.add_context(CTX_WORLD, (0..size).collect());
         e.add_context(CTX_SELF, vec![rank]);

@@ -22,6 +22,7 @@ use std::fmt;
 
 use crate::btl::Btl;
 use crate::codec::{DecodeError, Reader, Writer};
+pub use crate::component::PeerCard;
 use crate::component::{Component, Module, OpenContext, OpenError, Reach};
 use crate::core_params;
 use crate::params::Params;
@@ -35,28 +36,6 @@ pub const NO_ROUTE: u8 = u8::MAX;
 
 const BUNDLE_VERSION: u8 = 1;
 const BUNDLE_FRAME: &str = "transport card bundle";
-
-/// What one peer's module gets for it in [`Module::add_peers`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeerCard<'a> {
-    /// Not to be added: this process itself, a peer that a module of higher exclusivity
-    /// already reaches, or one this set does not connect (own-job processes in a connection).
-    Skip,
-    /// The peer published no card for this transport (it excluded it, or it declined there).
-    Missing,
-    /// The peer's card.
-    Card(&'a [u8]),
-}
-
-impl<'a> PeerCard<'a> {
-    /// The card bytes, if any.
-    pub fn bytes(self) -> Option<&'a [u8]> {
-        match self {
-            PeerCard::Card(b) => Some(b),
-            _ => None,
-        }
-    }
-}
 
 /// A random non-zero 64-bit key (datagram transports drop what does not carry it).
 pub fn new_job_key() -> u64 {
