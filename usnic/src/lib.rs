@@ -1,14 +1,14 @@
 //! Inter-node transport over libfabric datagram endpoints (`usnic` or `udp` provider):
 //! interface discovery, weighted bipartite interface matching, the reliable-datagram core and
-//! multi-rail striping.
+//! multi-rail striping. The `kestrel-ifmatch` diagnostics command is its own crate (`ifmatch/`).
 //!
 //! Module map (see `ARCHITECTURE.md`, "Interface matching" and "Reliability protocol"):
 //! * [`params`]: the transport's registered parameters;
 //! * [`discovery`]: which local interfaces the transport may use, and why others are excluded;
 //! * [`card`]: the business card (JSON for people and tools, binary for the modex);
 //! * [`matching`]: edge weights and the min-cost max-flow pairing of local and remote interfaces;
-//! * [`ifmatch`]: the `kestrel-ifmatch` diagnostics command (argument parsing and reports);
-//! * [`reliable`]: the sans-IO reliable-datagram core (wire header, window, ACKs, reassembly);
+//! * [`reliable`]: the sans-IO reliable-datagram core (wire header, window, ACKs, reassembly),
+//!   re-exported from the `kestrel-reliable` crate;
 //! * [`fabric`]: the safe wrapper over libfabric (with the `kestrel-libfabric-sys` crate, the
 //!   only place with libfabric `unsafe`);
 //! * [`netdev`]: interface facts from the caller's own network namespace (one `ioctl`, the
@@ -19,8 +19,10 @@ pub mod card;
 pub mod component;
 pub mod discovery;
 pub mod fabric;
-pub mod ifmatch;
 pub mod matching;
 pub mod netdev;
 pub mod params;
-pub mod reliable;
+
+/// The sans-IO reliable-datagram core, its own crate (`kestrel-reliable`, no libfabric); kept
+/// here so `kestrel_usnic::reliable::...` paths keep working.
+pub use kestrel_reliable as reliable;

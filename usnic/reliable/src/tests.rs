@@ -859,7 +859,7 @@ fn poll_transmit_needs_a_full_datagram_buffer_and_output_always_decodes() {
 
 /// CPU cost of one 8-byte round trip through two connections (send, transmit, decode,
 /// handle, deliver, both ways), buffers recycled as a transport would. Run in release:
-/// `cargo test --release -p kestrel-usnic ping_pong_cpu -- --ignored --nocapture`.
+/// `cargo test --release -p kestrel-reliable ping_pong_cpu -- --ignored --nocapture`.
 #[test]
 #[ignore = "timing; meaningful only in a release build"]
 fn ping_pong_cpu_cost_per_round_trip() {
@@ -889,7 +889,7 @@ fn ping_pong_cpu_cost_per_round_trip() {
 }
 
 /// Many seeds of the harshest mixes, both SACK modes, small and default windows:
-/// `cargo test --release -p kestrel-usnic seed_sweep -- --ignored` (about a minute).
+/// `cargo test --release -p kestrel-reliable seed_sweep -- --ignored` (about a minute).
 #[test]
 #[ignore = "long; run in release before changing loss recovery"]
 fn seed_sweep_under_heavy_impairments() {
@@ -1313,7 +1313,7 @@ fn resent(st: &super::conn::ConnStats) -> u64 {
 /// * a 20,000-message stream (0 B to 256 KiB, ~670 MB) into the 140-datagram receive buffer,
 ///   without loss (only the buffer's own overflows during stalls) and at 5 % loss.
 ///
-/// `cargo test --release -p kestrel-usnic timer_defaults_sweep -- --ignored --nocapture`
+/// `cargo test --release -p kestrel-reliable timer_defaults_sweep -- --ignored --nocapture`
 /// (about a minute).
 #[test]
 #[ignore = "long; the experiment behind the timer defaults, run in release"]

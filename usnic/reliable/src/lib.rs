@@ -1,11 +1,13 @@
-//! The reliable-datagram core of the usnic transport: one reliable, ordered message channel
-//! per (peer, rail) over datagrams that can be lost, duplicated, reordered or padded.
+//! `kestrel-reliable`: the reliable-datagram core of the usnic transport: one reliable, ordered
+//! message channel per (peer, rail) over datagrams that can be lost, duplicated, reordered or
+//! padded.
 //!
-//! This module owns the protocol and nothing of the I/O: it is sans-IO (quinn-proto style).
-//! The transport decodes each received datagram with [`wire::decode`] (dropping and counting
+//! This crate has no libfabric dependency and is re-exported by `kestrel-usnic` as
+//! `kestrel_usnic::reliable`. It owns the protocol and nothing of the I/O: it is sans-IO
+//! (quinn-proto style). The transport decodes each received datagram with [`wire::decode`] (dropping and counting
 //! what fails: wrong key, bad length, unknown kind), routes it by `(src_rank, src_rail,
 //! dst_rail)` to its [`Connection`], and sends what [`Connection::poll_transmit`] writes. Time
-//! enters only as `Instant` arguments. This module must never do I/O, read the clock, or
+//! enters only as `Instant` arguments. This crate must never do I/O, read the clock, or
 //! contain `unsafe` code.
 //!
 //! * [`wire`]: the 32-byte header, its checked decoder and its encoder;

@@ -1,7 +1,7 @@
 //! Golden tests of `kestrel-ifmatch explain`: the built binary runs on the fixture cards in
 //! `tests/fixtures/` and its exit code, stdout and stderr are compared with the transcripts in
 //! `tests/fixtures/golden/`. After an intended change of output, regenerate them with
-//! `KESTREL_BLESS=1 cargo test -p kestrel-usnic --test ifmatch` and review the diff.
+//! `KESTREL_BLESS=1 cargo test -p kestrel-ifmatch --test ifmatch` and review the diff.
 //!
 //! Properties that matter more than wording (mirrored pairings from both sides, exit codes,
 //! error messages naming file and field) are also asserted directly.

@@ -226,14 +226,14 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reliable::sim::Rng;
+    use crate::sim::Rng;
     use std::path::PathBuf;
 
     fn corpus_dir() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/decode_header")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/decode_header")
     }
 
-    /// `KESTREL_WRITE_FUZZ_CORPUS=1 cargo test -p kestrel-usnic corpus` rewrites the seeds.
+    /// `KESTREL_WRITE_FUZZ_CORPUS=1 cargo test -p kestrel-reliable corpus` rewrites the seeds.
     #[test]
     fn committed_seed_corpus_matches_the_generator() {
         let dir = corpus_dir();
