@@ -10,6 +10,12 @@ cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace
 
+# The messaging layer speaks only the transport contract: no concrete transport below it.
+if cargo tree -p kestrel-pml -e normal | grep -E 'kestrel-(shm|usnic)'; then
+  echo "ci: kestrel-pml depends on a concrete transport (above); wire it in the facade's registry instead" >&2
+  exit 1
+fi
+
 # A build without libfabric: every crate's default features off (no usnic transport, no
 # libfabric bindings, no clang), pkg-config unable to find libfabric, in a target directory
 # of its own; the transports that need nothing from the machine (self, shm) and the layers

@@ -22,6 +22,8 @@
 //!
 //! A reliable-datagram connection needs both directions (ACKs travel back), so exit code 3
 //! is used as soon as either side's routing view has no edge.
+// The command needs libfabric (discovery, cards, probes); without the feature nothing is built.
+#![cfg(feature = "libfabric")]
 
 use std::fmt::Write as _;
 use std::io::Write;

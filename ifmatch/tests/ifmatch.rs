@@ -1,3 +1,4 @@
+#![cfg(feature = "libfabric")]
 //! Golden tests of `kestrel-ifmatch explain`: the built binary runs on the fixture cards in
 //! `tests/fixtures/` and its exit code, stdout and stderr are compared with the transcripts in
 //! `tests/fixtures/golden/`. After an intended change of output, regenerate them with

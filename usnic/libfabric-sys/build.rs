@@ -9,6 +9,10 @@ use std::path::PathBuf;
 const MIN_LIBFABRIC: &str = "1.11";
 
 fn main() {
+    if env::var_os("CARGO_FEATURE_LIBFABRIC").is_none() {
+        // Built without the `libfabric` feature: no bindings, nothing to find or link.
+        return;
+    }
     println!("cargo:rerun-if-changed=wrapper.h");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");

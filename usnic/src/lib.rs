@@ -14,12 +14,19 @@
 //! * [`netdev`]: interface facts from the caller's own network namespace (one `ioctl`, the
 //!   crate's only other `unsafe`).
 
+#[cfg(feature = "libfabric")]
 pub mod btl;
+#[cfg(feature = "libfabric")]
 pub mod card;
+#[cfg(feature = "libfabric")]
 pub mod component;
+#[cfg(feature = "libfabric")]
 pub mod discovery;
+#[cfg(feature = "libfabric")]
 pub mod fabric;
+#[cfg(feature = "libfabric")]
 pub mod matching;
+#[cfg(feature = "libfabric")]
 pub mod netdev;
 pub mod params;
 

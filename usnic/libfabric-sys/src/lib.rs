@@ -8,6 +8,7 @@
 //! Two things the headers define as macros bindgen cannot translate are written by hand:
 //! [`FI_VERSION`] and [`FI_ADDR_UNSPEC`].
 
+#![cfg(feature = "libfabric")]
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 #![allow(clippy::all)]
 #![allow(
