@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 
 use kestrel_transport::btl::{Btl, Incoming, Limits, RemoteRegion, SendError};
+use kestrel_transport::codec::{Reader, Writer};
 use kestrel_transport::params::Params;
 
 use crate::mem::{Mapping, SharedMem};
@@ -26,32 +27,38 @@ pub struct ShmCard {
     pub path: String,
 }
 
+/// Version byte of [`ShmCard`]'s encoding.
+const CARD_VERSION: u8 = 2;
+
 impl ShmCard {
-    /// `1|<local rank>|<path>`.
+    /// Version, local rank, segment path (the project's one codec).
     pub fn encode(&self) -> Vec<u8> {
-        format!("1|{}|{}", self.local_rank, self.path).into_bytes()
+        let mut w = Writer::new();
+        w.u8(CARD_VERSION).u32(self.local_rank).string(&self.path);
+        w.into_vec()
     }
 
     /// Checked decoding of a peer's card.
     pub fn decode(bytes: &[u8]) -> Result<ShmCard, String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| "shm card is not UTF-8".to_string())?;
-        let mut parts = text.splitn(3, '|');
-        match (parts.next(), parts.next(), parts.next()) {
-            (Some("1"), Some(local), Some(path))
-                if path.starts_with('/') && !path.contains('\0') =>
-            {
-                Ok(ShmCard {
-                    local_rank: local
-                        .parse()
-                        .map_err(|_| format!("shm card local rank '{local}' is not a number"))?,
-                    path: path.to_string(),
-                })
+        let mut r = Reader::new(bytes, "shm card");
+        let card = (|| {
+            let version = r.u8("version")?;
+            if version != CARD_VERSION {
+                return Err(r.error(
+                    "version",
+                    "not this Kestrel's shm card (mixed Kestrel versions?)",
+                ));
             }
-            (Some(v), _, _) if v != "1" => Err(format!(
-                "shm card version '{v}' is not 1 (mixed Kestrel versions?)"
-            )),
-            _ => Err(format!("shm card '{text}' is malformed")),
-        }
+            let local_rank = r.u32("local rank")?;
+            let path = r.string("segment path")?;
+            if !path.starts_with('/') || path.contains('\0') {
+                return Err(r.error("segment path", "not an absolute path"));
+            }
+            Ok(ShmCard { local_rank, path })
+        })();
+        let card = card.map_err(|e| format!("shm: {e}"))?;
+        r.finish("card").map_err(|e| format!("shm: {e}"))?;
+        Ok(card)
     }
 }
 
@@ -775,10 +782,24 @@ mod tests {
             local_rank: 2,
             path: "/dev/shm/kestrel.x.shm.5".into(),
         };
-        assert_eq!(ShmCard::decode(&c.encode()).unwrap(), c);
-        assert!(ShmCard::decode(b"2|1|/x").unwrap_err().contains("version"));
-        assert!(ShmCard::decode(b"1|x|/x").is_err());
-        assert!(ShmCard::decode(b"1|1|relative").is_err());
+        let bytes = c.encode();
+        assert_eq!(ShmCard::decode(&bytes).unwrap(), c);
+        for cut in 0..bytes.len() {
+            assert!(ShmCard::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut old = bytes.clone();
+        old[0] = 1;
+        assert!(ShmCard::decode(&old).unwrap_err().contains("version"));
+        let relative = ShmCard {
+            local_rank: 0,
+            path: "relative".into(),
+        };
+        assert!(ShmCard::decode(&relative.encode())
+            .unwrap_err()
+            .contains("absolute"));
+        let mut trailing = bytes;
+        trailing.push(0);
+        assert!(ShmCard::decode(&trailing).unwrap_err().contains("trailing"));
     }
 
     #[test]
