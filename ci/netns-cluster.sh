@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Test hosts as network namespaces (see ARCHITECTURE.md, "Test hosts").
+# Test hosts as network namespaces (see docs/architecture.md, "Test hosts").
 #
-#   ci/netns-cluster.sh.sh up [PREFIX [N]]         create hosts PREFIXh0 .. PREFIXh(N-1) (default: h0..h3)
-#   ci/netns-cluster.sh.sh down [PREFIX]           remove them, their bridges and their loss rules
-#   ci/netns-cluster.sh.sh list                    namespaces and bridges that look like ours
-#   ci/netns-cluster.sh.sh loss HOST PERCENT [IF]  drop PERCENT % of the UDP datagrams HOST receives
+#   ci/netns-cluster.sh up [PREFIX [N]]         create hosts PREFIXh0 .. PREFIXh(N-1) (default: h0..h3)
+#   ci/netns-cluster.sh down [PREFIX]           remove them, their bridges and their loss rules
+#   ci/netns-cluster.sh list                    namespaces and bridges that look like ours
+#   ci/netns-cluster.sh loss HOST PERCENT [IF]  drop PERCENT % of the UDP datagrams HOST receives
 #                                               on its data interfaces (or only on IF); 0 removes it
-#   ci/netns-cluster.sh.sh link HOST IF up|down    set one of HOST's interfaces up or down
+#   ci/netns-cluster.sh link HOST IF up|down    set one of HOST's interfaces up or down
 #
 # Each host has these interfaces, each on a bridge in the root namespace:
 #   eth0  management  198.18.0.(10+i)/24   bridge kbPREFIXm (the root namespace is 198.18.0.1)

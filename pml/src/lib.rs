@@ -1,9 +1,11 @@
 //! Point-to-point messaging layer: communicators, matching, eager/rendezvous protocols,
 //! requests, and the progress engine.
 //!
-//! It talks to transports only through the BTL contract of `kestrel-transport`, never to a
-//! transport's internals. Its only `unsafe` code is [`buf`], which holds user buffers for the
-//! duration of a request.
+//! It talks to transports only through the contract of `kestrel-transport` (the `Btl` trait,
+//! the transport set that opens components from the registry it is given, and the
+//! node-collectives interface), never to a concrete transport: it depends on none. Its
+//! `unsafe` code is [`buf`], which holds user buffers for the duration of a request, and the
+//! blocking byte exchanges in `engine::exchange` that wrap their own stack buffers in it.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -61,7 +61,10 @@ impl Module for UsnicBtl {
                         .map_err(|e| format!("card of process {p}: {e}"))?;
                     self.add_peer(p as u32, card).map_err(|why| {
                         tracing::debug!(target: "usnic", "{why}");
-                        why
+                        // The set prefixes every reason with the component's name.
+                        why.strip_prefix("usnic: ")
+                            .map(str::to_string)
+                            .unwrap_or(why)
                     })
                 }
             })

@@ -2,7 +2,7 @@
 //! interface discovery, weighted bipartite interface matching, the reliable-datagram core and
 //! multi-rail striping. The `kestrel-ifmatch` diagnostics command is its own crate (`ifmatch/`).
 //!
-//! Module map (see `ARCHITECTURE.md`, "Interface matching" and "Reliability protocol"):
+//! Module map (see `docs/architecture.md`, "Interface matching" and "Reliability"):
 //! * [`params`]: the transport's registered parameters;
 //! * [`discovery`]: which local interfaces the transport may use, and why others are excluded;
 //! * [`card`]: the business card (JSON for people and tools, binary for the modex);

@@ -231,8 +231,9 @@ impl Opening {
         modules.sort_by_key(|(c, m)| std::cmp::Reverse((m.limits().exclusivity, c.priority())));
         let mut route = vec![NO_ROUTE; n];
         let mut reasons: Vec<Vec<String>> = vec![self.not_open.clone(); n];
-        let mut btls: Vec<Box<dyn Btl>> = Vec::with_capacity(modules.len());
+        let mut btls: Vec<Box<dyn Module>> = Vec::with_capacity(modules.len());
         let mut names = Vec::with_capacity(modules.len());
+        let mut reaches = Vec::with_capacity(modules.len());
         for (slot, (c, mut m)) in modules.into_iter().enumerate() {
             let name = c.name();
             let cards: Vec<PeerCard<'_>> = (0..n)
@@ -270,7 +271,29 @@ impl Opening {
             }
             btls.push(m);
             names.push(name);
+            reaches.push(c.reach());
         }
+        // Polled busiest first, as the engine walks them in order: the network (whose kernel
+        // or NIC queues fill up), then shared memory, then the loopback.
+        let mut order: Vec<usize> = (0..btls.len()).collect();
+        order.sort_by_key(|&i| match reaches[i] {
+            Reach::Network => 0,
+            Reach::Node => 1,
+            Reach::Process => 2,
+        });
+        let mut slot_of = vec![0u8; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            slot_of[old] = new as u8;
+        }
+        for r in route.iter_mut().filter(|r| **r != NO_ROUTE) {
+            *r = slot_of[*r as usize];
+        }
+        let mut taken: Vec<Option<Box<dyn Module>>> = btls.into_iter().map(Some).collect();
+        let btls: Vec<Box<dyn Btl>> = order
+            .iter()
+            .map(|&i| taken[i].take().expect("each module once") as Box<dyn Btl>)
+            .collect();
+        let names = order.iter().map(|&i| names[i]).collect();
         let unreachable = (0..n)
             .map(|p| (route[p] == NO_ROUTE).then(|| reasons[p].join("; ")))
             .collect();
@@ -285,7 +308,7 @@ impl Opening {
 
 /// The modules of a set with a route per peer.
 pub struct Attached {
-    /// The modules, highest exclusivity first.
+    /// The modules in polling order: network, node, process.
     pub btls: Vec<Box<dyn Btl>>,
     /// Their component names, in the same order.
     pub names: Vec<&'static str>,

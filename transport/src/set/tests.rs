@@ -149,14 +149,14 @@ fn each_peer_takes_the_most_exclusive_module_that_reaches_it() {
     let n = nodes(&["a", "a", "b"]);
     let sets = attach_all(&registry, "self,shm,usnic", &n);
     let a0 = sets[0].as_ref().unwrap();
-    assert_eq!(a0.names, vec!["self", "shm", "usnic"]);
+    assert_eq!(a0.names, vec!["usnic", "shm", "self"]);
     let name = |a: &Attached, p: usize| a.names[a.route[p] as usize];
     assert_eq!(name(a0, 0), "self");
     assert_eq!(name(a0, 1), "shm");
     assert_eq!(name(a0, 2), "usnic");
     // The process alone on node b opens no shared memory at all.
     let a2 = sets[2].as_ref().unwrap();
-    assert_eq!(a2.names, vec!["self", "usnic"]);
+    assert_eq!(a2.names, vec!["usnic", "self"]);
     assert_eq!(name(a2, 0), "usnic");
 }
 
@@ -224,13 +224,13 @@ fn network_opens_on_one_node_only_when_no_node_local_transport_is_allowed() {
     let registry: Vec<&'static dyn Component> = vec![&SelfComponent, shm, net];
     let n = nodes(&["a", "a"]);
     let both = attach_all(&registry, "self,shm,usnic", &n);
-    assert_eq!(both[0].as_ref().unwrap().names, vec!["self", "shm"]);
+    assert_eq!(both[0].as_ref().unwrap().names, vec!["shm", "self"]);
     let forced = attach_all(&registry, "self,usnic", &n);
     let a = forced[0].as_ref().unwrap();
-    assert_eq!(a.names, vec!["self", "usnic"]);
+    assert_eq!(a.names, vec!["usnic", "self"]);
     assert_eq!(a.names[a.route[1] as usize], "usnic");
     let excluded = attach_all(&registry, "^shm", &n);
-    assert_eq!(excluded[1].as_ref().unwrap().names, vec!["self", "usnic"]);
+    assert_eq!(excluded[1].as_ref().unwrap().names, vec!["usnic", "self"]);
 }
 
 #[test]
