@@ -17,9 +17,11 @@
 //! First contact with a peer starts a connectivity check per path: a small and an MTU-sized
 //! probe, repeated until answered. A path whose probes stay unanswered for `usnic_probe_timeout_ms`
 //! is declared dead with a diagnosis (MTU mismatch when only the small probe came back, the
-//! pair unreachable when neither did). A path that stops acknowledging data for
-//! `usnic_fail_after_ms` is dead too; its unacknowledged messages go out on the remaining
-//! paths. When no path to a peer is left the job stops with a message naming the peer, the
+//! pair unreachable when neither did). A path that stops acknowledging data is dead too: its
+//! reliable connection measures the silence and reports [`Event::PathFailed`] after
+//! `usnic_fail_after_ms`, or `usnic_peer_timeout_ms` while it is the peer's last usable path
+//! (the transport tells it so); its unacknowledged messages go out on the remaining paths.
+//! When no path to a peer is left the job stops with a message naming the peer, the
 //! interfaces and the timeout.
 //!
 //! Datagrams with the wrong job key, a malformed header or an unknown sender are dropped and
@@ -38,7 +40,7 @@ use crate::fabric::{DgramEndpoint, PeerAddr};
 use crate::matching::{self, Pairing, ProcessCard};
 use crate::params;
 use crate::reliable::wire::{self, Body, Header};
-use crate::reliable::{Config, Connection};
+use crate::reliable::{Config, Connection, Event};
 
 /// Active-message tags at or above this value belong to the transport itself.
 const AM_INTERNAL: u8 = 0xF0;
@@ -205,10 +207,6 @@ pub struct UsnicBtl {
     stripe_min: usize,
     probe_interval: Duration,
     probe_timeout: Duration,
-    /// Silence after which a path with data outstanding is dead while others remain.
-    fail_after: Duration,
-    /// Silence after which the last path to a peer is dead (and the job ends).
-    peer_timeout: Duration,
     print_stats: bool,
     next_timer_scan: Instant,
     scratch: Vec<u8>,
@@ -298,11 +296,7 @@ impl UsnicBtl {
         let card = ModexCard::from_host_card(&host, addrs)
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
         let smallest = rails.iter().map(|r| r.max_datagram).min().unwrap_or(1472);
-        let mut cfg = Config::from_params(p, smallest).map_err(|e| format!("usnic: {e}"))?;
-        // Path failure is decided here, with the other paths in view (see `scan_timers`):
-        // the core must keep resending on a silent path until then.
-        let fail_after = cfg.fail_after;
-        cfg.fail_after = Duration::from_secs(365 * 24 * 3600);
+        let cfg = Config::from_params(p, smallest).map_err(|e| format!("usnic: {e}"))?;
         Ok(Some(UsnicBtl {
             rank,
             job: job.to_string(),
@@ -318,8 +312,6 @@ impl UsnicBtl {
             stripe_min: params::STRIPE_MIN.get(p) as usize,
             probe_interval: Duration::from_millis(250),
             probe_timeout: Duration::from_millis(params::PROBE_TIMEOUT_MS.get(p) as u64),
-            fail_after,
-            peer_timeout: Duration::from_millis(params::PEER_TIMEOUT_MS.get(p) as u64),
             print_stats: params::STATS.get(p),
             next_timer_scan: Instant::now(),
             scratch: vec![0; 65536],
@@ -741,34 +733,21 @@ impl UsnicBtl {
             let mut orphaned = Vec::new();
             let mut usable_paths = p.paths.iter().filter(|x| x.usable()).count();
             for path in p.paths.iter_mut() {
+                // The last usable path gets the longer peer timeout: with nowhere to move its
+                // traffic, a stall must not end the job. Told before its timers run, so a path
+                // that became the last one in this scan is judged by the new limit.
+                let others = usable_paths - usize::from(path.usable());
+                path.conn.set_sole_path(others == 0);
                 if path.conn.poll_timeout().is_some_and(|t| t <= now) {
                     path.conn.handle_timeout(now);
                 }
-                let silent = path.conn.has_unacknowledged()
-                    && now.duration_since(path.conn.last_ack_progress()) > self.fail_after;
-                let others = usable_paths - usize::from(path.usable());
-                // The last path to a peer gets the longer peer timeout: with nowhere to move
-                // its traffic, a stall must not end the job.
-                let dead = silent
-                    && path.usable()
-                    && !self.finalizing
-                    && (others > 0
-                        || now.duration_since(path.conn.last_ack_progress()) > self.peer_timeout);
-                if dead {
-                    let limit = if others > 0 {
-                        self.fail_after
-                    } else {
-                        self.peer_timeout
-                    };
-                    let why = format!(
-                        "no acknowledgement for {} ms ({})",
-                        limit.as_millis(),
-                        if others > 0 {
-                            "usnic_fail_after_ms"
-                        } else {
-                            "usnic_peer_timeout_ms"
-                        }
-                    );
+                while let Some(event) = path.conn.poll_event() {
+                    let Event::PathFailed { limit, .. } = event;
+                    // Peers that have finalized stop acknowledging: not a failure then.
+                    if self.finalizing || !path.usable() {
+                        continue;
+                    }
+                    let why = limit.to_string();
                     tracing::warn!(target: "usnic", "path {} -> rank {peer} interface {} failed: {why}; moving its traffic to the other rails",
                         self.rails[path.rail].name, path.remote_if);
                     path.state = PathState::Dead(why);
@@ -1186,7 +1165,7 @@ impl Btl for UsnicBtl {
         // "done", not "broken".
         self.finalizing = true;
         let now = Instant::now();
-        let linger = self.fail_after;
+        let linger = self.cfg.fail_after;
         self.quiet()
             || self.peers.iter().flatten().all(|p| {
                 p.paths.iter().all(|x| {

@@ -47,16 +47,27 @@
 //!   is restored and the remaining segments it declared lost are presumed in the network
 //!   again, with a fresh timer, instead of all being resent. Only with `selective_ack`: without
 //!   it the sender never learnt of segments received beyond a hole.
-//! * With data outstanding and no cumulative progress for `fail_after`, the connection fails:
-//!   it stops sending data, and [`Connection::take_unacknowledged`] hands every message not
-//!   fully acknowledged back, in order, for another rail.
+//! * With data outstanding and no cumulative progress for `fail_after` (`peer_timeout` while
+//!   the driver says this is the peer's sole working path, [`Connection::set_sole_path`]), the
+//!   connection fails: it reports [`Event::PathFailed`], stops sending data, and
+//!   [`Connection::take_unacknowledged`] hands every message not fully acknowledged back, in
+//!   order, for another rail. The driver never measures the silence itself.
+//!
+//! # Timers
+//!
+//! Every deadline lives in one [`TimerTable`] ([`Timer::Ack`], [`Timer::Retransmit`],
+//! [`Timer::TailProbe`], [`Timer::PathFailure`]). The delayed-ACK timer is set and stopped
+//! where ACKs are scheduled and sent; the other three follow from the sender's state and are
+//! re-armed (`rearm`) at the end of every public method that changes that state, so
+//! [`Connection::poll_timeout`] is the table's earliest deadline.
 //!
 //! # Calling order
 //!
 //! Method groups as in quinn-proto: getters; `handle_*` (input from the network or a timer);
-//! mutators (`send`, `take_unacknowledged`, `recycle`); `poll_*` (output). After any input or
-//! mutation, call `poll_deliver` until `None`, then `poll_transmit` until `None`, then
-//! `poll_timeout` to learn when to call `handle_timeout`. A driver should hand over the
+//! mutators (`send`, `take_unacknowledged`, `recycle`, `set_sole_path`); `poll_*` (output).
+//! After any input or mutation, call `poll_deliver` until `None`, then `poll_transmit` until
+//! `None`, then `poll_timeout` to learn when to call `handle_timeout`; after `handle_timeout`,
+//! call `poll_event` until `None`. A driver should hand over the
 //! datagrams it has already received before running due timers: after this process was
 //! descheduled, the ACKs waiting in its socket would otherwise arrive after a timer that
 //! expired during the stall (the expiry is then undone, but its resends went out).
@@ -81,6 +92,8 @@ use std::time::{Duration, Instant};
 
 use super::config::{Config, ConfigError};
 use super::congestion::{Congestion, LossResponse};
+use super::event::{Event, FailureLimit};
+use super::timer::{Timer, TimerTable};
 use super::wire::{self, seq_diff, Body, DataFields, Header, HEADER_LEN};
 
 /// Why [`Connection::send`] refused a message.
@@ -95,7 +108,8 @@ pub enum SendError {
         /// The configured limit.
         max: usize,
     },
-    /// The connection has failed; take its unacknowledged messages to another rail.
+    /// The connection has failed ([`Event::PathFailed`]); take its unacknowledged messages to
+    /// another rail.
     Failed,
     /// The connection was closed by `take_unacknowledged`.
     Closed,
@@ -298,7 +312,7 @@ struct Assembly {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Open,
-    /// No acknowledgement progress for `fail_after`; data is no longer sent.
+    /// No acknowledgement progress for the failure limit; data is no longer sent.
     Failed,
     /// `take_unacknowledged` was called; nothing is sent or accepted.
     Closed,
@@ -356,12 +370,6 @@ fn in_pipe(seg: &SentSegment) -> bool {
     seg.transmissions > 0 && !seg.sacked && !seg.lost
 }
 
-/// `at + after <= now`, without the overflow panic of `Instant + Duration`.
-fn expired(at: Instant, after: Duration, now: Instant) -> bool {
-    at.checked_add(after)
-        .is_some_and(|deadline| deadline <= now)
-}
-
 /// The reliable channel to one peer over one rail. See the module doc for the protocol and the
 /// calling order.
 #[derive(Debug)]
@@ -373,6 +381,12 @@ pub struct Connection {
     state: State,
     stats: ConnStats,
     pool: BufferPool,
+    /// Every deadline (see the module doc, "Timers").
+    timers: TimerTable,
+    /// The driver has no other working path to this peer: failure waits for `peer_timeout`.
+    sole_path: bool,
+    /// Reported, not yet taken by `poll_event` (at most one `PathFailed`).
+    events: VecDeque<Event>,
 
     // --- sender ---
     /// Accepted messages not yet fully acknowledged, oldest first.
@@ -435,7 +449,6 @@ pub struct Connection {
     ack_signal: bool,
     /// An ACK is due now (piggybacked on data if there is any).
     ack_now: bool,
-    ack_deadline: Option<Instant>,
     unacked_segments: u32,
 }
 
@@ -460,6 +473,9 @@ impl Connection {
             state: State::Open,
             stats: ConnStats::default(),
             pool: BufferPool::default(),
+            timers: TimerTable::default(),
+            sole_path: false,
+            events: VecDeque::new(),
             messages: VecDeque::new(),
             msg_base: 0,
             cut_msg: 0,
@@ -490,7 +506,6 @@ impl Connection {
             ready_bytes: 0,
             ack_signal: false,
             ack_now: false,
-            ack_deadline: None,
             unacked_segments: 0,
         })
     }
@@ -536,7 +551,8 @@ impl Connection {
         self.remote
     }
 
-    /// No acknowledgement progress for `fail_after` while data was outstanding.
+    /// No acknowledgement progress for the failure limit while data was outstanding (the
+    /// connection reported [`Event::PathFailed`]).
     pub fn is_failed(&self) -> bool {
         self.state == State::Failed
     }
@@ -550,6 +566,26 @@ impl Connection {
     /// failure messages.
     pub fn last_ack_progress(&self) -> Instant {
         self.last_progress
+    }
+
+    /// Whether the driver declared this the peer's sole working path.
+    pub fn is_sole_path(&self) -> bool {
+        self.sole_path
+    }
+
+    /// The silence this connection is allowed before it fails: `fail_after`, or on the peer's
+    /// sole path `peer_timeout` (never less than `fail_after`).
+    pub fn failure_limit(&self) -> FailureLimit {
+        if self.sole_path && self.cfg.peer_timeout > self.cfg.fail_after {
+            FailureLimit::PeerTimeout(self.cfg.peer_timeout)
+        } else {
+            FailureLimit::FailAfter(self.cfg.fail_after)
+        }
+    }
+
+    /// The deadline of one timer, if armed.
+    pub fn timer(&self, timer: Timer) -> Option<Instant> {
+        self.timers.get(timer)
     }
 
     /// Some accepted message is not fully acknowledged.
@@ -615,7 +651,51 @@ impl Connection {
     }
 
     fn ack_pending(&self) -> bool {
-        self.ack_signal || self.ack_now || self.ack_deadline.is_some()
+        self.ack_signal || self.ack_now || self.timers.get(Timer::Ack).is_some()
+    }
+
+    /// Re-arms the timers that follow from the sender's state (every one but [`Timer::Ack`]).
+    /// Called at the end of every public method that can change what they depend on: the
+    /// state, `in_flight`, `tx_log`, `last_progress`, the round-trip estimate, the probe
+    /// bookkeeping and `sole_path`. It changes nothing but the table.
+    fn rearm(&mut self) {
+        let armed = self.state == State::Open && !self.in_flight.is_empty();
+        let (failure, retransmit, probe) = if armed {
+            let rto = self.rtt.rto(&self.cfg);
+            (
+                self.last_progress
+                    .checked_add(self.failure_limit().duration()),
+                self.tx_log
+                    .iter()
+                    .find(|r| self.is_live(r))
+                    .and_then(|r| r.sent_at.checked_add(rto)),
+                self.probe_deadline(),
+            )
+        } else {
+            (None, None, None)
+        };
+        self.timers.set_or_stop(Timer::PathFailure, failure);
+        self.timers.set_or_stop(Timer::Retransmit, retransmit);
+        self.timers.set_or_stop(Timer::TailProbe, probe);
+    }
+
+    /// The failure timer expired: no more data goes out, and the driver hears of it.
+    fn fail(&mut self, now: Instant) {
+        let limit = self.failure_limit();
+        self.state = State::Failed;
+        tracing::debug!(
+            target: "usnic",
+            peer_rank = self.remote.0,
+            peer_rail = self.remote.1,
+            local_rail = self.local.1,
+            outstanding = self.in_flight.len(),
+            silent_ms = now.saturating_duration_since(self.last_progress).as_millis() as u64,
+            "{limit}; rail declared failed"
+        );
+        self.events.push_back(Event::PathFailed {
+            limit,
+            unacknowledged: self.in_flight.len(),
+        });
     }
 
     // ------------------------------------------------------------------ handle_*
@@ -652,40 +732,34 @@ impl Connection {
             }
             Body::Probe | Body::ProbeReply => self.stats.probes_ignored += 1,
         }
+        self.rearm();
     }
 
-    /// Runs the timers that are due at `now`: delayed ACK, retransmission, failure.
+    /// Runs the timers that are due at `now` ([`TimerTable`]): delayed ACK, then failure, or
+    /// else retransmission or a tail-loss probe. A failure is reported by
+    /// [`Connection::poll_event`].
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.state == State::Closed {
             return;
         }
-        if self.ack_deadline.is_some_and(|d| d <= now) {
-            self.ack_deadline = None;
+        if self.timers.is_expired(Timer::Ack, now) {
+            self.timers.stop(Timer::Ack);
             self.ack_now = true;
         }
-        if self.state != State::Open || self.in_flight.is_empty() {
-            return;
+        if self.timers.is_expired(Timer::PathFailure, now) {
+            self.fail(now);
+        } else if self.state == State::Open && !self.in_flight.is_empty() {
+            // Trimming retires records the table may have looked past; re-arm before asking.
+            self.trim_tx_log();
+            self.rearm();
+            self.run_sender_timers(now);
         }
-        if expired(self.last_progress, self.cfg.fail_after, now) {
-            self.state = State::Failed;
-            tracing::warn!(
-                target: "usnic",
-                peer_rank = self.remote.0,
-                peer_rail = self.remote.1,
-                local_rail = self.local.1,
-                outstanding = self.in_flight.len(),
-                "no acknowledgement progress for {:?}; rail declared failed",
-                self.cfg.fail_after
-            );
-            return;
-        }
-        self.trim_tx_log();
-        let rto = self.rtt.rto(&self.cfg);
-        if self
-            .tx_log
-            .front()
-            .is_some_and(|r| expired(r.sent_at, rto, now))
-        {
+        self.rearm();
+    }
+
+    /// The retransmission timer, or else the tail-loss probe timer, if expired.
+    fn run_sender_timers(&mut self, now: Instant) {
+        if self.timers.is_expired(Timer::Retransmit, now) {
             self.stats.rto_events += 1;
             let repeated = self.rto_order.is_some();
             if !repeated {
@@ -729,7 +803,7 @@ impl Connection {
                 next_rto_us = self.rtt.rto(&self.cfg).as_micros() as u64,
                 "retransmission timer expired"
             );
-        } else if self.probe_deadline().is_some_and(|d| d <= now) {
+        } else if self.timers.is_expired(Timer::TailProbe, now) {
             self.probe_due = true;
             self.probes += 1;
             self.probe_base = now;
@@ -788,9 +862,19 @@ impl Connection {
         self.assembling = None;
         self.ack_signal = false;
         self.ack_now = false;
-        self.ack_deadline = None;
+        self.timers.stop(Timer::Ack);
         self.state = State::Closed;
+        self.rearm();
         out
+    }
+
+    /// Tells the connection whether it is its peer's sole working path (the driver's view of
+    /// the other paths). A sole path fails after `peer_timeout` instead of `fail_after`;
+    /// losing that status with the silence already past `fail_after` makes the next
+    /// `handle_timeout` fail it.
+    pub fn set_sole_path(&mut self, sole: bool) {
+        self.sole_path = sole;
+        self.rearm();
     }
 
     /// Gives a buffer from [`Connection::poll_deliver`] back for reuse (optional; avoids an
@@ -820,6 +904,13 @@ impl Connection {
     /// the window (each carrying the cumulative ACK), then a due standalone ACK. Data, new or
     /// resent, goes out only while the congestion window has room.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let n = self.next_datagram(now, buf);
+        self.rearm();
+        n
+    }
+
+    /// [`Connection::poll_transmit`] before the timers are re-armed.
+    fn next_datagram(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         if self.state == State::Closed || buf.len() < self.cfg.max_datagram {
             return None;
         }
@@ -861,30 +952,22 @@ impl Connection {
                 return n;
             }
         }
-        if self.ack_now || self.ack_deadline.is_some_and(|d| d <= now) {
+        if self.ack_now || self.timers.is_expired(Timer::Ack, now) {
             return self.write_ack(buf);
         }
         None
     }
 
     /// When [`Connection::handle_timeout`] should next run (delayed ACK, retransmission,
-    /// failure), or `None` if no timer is armed.
+    /// tail-loss probe, failure): the earliest deadline of the [`TimerTable`], or `None` if no
+    /// timer is armed.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut next = self.ack_deadline;
-        let mut arm = |t: Option<Instant>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
-        if self.state == State::Open && !self.in_flight.is_empty() {
-            arm(self.last_progress.checked_add(self.cfg.fail_after));
-            let rto = self.rtt.rto(&self.cfg);
-            if let Some(rec) = self.tx_log.iter().find(|r| self.is_live(r)) {
-                arm(rec.sent_at.checked_add(rto));
-            }
-            arm(self.probe_deadline());
-        }
-        next
+        self.timers.next_timeout()
+    }
+
+    /// The next event for the driver ([`Event::PathFailed`]), once each.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
     }
 
     // ------------------------------------------------------------------ sender internals
@@ -1133,7 +1216,7 @@ impl Connection {
         });
         // The cumulative ACK rode along; a loss signal still needs its standalone ACK.
         self.ack_now = false;
-        self.ack_deadline = None;
+        self.timers.stop(Timer::Ack);
         self.unacked_segments = 0;
         Some(total)
     }
@@ -1382,8 +1465,11 @@ impl Connection {
         self.unacked_segments = self.unacked_segments.saturating_add(segments);
         if self.unacked_segments >= u32::from(self.cfg.ack_every) {
             self.ack_now = true;
-        } else if self.ack_deadline.is_none() {
-            self.ack_deadline = Some(now.checked_add(self.cfg.ack_delay).unwrap_or(now));
+        } else if self.timers.get(Timer::Ack).is_none() {
+            self.timers.set(
+                Timer::Ack,
+                now.checked_add(self.cfg.ack_delay).unwrap_or(now),
+            );
         }
     }
 
@@ -1491,7 +1577,7 @@ impl Connection {
         self.stats.acks_sent += 1;
         self.ack_signal = false;
         self.ack_now = false;
-        self.ack_deadline = None;
+        self.timers.stop(Timer::Ack);
         self.unacked_segments = 0;
         Some(HEADER_LEN)
     }
