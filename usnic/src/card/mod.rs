@@ -522,6 +522,59 @@ mod tests {
         );
     }
 
+    /// The layout of the module docs, byte by byte: the codec writes what version 1 always was.
+    #[test]
+    fn modex_encoding_is_the_documented_layout() {
+        let card = HostCard {
+            version: 1,
+            node: "h1".to_string(),
+            interfaces: vec![CardInterface {
+                name: "eth1".to_string(),
+                ipv4: Ipv4Addr::new(198, 18, 1, 20),
+                prefix_len: 24,
+                link_speed_mbps: Some(10000),
+                mtu: 1500,
+            }],
+            routes: Some(vec![CardRoute {
+                dest: Ipv4Addr::new(0, 0, 0, 0),
+                dest_prefix_len: 0,
+                interface: "eth1".to_string(),
+                metric: 7,
+            }]),
+        };
+        let m = ModexCard::from_host_card(&card, vec![vec![1, 2, 3]]).unwrap();
+        #[rustfmt::skip]
+        let expected: Vec<u8> = vec![
+            1, 0x01,                        // version, flags (routes present)
+            2, b'h', b'1',                  // node
+            1,                              // interface count
+            4, b'e', b't', b'h', b'1',      // name
+            198, 18, 1, 20, 24,             // ipv4, prefix_len
+            0, 0, 0x27, 0x10, 0x05, 0xDC,   // 10000 Mb/s, MTU 1500
+            3, 1, 2, 3,                     // fabric address
+            1,                              // route count
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 7,   // 0.0.0.0/0 via interface 0, metric 7
+        ];
+        assert_eq!(m.encode(), expected);
+        assert_eq!(ModexCard::decode(&expected).unwrap(), m);
+    }
+
+    #[test]
+    fn a_truncation_carries_the_codec_error() {
+        let bytes = modex_example().encode();
+        let err = ModexCard::decode(&bytes[..7]).unwrap_err();
+        let CardDecodeError::Truncated { field, source } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(field, "interfaces[0].name");
+        assert_eq!(source.frame, "usnic modex card");
+        assert!(std::error::Error::source(&err).is_some());
+        assert_eq!(
+            err.to_string(),
+            "usnic modex card: the bytes end inside field interfaces[0].name (a truncated or corrupt card)"
+        );
+    }
+
     #[test]
     fn modex_construction_enforces_the_limits() {
         let card = two_interface_card();

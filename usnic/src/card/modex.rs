@@ -1,12 +1,19 @@
 //! The binary modex card (version 1, specified in the module docs of `card`): compact,
 //! canonical, validated on construction and on decoding.
 //!
-//! This module owns the byte layout and the typed decoding errors. It must never panic or
-//! over-read on bytes from the modex, and never apply a rule of its own beyond the layout's
-//! lengths and counts: field values are checked by `rules`.
+//! This module owns the byte layout and the typed decoding errors. The primitives are those of
+//! the project's one codec (`kestrel_transport::codec`: [`Writer`] and the bounded [`Reader`]);
+//! the card's text and address fields keep version 1's one-byte length (the codec's `bytes`
+//! has a four-byte one), written by `write_short` and read back by `CardReader::text` (the
+//! address by its checked length and `CardReader::take`), so the encoding, and the version
+//! byte, are unchanged. It must never panic or over-read on bytes from the modex, and never
+//! apply a rule of its own beyond the layout's lengths and counts: field values are checked
+//! by `rules`.
 
 use std::fmt;
 use std::net::Ipv4Addr;
+
+use kestrel_transport::codec::{DecodeError, Reader, Writer};
 
 use super::error::{CardProblem, InvalidField};
 use super::rules::check_whole_card;
@@ -44,6 +51,8 @@ pub enum CardDecodeError {
     Truncated {
         /// Path of the field being read.
         field: String,
+        /// The codec's report of the short read.
+        source: DecodeError,
     },
     /// The first byte names a version this build cannot read.
     UnknownVersion {
@@ -105,7 +114,7 @@ impl fmt::Display for CardDecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "usnic modex card: ")?;
         match self {
-            CardDecodeError::Truncated { field } => {
+            CardDecodeError::Truncated { field, .. } => {
                 write!(
                     f,
                     "the bytes end inside field {field} (a truncated or corrupt card)"
@@ -151,42 +160,111 @@ impl fmt::Display for CardDecodeError {
     }
 }
 
-impl std::error::Error for CardDecodeError {}
-
-/// A cursor over untrusted bytes that cannot read past the end: every read returns `None`
-/// instead of over-reading, and the caller turns that into `Truncated` with the field's path.
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Option<&'a [u8]> {
-        let (head, tail) = self.rest.split_at_checked(len)?;
-        self.rest = tail;
-        Some(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
-        self.take(N)?.try_into().ok()
-    }
-
-    fn u8(&mut self) -> Option<u8> {
-        self.array::<1>().map(|[b]| b)
-    }
-
-    fn u16(&mut self) -> Option<u16> {
-        self.array().map(u16::from_be_bytes)
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        self.array().map(u32::from_be_bytes)
+impl std::error::Error for CardDecodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CardDecodeError::Truncated { source, .. } => Some(source),
+            _ => None,
+        }
     }
 }
 
-fn truncated(field: impl Into<String>) -> CardDecodeError {
+/// The frame name the codec's errors carry.
+const FRAME: &str = "usnic modex card";
+
+/// The codec's [`Reader`] over one card, with the field paths of `CardDecodeError` and a count
+/// of the bytes read (the codec's reader does not say how many remain, and `TrailingBytes`
+/// reports it).
+struct CardReader<'a> {
+    r: Reader<'a>,
+    len: usize,
+    read: usize,
+}
+
+impl<'a> CardReader<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        CardReader {
+            r: Reader::new(bytes, FRAME),
+            len: bytes.len(),
+            read: 0,
+        }
+    }
+
+    /// `n` bytes of the field at `field`.
+    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], CardDecodeError> {
+        let bytes = self
+            .r
+            .take(n, "card field")
+            .map_err(|source| truncated(field, source))?;
+        self.read += n;
+        Ok(bytes)
+    }
+
+    fn u8(&mut self, field: &str) -> Result<u8, CardDecodeError> {
+        let v = self
+            .r
+            .u8("card field")
+            .map_err(|source| truncated(field, source))?;
+        self.read += 1;
+        Ok(v)
+    }
+
+    fn u16(&mut self, field: &str) -> Result<u16, CardDecodeError> {
+        let v = self
+            .r
+            .u16("card field")
+            .map_err(|source| truncated(field, source))?;
+        self.read += 2;
+        Ok(v)
+    }
+
+    fn u32(&mut self, field: &str) -> Result<u32, CardDecodeError> {
+        let v = self
+            .r
+            .u32("card field")
+            .map_err(|source| truncated(field, source))?;
+        self.read += 4;
+        Ok(v)
+    }
+
+    fn ipv4(&mut self, field: &str) -> Result<Ipv4Addr, CardDecodeError> {
+        let b = self.take(4, field)?;
+        Ok(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+    }
+
+    /// A `u8` length, then that many bytes of UTF-8 (the pair of [`write_short`]).
+    fn text(&mut self, field: &str) -> Result<String, CardDecodeError> {
+        let len = usize::from(self.u8(field)?);
+        let bytes = self.take(len, field)?;
+        std::str::from_utf8(bytes)
+            .map(str::to_string)
+            .map_err(|_| CardDecodeError::BadUtf8 {
+                field: field.to_string(),
+            })
+    }
+
+    /// Fails with the number of bytes left unless the whole card was read.
+    fn finish(self) -> Result<(), CardDecodeError> {
+        let (len, read) = (self.len, self.read);
+        self.r
+            .finish("card")
+            .map_err(|_| CardDecodeError::TrailingBytes { count: len - read })
+    }
+}
+
+fn truncated(field: &str, source: DecodeError) -> CardDecodeError {
     CardDecodeError::Truncated {
-        field: field.into(),
+        field: field.to_string(),
+        source,
     }
+}
+
+/// A `u8` length, then the bytes (card fields are at most 255 bytes; the codec's `bytes` has
+/// a `u32` length). Read back by [`CardReader::text`], or a checked length and
+/// [`CardReader::take`].
+fn write_short(w: &mut Writer, bytes: &[u8]) {
+    debug_assert!(bytes.len() <= usize::from(u8::MAX));
+    w.u8(bytes.len() as u8).raw(bytes);
 }
 
 impl ModexCard {
@@ -282,61 +360,57 @@ impl ModexCard {
     /// The binary encoding (layout in the module docs).
     pub fn encode(&self) -> Vec<u8> {
         // Lengths below fit their prefixes because construction and decoding enforce the limits.
-        let mut out = Vec::with_capacity(64 + 48 * self.interfaces.len());
-        out.push(self.version);
-        out.push(if self.routes.is_some() {
+        let mut w = Writer::new();
+        w.u8(self.version).u8(if self.routes.is_some() {
             FLAG_ROUTES
         } else {
             0
         });
-        out.push(self.node.len() as u8);
-        out.extend_from_slice(self.node.as_bytes());
-        out.push(self.interfaces.len() as u8);
+        write_short(&mut w, self.node.as_bytes());
+        w.u8(self.interfaces.len() as u8);
         for itf in &self.interfaces {
             let i = &itf.interface;
-            out.push(i.name.len() as u8);
-            out.extend_from_slice(i.name.as_bytes());
-            out.extend_from_slice(&i.ipv4.octets());
-            out.push(i.prefix_len);
-            out.extend_from_slice(&i.link_speed_mbps.unwrap_or(0).to_be_bytes());
-            out.extend_from_slice(&(i.mtu as u16).to_be_bytes());
-            out.push(itf.fabric_addr.len() as u8);
-            out.extend_from_slice(&itf.fabric_addr);
+            write_short(&mut w, i.name.as_bytes());
+            w.raw(&i.ipv4.octets())
+                .u8(i.prefix_len)
+                .u32(i.link_speed_mbps.unwrap_or(0))
+                .u16(i.mtu as u16);
+            write_short(&mut w, &itf.fabric_addr);
         }
         if let Some(routes) = &self.routes {
-            out.push(routes.len() as u8);
+            w.u8(routes.len() as u8);
             for r in routes {
                 let index = self
                     .interfaces
                     .iter()
                     .position(|i| i.interface.name == r.interface)
                     .unwrap_or(0);
-                out.extend_from_slice(&r.dest.octets());
-                out.push(r.dest_prefix_len);
-                out.push(index as u8);
-                out.extend_from_slice(&r.metric.to_be_bytes());
+                w.raw(&r.dest.octets())
+                    .u8(r.dest_prefix_len)
+                    .u8(index as u8)
+                    .u32(r.metric);
             }
         }
-        out
+        w.into_vec()
     }
 
     /// Decodes and validates a card from the modex; rejects truncated, oversized, trailing and
     /// out-of-range data with a typed error.
     pub fn decode(bytes: &[u8]) -> Result<ModexCard, CardDecodeError> {
-        let mut r = Reader { rest: bytes };
-        let version = r.u8().ok_or_else(|| truncated("version"))?;
+        let mut r = CardReader::new(bytes);
+        let version = r.u8("version")?;
         if !SUPPORTED_MODEX_VERSIONS.contains(&version) {
             return Err(CardDecodeError::UnknownVersion {
                 found: version,
                 supported: SUPPORTED_MODEX_VERSIONS,
             });
         }
-        let flags = r.u8().ok_or_else(|| truncated("flags"))?;
+        let flags = r.u8("flags")?;
         if flags & !FLAG_ROUTES != 0 {
             return Err(CardDecodeError::UnknownFlags { flags });
         }
-        let node = read_text(&mut r, "node")?;
-        let count = usize::from(r.u8().ok_or_else(|| truncated("interfaces"))?);
+        let node = r.text("node")?;
+        let count = usize::from(r.u8("interfaces")?);
         if count > MAX_INTERFACES {
             return Err(CardDecodeError::TooManyInterfaces {
                 count,
@@ -346,22 +420,21 @@ impl ModexCard {
         let mut interfaces = Vec::with_capacity(count);
         for i in 0..count {
             let at = |field: &str| format!("interfaces[{i}].{field}");
-            let name = read_text(&mut r, &at("name"))?;
-            let ipv4 = Ipv4Addr::from(r.array::<4>().ok_or_else(|| truncated(at("ipv4")))?);
-            let prefix_len = r.u8().ok_or_else(|| truncated(at("prefix_len")))?;
-            let speed = r.u32().ok_or_else(|| truncated(at("link_speed_mbps")))?;
-            let mtu = r.u16().ok_or_else(|| truncated(at("mtu")))?;
-            let addr_len = usize::from(r.u8().ok_or_else(|| truncated(at("fabric_addr")))?);
+            let name = r.text(&at("name"))?;
+            let ipv4 = r.ipv4(&at("ipv4"))?;
+            let prefix_len = r.u8(&at("prefix_len"))?;
+            let speed = r.u32(&at("link_speed_mbps"))?;
+            let mtu = r.u16(&at("mtu"))?;
+            // The length is checked before the bytes are taken: a bad one is reported as such,
+            // not as the truncation it may also cause.
+            let addr_len = usize::from(r.u8(&at("fabric_addr"))?);
             if addr_len == 0 || addr_len > MAX_FABRIC_ADDR_LEN {
                 return Err(CardDecodeError::BadFabricAddrLen {
                     field: at("fabric_addr"),
                     len: addr_len,
                 });
             }
-            let fabric_addr = r
-                .take(addr_len)
-                .ok_or_else(|| truncated(at("fabric_addr")))?
-                .to_vec();
+            let fabric_addr = r.take(addr_len, &at("fabric_addr"))?;
             interfaces.push(ModexInterface {
                 interface: CardInterface {
                     name,
@@ -370,11 +443,11 @@ impl ModexCard {
                     link_speed_mbps: (speed != 0).then_some(speed),
                     mtu: u32::from(mtu),
                 },
-                fabric_addr,
+                fabric_addr: fabric_addr.to_vec(),
             });
         }
         let routes = if flags & FLAG_ROUTES != 0 {
-            let count = usize::from(r.u8().ok_or_else(|| truncated("routes"))?);
+            let count = usize::from(r.u8("routes")?);
             if count > MAX_ROUTES {
                 return Err(CardDecodeError::TooManyRoutes {
                     count,
@@ -384,10 +457,10 @@ impl ModexCard {
             let mut routes = Vec::with_capacity(count);
             for j in 0..count {
                 let at = |field: &str| format!("routes[{j}].{field}");
-                let dest = Ipv4Addr::from(r.array::<4>().ok_or_else(|| truncated(at("dest")))?);
-                let dest_prefix_len = r.u8().ok_or_else(|| truncated(at("dest")))?;
-                let index = r.u8().ok_or_else(|| truncated(at("interface")))?;
-                let metric = r.u32().ok_or_else(|| truncated(at("metric")))?;
+                let dest = r.ipv4(&at("dest"))?;
+                let dest_prefix_len = r.u8(&at("dest"))?;
+                let index = r.u8(&at("interface"))?;
+                let metric = r.u32(&at("metric"))?;
                 let Some(itf) = interfaces.get(usize::from(index)) else {
                     return Err(CardDecodeError::BadInterfaceIndex {
                         field: at("interface"),
@@ -406,22 +479,7 @@ impl ModexCard {
         } else {
             None
         };
-        if !r.rest.is_empty() {
-            return Err(CardDecodeError::TrailingBytes {
-                count: r.rest.len(),
-            });
-        }
+        r.finish()?;
         ModexCard::new(node, interfaces, routes).map_err(CardDecodeError::Invalid)
     }
-}
-
-/// A `u8`-length-prefixed UTF-8 field.
-fn read_text(r: &mut Reader<'_>, field: &str) -> Result<String, CardDecodeError> {
-    let len = usize::from(r.u8().ok_or_else(|| truncated(field))?);
-    let bytes = r.take(len).ok_or_else(|| truncated(field))?;
-    std::str::from_utf8(bytes)
-        .map(str::to_string)
-        .map_err(|_| CardDecodeError::BadUtf8 {
-            field: field.to_string(),
-        })
 }
