@@ -80,14 +80,9 @@ pub static PROBE_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
     description: "Milliseconds for a path's small and MTU-sized probes to be answered before the path is declared dead (with a diagnosis).",
 });
 
-/// `KESTREL_USNIC_PEER_TIMEOUT_MS`: silence after which the last path to a peer is dead.
-pub static PEER_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
-    name: "usnic_peer_timeout_ms",
-    component: "usnic",
-    kind: ParamKind::Int { min: 10, max: 3_600_000 },
-    default: "10000",
-    description: "Milliseconds without any acknowledgement on the last working path to a peer before the job stops (other paths fail after usnic_fail_after_ms).",
-});
+/// `KESTREL_USNIC_PEER_TIMEOUT_MS`: silence after which the last path to a peer is dead. The
+/// reliable core owns path failure, so it declares this one beside `usnic_fail_after_ms`.
+pub use crate::reliable::config::PEER_TIMEOUT_MS;
 
 /// `KESTREL_USNIC_QUEUE_DEPTH`: send and receive buffers per endpoint.
 pub static QUEUE_DEPTH: Param<i64> = Param::new(ParamSpec {
@@ -118,7 +113,6 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         MAX_SEND.spec(),
         STRIPE_MIN.spec(),
         PROBE_TIMEOUT_MS.spec(),
-        PEER_TIMEOUT_MS.spec(),
         QUEUE_DEPTH.spec(),
         STATS.spec(),
     ];

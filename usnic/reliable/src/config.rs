@@ -39,8 +39,12 @@ pub struct Config {
     /// Segments sent after a missing one, acknowledged before it, that declare it lost.
     pub reorder_threshold: u16,
     /// Time without acknowledgement progress, while data is outstanding, after which the
-    /// connection is failed.
+    /// connection is failed (it reports [`crate::Event::PathFailed`]).
     pub fail_after: Duration,
+    /// The same limit for a connection that is its peer's sole working path (see
+    /// [`crate::Connection::set_sole_path`]): with nowhere to move its traffic, a stall must not
+    /// end the job as early. Never shorter than `fail_after` in effect.
+    pub peer_timeout: Duration,
     /// Bytes of messages accepted by `send` and not yet fully acknowledged.
     pub max_send_queue_bytes: usize,
     /// Bytes of complete messages waiting for `poll_deliver` before the receiver stops
@@ -100,6 +104,7 @@ impl Default for Config {
             ack_every: 16,
             reorder_threshold: 3,
             fail_after: Duration::from_secs(3),
+            peer_timeout: Duration::from_secs(10),
             max_send_queue_bytes: 16 << 20,
             max_recv_queue_bytes: 16 << 20,
             max_message: (4 << 20) + (64 << 10),
@@ -219,6 +224,7 @@ impl Config {
             ack_every: ACK_EVERY.get(params).clamp(1, i64::from(u16::MAX)) as u16,
             reorder_threshold: REORDER_THRESHOLD.get(params).clamp(1, i64::from(u16::MAX)) as u16,
             fail_after: Duration::from_millis(FAIL_AFTER_MS.get(params).max(0) as u64),
+            peer_timeout: Duration::from_millis(PEER_TIMEOUT_MS.get(params).max(0) as u64),
             max_send_queue_bytes: SEND_QUEUE.get(params) as usize,
             max_recv_queue_bytes: RECV_QUEUE.get(params) as usize,
             max_message: MAX_MESSAGE.get(params) as usize,
@@ -330,6 +336,15 @@ pub static FAIL_AFTER_MS: Param<i64> = Param::new(ParamSpec {
     },
     default: "3000",
     description: "Milliseconds without acknowledgement progress, with data outstanding, before a rail to a peer is declared dead.",
+});
+
+/// `KESTREL_USNIC_PEER_TIMEOUT_MS`: silence after which the last path to a peer is dead.
+pub static PEER_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
+    name: "usnic_peer_timeout_ms",
+    component: "usnic",
+    kind: ParamKind::Int { min: 10, max: 3_600_000 },
+    default: "10000",
+    description: "Milliseconds without any acknowledgement on the last working path to a peer before the job stops (other paths fail after usnic_fail_after_ms).",
 });
 
 /// `KESTREL_USNIC_SEND_QUEUE`.
@@ -452,6 +467,7 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         ACK_EVERY.spec(),
         REORDER_THRESHOLD.spec(),
         FAIL_AFTER_MS.spec(),
+        PEER_TIMEOUT_MS.spec(),
         SEND_QUEUE.spec(),
         RECV_QUEUE.spec(),
         MAX_MESSAGE.spec(),

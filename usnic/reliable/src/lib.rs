@@ -13,6 +13,9 @@
 //! * [`wire`]: the 32-byte header, its checked decoder and its encoder;
 //! * [`config`]: [`Config`], its limits, and the registered `usnic_*` parameters it comes from;
 //! * [`conn`]: the per-(peer, rail) state machine ([`Connection`]);
+//! * [`timer`]: its named timers ([`TimerTable`]: delayed ACK, retransmission, tail-loss
+//!   probe, path failure);
+//! * [`event`]: what it reports to its driver ([`Event::PathFailed`]);
 //! * [`congestion`]: its congestion window (NewReno: slow start, additive increase, halving on
 //!   loss, collapse and undo on timeout);
 //! * [`fuzzing`]: the body of the `decode_header` fuzz target and its seed corpus;
@@ -25,12 +28,16 @@
 pub mod config;
 pub mod congestion;
 pub mod conn;
+pub mod event;
 pub mod fuzzing;
 pub mod sim;
+pub mod timer;
 pub mod wire;
 
 pub use config::{CcAlgorithm, Config, ConfigError};
 pub use conn::{ConnStats, Connection, SendError};
+pub use event::{Event, FailureLimit};
+pub use timer::{Timer, TimerTable};
 pub use wire::{decode, encode, Body, DataFields, Header, WireError, HEADER_LEN};
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::config::{Config, ConfigError};
 use super::conn::{ConnStats, Connection, SendError};
+use super::event::Event;
 use super::wire;
 
 /// splitmix64: a tiny, seedable, well-mixed generator (no dependency needed for tests).
@@ -453,6 +454,8 @@ pub struct Side {
     pub paused: bool,
     /// Time from the peer's `send` to delivery here, for each message received.
     pub latencies: Vec<Duration>,
+    /// Every event the connection reported, with the virtual time its timer ran.
+    pub events: Vec<(Instant, Event)>,
     /// When each message accepted by `send` and not yet delivered to the peer was sent.
     send_times: VecDeque<Instant>,
     /// This process's stalls (set with [`Sim::set_stalls`]).
@@ -642,6 +645,7 @@ impl Sim {
             bytes_received: 0,
             paused: false,
             latencies: Vec::new(),
+            events: Vec::new(),
             send_times: VecDeque::new(),
             stalls: None,
             pending: None,
@@ -896,6 +900,9 @@ impl Sim {
                 && side.conn.poll_timeout().is_some_and(|t| t <= now)
             {
                 side.conn.handle_timeout(now);
+                while let Some(event) = side.conn.poll_event() {
+                    side.events.push((now, event));
+                }
             }
         }
         // The application takes its messages as soon as they are complete.

@@ -10,6 +10,8 @@ use super::conn::{Connection, SendError};
 use super::sim::{End, Limits, LinkConfig, Report, Rng, Sim, SimError, Workload, SIM_KEY};
 use super::wire::{self, Body, DataFields, Header, HEADER_LEN};
 
+mod path_failure;
+
 fn cfg() -> Config {
     Config::default()
 }

@@ -1,0 +1,259 @@
+//! The safe wrapper over libfabric datagram endpoints (`FI_EP_DGRAM`, `FI_MSG`).
+//!
+//! This module owns every libfabric object the transport uses (the `fi_info` of an interface,
+//! fabric, domain, completion queue, address vector, memory registrations, endpoint), closes
+//! them in dependency order on drop, and owns the pre-allocated send and receive buffer pools
+//! the provider reads from and writes into. It is, with `kestrel-libfabric-sys`, the only place
+//! allowed to use `unsafe` for libfabric; every block says why it is sound.
+//!
+//! It must never interpret datagram contents: received bytes are handed up exactly as they
+//! arrived (a stranger's garbage included); the reliability layer above decodes and rejects.
+//!
+//! Provider differences are taken from the `fi_info` the provider returns, not from its name:
+//! * `FI_MSG_PREFIX` in `mode` (usnic): every send and receive buffer starts with
+//!   `msg_prefix_size` bytes owned by the provider; received lengths include them.
+//! * `FI_MR_LOCAL` in `domain_attr.mr_mode` (usnic): the buffer pools are registered once and
+//!   their descriptors passed with every operation.
+//! * `FI_CONTEXT`/`FI_CONTEXT2` in `mode`: the provider may write into the operation context, so
+//!   each slot has its own `fi_context2`, and a completion is mapped back to its slot by the
+//!   context's position in that array (the context is never dereferenced).
+//!
+//! The `udp` provider (kernel UDP, anywhere) needs none of these, caps a datagram at 1472 bytes,
+//! and makes progress inside `fi_cq_read` (one received datagram per call).
+//!
+//! Module map:
+//! * `info`: listing the provider interfaces that carry datagrams ([`FabricInterface`],
+//!   [`dgram_interfaces`]) and the `fi_info` copies behind them;
+//! * `endpoint`: one open datagram endpoint ([`DgramEndpoint`]): its address vector, sends,
+//!   receives and completions; `endpoint::open` creates it (fabric, domain, completion queue,
+//!   address vector, endpoint, memory registrations);
+//! * `slots`: the page-aligned buffer pools and the per-slot operation contexts;
+//! * `fid`: libfabric objects closed on drop;
+//! * `error`: [`FabricError`], [`SendError`] and the helpers that word them.
+
+mod endpoint;
+mod error;
+mod fid;
+mod info;
+mod slots;
+
+pub use endpoint::{DgramEndpoint, PeerAddr};
+pub use error::{FabricError, SendError};
+pub use info::{dgram_interfaces, sockaddr_in_from_bytes, FabricInterface};
+
+#[cfg(test)]
+mod tests {
+    use super::endpoint::open::AV_SIZE_HINT;
+    use super::*;
+    use std::net::UdpSocket;
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::time::{Duration, Instant};
+
+    fn loopback_udp() -> FabricInterface {
+        dgram_interfaces(Some("udp"))
+            .expect("the udp provider lists interfaces")
+            .into_iter()
+            .find(|i| i.ipv4() == Some(Ipv4Addr::LOCALHOST))
+            .expect("the udp provider offers 127.0.0.1")
+    }
+
+    /// Polls `ep` until `want` datagrams arrived or five seconds passed.
+    fn receive(ep: &mut DgramEndpoint, want: usize) -> Vec<Vec<u8>> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got = Vec::new();
+        while got.len() < want {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {want} datagrams arrived within 5 s",
+                got.len()
+            );
+            ep.poll(|d| got.push(d.to_vec())).unwrap();
+        }
+        got
+    }
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    fn pair(depth: usize) -> (DgramEndpoint, DgramEndpoint, PeerAddr, PeerAddr) {
+        let iface = loopback_udp();
+        let mut a = DgramEndpoint::open(&iface, depth).unwrap();
+        let mut b = DgramEndpoint::open(&iface, depth).unwrap();
+        let b_at_a = a.insert_peer(&b.address()).unwrap();
+        let a_at_b = b.insert_peer(&a.address()).unwrap();
+        (a, b, b_at_a, a_at_b)
+    }
+
+    #[test]
+    fn udp_lists_loopback_with_its_limits() {
+        let iface = loopback_udp();
+        assert_eq!(iface.provider(), "udp");
+        assert_eq!(iface.domain(), "lo");
+        assert_eq!(iface.prefix_size(), 0, "udp asks for no FI_MSG_PREFIX");
+        assert!(iface.max_msg_size() >= 512);
+        assert!(iface.max_datagram() <= iface.max_msg_size());
+        assert_eq!(iface.netdev().as_deref(), Some("lo"));
+    }
+
+    #[test]
+    fn datagrams_of_every_size_cross_between_two_endpoints() {
+        let (mut a, mut b, b_at_a, a_at_b) = pair(64);
+        let max = a.max_datagram();
+        assert!(max <= 1472, "udp caps a datagram at 1472 bytes, got {max}");
+        let sizes = [0, 1, 8, 63, 64, 65, 500, 1024, max - 1, max];
+        for (n, &size) in sizes.iter().enumerate() {
+            let data = pattern(size, n as u8);
+            a.send_with(b_at_a, |buf| {
+                buf[..size].copy_from_slice(&data);
+                size
+            })
+            .unwrap();
+            assert_eq!(receive(&mut b, 1), vec![data.clone()], "size {size}");
+            // and back
+            b.send_with(a_at_b, |buf| {
+                buf[..size].copy_from_slice(&data);
+                size
+            })
+            .unwrap();
+            assert_eq!(receive(&mut a, 1), vec![data], "reply of size {size}");
+        }
+    }
+
+    #[test]
+    fn a_full_send_queue_reports_full_then_recovers_after_poll() {
+        let iface = loopback_udp();
+        let mut a = DgramEndpoint::open(&iface, 4).unwrap();
+        let mut b = DgramEndpoint::open(&iface, 64).unwrap();
+        let to_b = a.insert_peer(&b.address()).unwrap();
+        for i in 0..4u8 {
+            a.send_with(to_b, |buf| {
+                buf[0] = i;
+                1
+            })
+            .unwrap();
+        }
+        assert_eq!(a.free_tx_slots(), 0);
+        let mut called = false;
+        let refused = a.send_with(to_b, |_| {
+            called = true;
+            0
+        });
+        assert_eq!(refused, Err(SendError::Full));
+        assert!(!called, "fill must not run when no slot is free");
+
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while a.free_tx_slots() < 4 {
+            assert!(Instant::now() < deadline, "send completions never came");
+            a.poll(|_| panic!("a received nothing")).unwrap();
+        }
+        a.send_with(to_b, |buf| {
+            buf[0] = 4;
+            1
+        })
+        .unwrap();
+        let got = receive(&mut b, 5);
+        assert_eq!(got, (0..5u8).map(|i| vec![i]).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_strangers_datagram_is_delivered_as_bytes() {
+        let iface = loopback_udp();
+        let mut ep = DgramEndpoint::open(&iface, 8).unwrap();
+        let target = ep
+            .socket_addr()
+            .expect("udp endpoints have sockaddr_in names");
+        assert_eq!(*target.ip(), Ipv4Addr::LOCALHOST);
+        assert_ne!(target.port(), 0, "the provider bound an ephemeral port");
+        let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let garbage = [0xde, 0xad, 0xbe, 0xef, 0x00, 0xff, 0x13, 0x37, 0x42];
+        stranger.send_to(&garbage, target).unwrap();
+        assert_eq!(receive(&mut ep, 1), vec![garbage.to_vec()]);
+    }
+
+    #[test]
+    fn oversized_fill_is_refused_and_keeps_the_slot() {
+        let (mut a, _b, b_at_a, _) = pair(2);
+        let max = a.max_datagram();
+        let before = a.free_tx_slots();
+        assert_eq!(
+            a.send_with(b_at_a, |_| max + 1),
+            Err(SendError::Oversized { len: max + 1, max })
+        );
+        assert_eq!(a.free_tx_slots(), before);
+    }
+
+    #[test]
+    fn registered_pools_work_too() {
+        // usnic requires FI_MR_LOCAL; udp does not, so force the registration path here.
+        let iface = loopback_udp();
+        let mut a = DgramEndpoint::open_inner(&iface, 8, true).unwrap();
+        let mut b = DgramEndpoint::open_inner(&iface, 8, true).unwrap();
+        assert!(a.is_registered() && b.is_registered());
+        let to_b = a.insert_peer(&b.address()).unwrap();
+        a.send_with(to_b, |buf| {
+            buf[..3].copy_from_slice(b"abc");
+            3
+        })
+        .unwrap();
+        assert_eq!(receive(&mut b, 1), vec![b"abc".to_vec()]);
+    }
+
+    #[test]
+    fn malformed_peer_addresses_are_errors() {
+        let (mut a, ..) = pair(2);
+        let e = a.insert_peer(&[1, 2, 3]).unwrap_err();
+        assert_eq!(e.call, "fi_av_insert");
+        assert!(e.to_string().contains("3 bytes"), "{e}");
+        let mut wrong_family = a.address();
+        wrong_family[0] ^= 0xff;
+        wrong_family[1] ^= 0xff;
+        let e = a.insert_peer(&wrong_family).unwrap_err();
+        assert!(e.to_string().contains("not an IPv4"), "{e}");
+    }
+
+    #[test]
+    fn the_address_vector_grows_past_its_size_hint() {
+        let (mut a, ..) = pair(2);
+        let template = a.address();
+        let mut seen = std::collections::HashSet::new();
+        for port in 0..(AV_SIZE_HINT as u16 * 2) {
+            let mut raw = template.clone();
+            raw[2..4].copy_from_slice(&(40000 + port).to_be_bytes());
+            let peer = a.insert_peer(&raw).unwrap();
+            assert!(seen.insert(peer), "two peers share handle {peer:?}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_provider_is_an_error_with_a_fix() {
+        let e = dgram_interfaces(Some("no-such-provider")).unwrap_err();
+        assert!(e.is_no_data(), "{e:?}");
+        let text = e.to_string();
+        assert!(text.contains("fi_getinfo"), "{text}");
+        assert!(text.contains("KESTREL_USNIC_PROVIDER"), "{text}");
+        assert!(text.contains("no-such-provider"), "{text}");
+    }
+
+    #[test]
+    fn zero_depth_is_refused() {
+        let e = DgramEndpoint::open(&loopback_udp(), 0).unwrap_err();
+        assert!(e.to_string().contains("at least one"), "{e}");
+    }
+
+    #[test]
+    fn sockaddr_decoding_rejects_short_and_foreign_bytes() {
+        assert_eq!(sockaddr_in_from_bytes(&[]), None);
+        assert_eq!(sockaddr_in_from_bytes(&[0; 8]), None);
+        let mut raw = [0u8; 16];
+        raw[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+        raw[2..4].copy_from_slice(&4242u16.to_be_bytes());
+        raw[4..8].copy_from_slice(&[198, 18, 1, 7]);
+        assert_eq!(
+            sockaddr_in_from_bytes(&raw),
+            Some(SocketAddrV4::new(Ipv4Addr::new(198, 18, 1, 7), 4242))
+        );
+    }
+}
