@@ -168,7 +168,7 @@ impl Agent {
                 self.launch.host_name
             ),
         }
-        let cpus = available_cpus();
+        let cpus = crate::host::available_cpus();
         let local_size = self.launch.ranks.len() as u32;
         for (local, &rank) in self.launch.ranks.clone().iter().enumerate() {
             self.index_of.insert(rank, self.slots.len());
@@ -561,7 +561,7 @@ impl Agent {
                 self.reply(rank, name_reply(name, result.map(|()| None)), thrid);
             }
             "spawn" => {
-                let reply = match crate::client::parse_spawn_command(&cmd) {
+                let reply = match crate::spawn_request::parse_spawn_command(&cmd) {
                     Ok((cmds, preput)) => match self.spawn_job(rank, &cmds, &preput) {
                         Ok(job) => ok("spawn-response").with("jobid", job),
                         Err(e) => {
@@ -640,7 +640,7 @@ impl Agent {
     fn spawn_job(
         &mut self,
         rank: u32,
-        cmds: &[crate::client::SpawnRequest],
+        cmds: &[crate::spawn_request::SpawnRequest],
         preput: &[(String, String)],
     ) -> Result<String, String> {
         let port = preput
@@ -976,7 +976,7 @@ fn name_reply(name: &str, result: Result<Option<String>, crate::dpm::NameError>)
         Err(e) => {
             let text = e.to_string().replace(';', ",");
             Command::new(name)
-                .with("rc", crate::client::name_rc(&e).to_string())
+                .with("rc", e.pmi_rc().to_string())
                 .with("msg", text.clone())
                 .with("errmsg", text)
         }
@@ -1033,24 +1033,4 @@ async fn tag_lines<R: tokio::io::AsyncRead + Unpin>(pipe: R, rank: u32, is_err: 
             let _ = std::io::stdout().lock().write_all(&text);
         }
     }
-}
-
-/// CPUs this process may run on.
-pub fn available_cpus() -> Vec<usize> {
-    match nix::sched::sched_getaffinity(Pid::from_raw(0)) {
-        Ok(set) => (0..nix::sched::CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect(),
-        Err(_) => (0..std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1))
-            .collect(),
-    }
-}
-
-/// Identity of this machine: hosts that are namespaces of one machine share cores.
-pub fn machine_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| crate::modex::hostname())
 }
