@@ -123,7 +123,7 @@ impl Options {
     }
 
     /// [`Options::buffer_bytes`] with `nprocs` ranks (only the collectives depend on it:
-    /// [`Coll::buffer_bytes`]).
+    /// [`Coll::buffer_bytes`](super::Coll::buffer_bytes)).
     pub fn buffer_bytes_ranks(&self, spec: &Spec, size: usize, nprocs: usize) -> usize {
         match (spec.bench, spec.subtype) {
             (Bench::Collective(c), _) => c.buffer_bytes(size, nprocs),
@@ -182,9 +182,9 @@ impl fmt::Display for BadUsage {
 pub enum Parsed {
     /// Run with these options.
     Run(Options),
-    /// `-h`: print [`help_text`], exit 0.
+    /// `-h`: print [`help_text`](super::help_text), exit 0.
     Help,
-    /// `-v`: print [`version_text`], exit 0.
+    /// `-v`: print [`version_text`](super::version_text), exit 0.
     Version,
     /// A bad option: print it and the usage, exit 1.
     BadUsage(BadUsage),
