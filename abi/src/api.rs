@@ -123,15 +123,3 @@ pub fn fatal(l: &mut Locked, class: c_int, msg: &str) -> ! {
         }
     }
 }
-
-/// Converts an engine error into an MPI error of `class` (`MPI_ERR_OTHER` for transport
-/// and runtime failures, which are not the caller's fault).
-pub fn pml(class: c_int) -> impl Fn(kestrel_pml::PmlError) -> MpiError {
-    move |e| {
-        let c = match e {
-            kestrel_pml::PmlError::Invalid(_) => class,
-            _ => error::ERR_OTHER,
-        };
-        MpiError::new(c, e.to_string())
-    }
-}

@@ -23,7 +23,7 @@ use crate::state::Core;
 use crate::types::{self, Dt, ReduceView};
 
 fn coll_err(e: kestrel_pml::PmlError) -> MpiError {
-    crate::api::pml(error::ERR_ARG)(e)
+    error::pml(error::ERR_ARG)(e)
 }
 
 /// How a reduction sees the data.

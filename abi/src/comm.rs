@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use kestrel_pml::group::GroupRelation;
 use kestrel_pml::Group;
 
-use crate::api;
 use crate::callbacks;
 use crate::complete::UNDEFINED;
 use crate::error::{self, MpiError, MpiResult};
@@ -85,7 +84,7 @@ fn keyval_slot(core: &Core, kv: c_int) -> MpiResult<u32> {
 }
 
 fn pml_err(e: kestrel_pml::PmlError) -> MpiError {
-    api::pml(error::ERR_COMM)(e)
+    error::pml(error::ERR_COMM)(e)
 }
 
 /// The intra-communicator behind a handle; an inter-communicator is an error for `what`.

@@ -89,7 +89,7 @@ pub fn wait(core: &mut Core, h: &mut c_int) -> MpiResult<(St, c_int)> {
     let mut idle = 0u32;
     while !poll_slot(core, i)? {
         core.engine.idle_step(&mut idle);
-        requests::reap_detached(core);
+        core.reap_detached();
     }
     let comm = comm_of(core, i);
     Ok((finish(core, h, i), comm))
@@ -105,7 +105,7 @@ pub fn test(core: &mut Core, h: &mut c_int) -> MpiResult<Option<(St, c_int)>> {
     }
     if !poll_slot(core, i)? {
         core.engine.progress();
-        requests::reap_detached(core);
+        core.reap_detached();
         if !poll_slot(core, i)? {
             return Ok(None);
         }
@@ -159,7 +159,7 @@ pub fn waitall(core: &mut Core, hs: &mut [c_int]) -> MpiResult<Many> {
             break;
         }
         core.engine.idle_step(&mut idle);
-        requests::reap_detached(core);
+        core.reap_detached();
     }
     let mut comm = handle::COMM_WORLD;
     let statuses = slots
@@ -187,7 +187,7 @@ pub fn testall(core: &mut Core, hs: &mut [c_int]) -> MpiResult<Option<Many>> {
         .map(|&h| slot_of(core, h))
         .collect::<MpiResult<_>>()?;
     core.engine.progress();
-    requests::reap_detached(core);
+    core.reap_detached();
     for &i in slots.iter().flatten() {
         if live(core, i) && !poll_slot(core, i)? {
             return Ok(None);
@@ -227,12 +227,12 @@ pub fn any(
                 return Ok(None);
             }
             core.engine.progress();
-            requests::reap_detached(core);
+            core.reap_detached();
             progressed = true;
             continue;
         }
         core.engine.idle_step(&mut idle);
-        requests::reap_detached(core);
+        core.reap_detached();
     }
 }
 
@@ -282,7 +282,7 @@ pub fn some(
             core.engine.progress();
             progressed = true;
         }
-        requests::reap_detached(core);
+        core.reap_detached();
     }
 }
 

@@ -162,7 +162,7 @@ pub fn finalize(l: &mut Locked) -> MpiResult<()> {
             .retain(|&(id, _, _)| engine.try_complete(id).is_none());
         core.engine.idle_step(&mut idle);
     }
-    crate::requests::reap_detached(core);
+    core.reap_detached();
     let Phase::Running(mut core) = std::mem::replace(l.phase(), Phase::After) else {
         unreachable!("checked by l.core() above");
     };

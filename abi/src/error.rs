@@ -240,6 +240,18 @@ pub fn class_text(class: c_int) -> &'static str {
     }
 }
 
+/// Converts an engine error into an MPI error of `class` (`MPI_ERR_OTHER` for transport
+/// and runtime failures, which are not the caller's fault).
+pub fn pml(class: c_int) -> impl Fn(kestrel_pml::PmlError) -> MpiError {
+    move |e| {
+        let c = match e {
+            kestrel_pml::PmlError::Invalid(_) => class,
+            _ => ERR_OTHER,
+        };
+        MpiError::new(c, e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

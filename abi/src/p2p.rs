@@ -8,11 +8,10 @@
 use std::os::raw::c_int;
 
 use crate::error::{self, MpiError, MpiResult};
-use crate::handle;
+use crate::handle::{self, Kind, Obj};
 use crate::mem::{self, Region, St};
 use crate::requests::{self, Mode, ReqRec, ReqState};
 use crate::state::{CommRec, Core, MsgRec};
-use crate::{api, handle::Kind, handle::Obj};
 
 /// `MPI_PROC_NULL`.
 pub const PROC_NULL: c_int = -1;
@@ -142,9 +141,9 @@ pub fn start_send(
             bsend(core, ctx, dest, tag, region)?;
             Ok(ReqRec::done(comm, ctx, St::default()))
         }
-        Mode::Sync => requests::start_send(core, comm, ctx, dest, tag, region, true),
+        Mode::Sync => requests::start_send(&mut core.engine, comm, ctx, dest, tag, region, true),
         Mode::Standard | Mode::Ready => {
-            requests::start_send(core, comm, ctx, dest, tag, region, false)
+            requests::start_send(&mut core.engine, comm, ctx, dest, tag, region, false)
         }
     }
 }
@@ -168,7 +167,7 @@ pub fn send(
         let id = core
             .engine
             .isend(ctx, dest, tag, region.span, mode == Mode::Sync)
-            .map_err(api::pml(error::ERR_RANK))?;
+            .map_err(error::pml(error::ERR_RANK))?;
         if id != kestrel_pml::engine::DONE {
             core.engine.wait(id);
         }
@@ -196,7 +195,7 @@ pub fn start_recv(
     if source == Source::Null {
         return Ok(ReqRec::done(comm, ctx, St::empty(PROC_NULL)));
     }
-    requests::start_recv(core, comm, ctx, source.selector(), tag, region)
+    requests::start_recv(&mut core.engine, comm, ctx, source.selector(), tag, region)
 }
 
 /// Turns a truncated receive into `MPI_ERR_TRUNCATE`.
@@ -233,7 +232,7 @@ pub fn recv(
         let id = core
             .engine
             .irecv(ctx, source.selector(), tag, region.span)
-            .map_err(api::pml(error::ERR_RANK))?;
+            .map_err(error::pml(error::ERR_RANK))?;
         requests::status_of(core.engine.wait(id))
     } else {
         let mut rec = start_recv(core, comm, region, source, tag)?;
@@ -293,7 +292,7 @@ pub fn probe(
         let found = core
             .engine
             .iprobe(ctx, source.selector(), tag)
-            .map_err(api::pml(error::ERR_COMM))?;
+            .map_err(error::pml(error::ERR_COMM))?;
         if let Some(s) = found {
             return Ok(Some(requests::status_of(s)));
         }
@@ -324,7 +323,7 @@ pub fn mprobe(
         let found = core
             .engine
             .improbe(ctx, source.selector(), tag)
-            .map_err(api::pml(error::ERR_COMM))?;
+            .map_err(error::pml(error::ERR_COMM))?;
         if let Some((h, s)) = found {
             let slot = core.messages.insert(MsgRec { handle: h, comm });
             return Ok(Some((
@@ -355,7 +354,7 @@ pub fn start_mrecv(core: &mut Core, message: c_int, region: &Region) -> MpiResul
         )
     })?;
     let ctx = core.comm(msg.comm).map(|c| c.ctx).unwrap_or(0);
-    requests::start_mrecv(core, msg.comm, ctx, msg.handle, region)
+    requests::start_mrecv(&mut core.engine, msg.comm, ctx, msg.handle, region)
 }
 
 /// `MPI_Buffer_attach`.
@@ -453,7 +452,7 @@ fn bsend(core: &mut Core, ctx: u16, dest: u32, tag: c_int, region: &Region) -> M
     } else {
         data.write_at(0, &region.pack()?);
     }
-    let id = requests::start_send_raw(core, ctx, dest, tag, data)?;
+    let id = requests::start_send_raw(&mut core.engine, ctx, dest, tag, data)?;
     if id != kestrel_pml::engine::DONE {
         core.bsend.pending.push((id, at, need));
     }

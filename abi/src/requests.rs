@@ -4,9 +4,11 @@
 //! non-contiguous data (packed before a send, unpacked after a receive), persistent
 //! requests' arguments, and the status it reports. Its invariant is the one that makes
 //! staging sound: a [`ReqRec`] holding [`Staging`] is dropped only once its engine request
-//! completed (`MPI_Request_free` on a running request moves it to
-//! [`crate::state::Core::detached`] until then). It never validates MPI arguments (the
-//! caller did) and never raises errors through handlers.
+//! completed (`MPI_Request_free` on a running request moves it to the library state's list
+//! of detached requests until then). It never validates MPI arguments (the caller did) and
+//! never raises errors through handlers. It works on the engine and on single records, not
+//! on the library state: `state` keeps the request table and depends on this module, never
+//! the other way round.
 #![allow(unsafe_code)]
 
 use std::os::raw::c_int;
@@ -17,7 +19,6 @@ use kestrel_pml::{Engine, ReqId, Status};
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::mem::{Region, St, Staging};
-use crate::state::Core;
 
 /// Send modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +151,7 @@ pub fn status_of(s: Status) -> St {
 
 /// Starts a send of `region` (packed first unless contiguous).
 pub fn start_send(
-    core: &mut Core,
+    engine: &mut Engine,
     comm: c_int,
     ctx: u16,
     dest: u32,
@@ -167,10 +168,9 @@ pub fn start_send(
         // completed (module invariant).
         unsafe { staging.engine_buf() }
     };
-    let id = core
-        .engine
+    let id = engine
         .isend(ctx, dest, tag, buf, sync)
-        .map_err(crate::api::pml(error::ERR_RANK))?;
+        .map_err(error::pml(error::ERR_RANK))?;
     rec.state = if id == kestrel_pml::engine::DONE {
         rec.extra = None;
         ReqState::Done(St::default())
@@ -183,20 +183,20 @@ pub fn start_send(
 /// Starts a send from library memory (buffered sends): `buf` must stay valid until the
 /// returned engine request completes, which the buffered-send area guarantees.
 pub fn start_send_raw(
-    core: &mut Core,
+    engine: &mut Engine,
     ctx: u16,
     dest: u32,
     tag: c_int,
     buf: UserBuf,
 ) -> MpiResult<ReqId> {
-    core.engine
+    engine
         .isend(ctx, dest, tag, buf, false)
-        .map_err(crate::api::pml(error::ERR_RANK))
+        .map_err(error::pml(error::ERR_RANK))
 }
 
 /// Starts a receive into `region` (through staging unless contiguous).
 pub fn start_recv(
-    core: &mut Core,
+    engine: &mut Engine,
     comm: c_int,
     ctx: u16,
     source: Option<u32>,
@@ -205,17 +205,16 @@ pub fn start_recv(
 ) -> MpiResult<ReqRec> {
     let mut rec = ReqRec::new(comm, ctx, true);
     let buf = staged_recv_buf(&mut rec, region);
-    let id = core
-        .engine
+    let id = engine
         .irecv(ctx, source, tag, buf)
-        .map_err(crate::api::pml(error::ERR_RANK))?;
+        .map_err(error::pml(error::ERR_RANK))?;
     rec.state = ReqState::Active(id);
     Ok(rec)
 }
 
 /// Receives a message taken by a matched probe into `region`.
 pub fn start_mrecv(
-    core: &mut Core,
+    engine: &mut Engine,
     comm: c_int,
     ctx: u16,
     msg: kestrel_pml::engine::MessageHandle,
@@ -223,10 +222,9 @@ pub fn start_mrecv(
 ) -> MpiResult<ReqRec> {
     let mut rec = ReqRec::new(comm, ctx, true);
     let buf = staged_recv_buf(&mut rec, region);
-    let id = core
-        .engine
+    let id = engine
         .imrecv(msg, buf)
-        .map_err(crate::api::pml(error::ERR_REQUEST))?;
+        .map_err(error::pml(error::ERR_REQUEST))?;
     rec.state = ReqState::Active(id);
     Ok(rec)
 }
@@ -291,27 +289,10 @@ pub fn slot(h: c_int) -> Option<u32> {
     }
 }
 
-/// Stores a request; returns its handle.
-pub fn insert(core: &mut Core, rec: ReqRec) -> c_int {
-    handle::make(Kind::Direct, Obj::Request, core.requests.insert(rec))
-}
-
 /// The error for a handle that names no request.
 pub fn bad_request(h: c_int) -> MpiError {
     MpiError::new(
         error::ERR_REQUEST,
         format!("{h:#x} is not a request (already completed and freed, or another kind of handle)"),
     )
-}
-
-/// Completes requests freed while running, once the engine is done with them.
-pub fn reap_detached(core: &mut Core) {
-    if core.detached.is_empty() {
-        return;
-    }
-    let Core {
-        engine, detached, ..
-    } = core;
-    // A request whose unpack failed is finished too: nobody can report the error.
-    detached.retain_mut(|r| matches!(poll(engine, r), Ok(false)));
 }

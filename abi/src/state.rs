@@ -31,7 +31,7 @@ use kestrel_runtime::Runtime;
 
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
-use crate::requests::ReqRec;
+use crate::requests::{self, ReqRec};
 use crate::types::{self, Dt, TypeInfo};
 
 /// A table of objects addressed by slot number, reusing freed slots.
@@ -315,6 +315,23 @@ impl Core {
             Some((Kind::Direct, i)) => self.ops.get(i).copied(),
             _ => None,
         }
+    }
+
+    /// Stores a request; returns its handle.
+    pub fn insert_request(&mut self, rec: ReqRec) -> c_int {
+        handle::make(Kind::Direct, Obj::Request, self.requests.insert(rec))
+    }
+
+    /// Completes requests freed while running, once the engine is done with them.
+    pub fn reap_detached(&mut self) {
+        if self.detached.is_empty() {
+            return;
+        }
+        let Core {
+            engine, detached, ..
+        } = self;
+        // A request whose unpack failed is finished too: nobody can report the error.
+        detached.retain_mut(|r| matches!(requests::poll(engine, r), Ok(false)));
     }
 }
 

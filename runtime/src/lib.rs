@@ -1,10 +1,11 @@
 //! Kestrel's runtime: how ranks are started and find each other.
 //!
 //! * [`client`]: PMI-1 and PMI-2 clients (and the singleton), over [`wire`] codecs.
+//! * [`spawn_request`]: what a rank asks its launcher to start, as a PMI-2 `spawn` command.
 //! * [`modex`]: the rank-side [`Runtime`]: identity, blob publish/lookup, barrier, allgather,
 //!   abort.
 //! * [`launcher`]: the `kestrel-run` launcher: PMI server, per-host daemons, failure handling.
-//! * [`slurm`], [`hosts`]: where ranks go.
+//! * [`slurm`], [`hosts`]: where ranks go; [`host`]: what this machine is (name, boot id, CPUs).
 //! * [`session`]: job ids and the files a job leaves, so they can be removed.
 //! * [`dpm`]: dynamic processes: port names, the out-of-band listener, lifelines, names.
 //!
@@ -16,12 +17,14 @@
 pub mod client;
 pub use kestrel_transport::codec;
 pub mod dpm;
+pub mod host;
 pub mod hosts;
 pub mod launcher;
 pub mod modex;
 pub mod params;
 pub mod session;
 pub mod slurm;
+pub mod spawn_request;
 #[allow(unsafe_code)]
 mod sys;
 pub mod wire;

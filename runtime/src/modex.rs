@@ -14,6 +14,8 @@ use base64::Engine as _;
 use kestrel_transport::params::Params;
 
 use crate::client::{self, PmiChoice, PmiClient, PmiError};
+/// Re-exported where it was first defined: the C library asks `modex::hostname`.
+pub use crate::host::hostname;
 
 /// Why a runtime operation failed.
 #[derive(Debug)]
@@ -322,14 +324,6 @@ impl Runtime {
         self.pmi.finalize()?;
         Ok(())
     }
-}
-
-/// The host name, or `localhost` if it cannot be read.
-pub fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 #[cfg(test)]

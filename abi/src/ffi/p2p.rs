@@ -91,7 +91,7 @@ fn nonblocking_send(
         // completes (contract).
         let r = unsafe { region(buf, count, dt) }?;
         let rec = p2p::start_send(core, comm, &r, dest, tag, mode)?;
-        let h = requests::insert(core, rec);
+        let h = core.insert_request(rec);
         // SAFETY: out-parameter (contract).
         unsafe { mem::put(request, h, "request") }
     })
@@ -134,7 +134,7 @@ mpi_fn! {
             // completes (contract).
             let r = unsafe { region(buf, count, datatype) }?;
             let rec = p2p::start_recv(core, comm, &r, source, tag)?;
-            let h = requests::insert(core, rec);
+            let h = core.insert_request(rec);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(request, h, "request") }
         })
@@ -178,7 +178,7 @@ fn persistent(
         };
         let mut rec = ReqRec::new(comm, ctx, mode.is_none());
         rec.extra().persistent = Some(p);
-        let h = requests::insert(core, rec);
+        let h = core.insert_request(rec);
         // SAFETY: out-parameter (contract).
         unsafe { mem::put(request, h, "request") }
     })
@@ -409,7 +409,7 @@ mpi_fn! {
             // SAFETY: `buf` holds `count` elements, untouched until completion (contract).
             let r = unsafe { region(buf, count, datatype) }?;
             let rec = p2p::start_mrecv(core, m, &r)?;
-            let h = requests::insert(core, rec);
+            let h = core.insert_request(rec);
             // SAFETY: out-parameters (contract).
             unsafe {
                 mem::put(message, handle::REQUEST_NULL, "message")?;

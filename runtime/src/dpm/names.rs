@@ -48,7 +48,7 @@ impl Owner {
         Owner {
             job: job.to_string(),
             pid: std::process::id(),
-            boot: crate::launcher::agent::machine_id(),
+            boot: crate::host::machine_id(),
         }
     }
 }
@@ -85,6 +85,22 @@ pub enum NameError {
         error: String,
     },
 }
+
+impl NameError {
+    /// The `rc` a launcher answers a failed name operation with, so that the class survives
+    /// the PMI wire (a client reads [`NOT_PUBLISHED_RC`] as "nothing there", not a failure).
+    pub fn pmi_rc(&self) -> i64 {
+        match self {
+            NameError::AlreadyPublished { .. } => 1,
+            NameError::NotPublished { .. } => NOT_PUBLISHED_RC,
+            NameError::BadService { .. } => 3,
+            NameError::Io { .. } => 4,
+        }
+    }
+}
+
+/// The PMI `rc` of [`NameError::NotPublished`].
+pub const NOT_PUBLISHED_RC: i64 = 2;
 
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -165,7 +181,7 @@ fn parse_entry(text: &str) -> Option<Entry> {
 impl Entry {
     /// Published by a launcher of this machine that no longer runs.
     fn is_stale(&self) -> bool {
-        if self.boot != crate::launcher::agent::machine_id() {
+        if self.boot != crate::host::machine_id() {
             return false;
         }
         matches!(
@@ -357,7 +373,7 @@ mod tests {
         let dead = Owner {
             job: "gone".into(),
             pid,
-            boot: crate::launcher::agent::machine_id(),
+            boot: crate::host::machine_id(),
         };
         r.publish("svc", "old", &dead).unwrap();
         assert_eq!(r.lookup("svc").unwrap(), None);

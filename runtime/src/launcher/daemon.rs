@@ -6,9 +6,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::unbounded_channel;
 
-use super::agent::{available_cpus, machine_id, run_agent, AgentLink};
+use super::agent::{run_agent, AgentLink};
 use super::args::DaemonOptions;
 use super::proto::{split_frame, ToAgent, ToHead};
+use crate::host::{available_cpus, machine_id};
 
 /// Connects to the first reachable parent address, then serves the host until the head says
 /// shutdown or disappears. Returns the process exit code.

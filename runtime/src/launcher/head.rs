@@ -14,10 +14,11 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::time::Instant;
 
-use super::agent::{available_cpus, machine_id, run_agent, AgentLink};
+use super::agent::{run_agent, AgentLink};
 use super::args::{Bind, HostSource, LaunchOptions};
 use super::exit::describe_status;
 use super::proto::{split_frame, NodeLaunch, PmiState, RankStatus, ToAgent, ToHead};
+use crate::host::{available_cpus, hostname, machine_id};
 use crate::hosts::{self, HostSlots};
 use crate::session;
 use crate::slurm;
@@ -49,7 +50,7 @@ pub struct JobPlan {
 }
 
 fn is_local_name(name: &str) -> bool {
-    let me = crate::modex::hostname();
+    let me = hostname();
     let short = me.split('.').next().unwrap_or(&me).to_string();
     name == "localhost" || name == "127.0.0.1" || name == me || name == short
 }
@@ -85,7 +86,7 @@ pub fn plan(
                         .collect()
                 }
                 None => vec![HostSlots {
-                    name: crate::modex::hostname(),
+                    name: hostname(),
                     slots: None,
                 }],
             }

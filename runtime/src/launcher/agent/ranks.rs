@@ -1,0 +1,190 @@
+//! Starting this host's ranks: one process group each, the PMI socket it inherits, its
+//! environment and CPU binding, and the task that reports its exit.
+//!
+//! It owns how a rank process is created. It never answers PMI (that is `pmi_server`) and
+//! never decides what a rank's exit means for the job: it reports it to the head.
+
+use std::io::IsTerminal;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+
+use super::{forwarding, pmi_server, Agent, Event, Slot};
+use crate::launcher::proto::{PmiState, RankStatus, ToHead};
+use crate::session;
+use crate::sys::{apply_child_setup, ChildSetup};
+use crate::wire::Framing;
+
+impl Agent {
+    /// Creates the session directory and starts every rank of this host, telling the head
+    /// each one's pid or why it could not start.
+    pub(super) fn start(&mut self, events: &UnboundedSender<Event>) {
+        let dir = session::session_dir(&self.launch.job_id, self.launch.host_index as usize);
+        match session::create_session_dir(&dir) {
+            Ok(()) => self.session_dir = Some(dir),
+            Err(e) => eprintln!(
+                "kestrel-run: cannot create the session directory {} on {}: {e}; ranks run \
+                 without one (set TMPDIR to a writable directory)",
+                dir.display(),
+                self.launch.host_name
+            ),
+        }
+        let cpus = crate::host::available_cpus();
+        let local_size = self.launch.ranks.len() as u32;
+        for (local, &rank) in self.launch.ranks.clone().iter().enumerate() {
+            self.index_of.insert(rank, self.slots.len());
+            self.slots.push(Slot {
+                rank,
+                pid: None,
+                framing: Framing::V1,
+                writer: None,
+                pmi: PmiState::Unused,
+                in_fence: None,
+                alive: false,
+            });
+            let bind: Vec<usize> = if self.launch.bind_cores && !cpus.is_empty() {
+                let per = self.launch.cpus_per_rank.max(1) as usize;
+                (0..per)
+                    .map(|k| cpus[(local * per + k) % cpus.len()])
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            match self.spawn_rank(rank, local as u32, local_size, bind, events) {
+                Ok(pid) => {
+                    let idx = self.index_of[&rank];
+                    self.slots[idx].pid = Some(pid);
+                    self.slots[idx].alive = true;
+                    self.groups.push(pid as i32);
+                    let _ = self.to_head.send(ToHead::Started { rank, pid });
+                }
+                Err(error) => {
+                    let _ = self.to_head.send(ToHead::SpawnFailed { rank, error });
+                }
+            }
+        }
+    }
+
+    fn spawn_rank(
+        &mut self,
+        rank: u32,
+        local_rank: u32,
+        local_size: u32,
+        cpus: Vec<usize>,
+        events: &UnboundedSender<Event>,
+    ) -> Result<u32, String> {
+        let l = &self.launch;
+        let (program, program_args) = l.app_of(rank);
+        let (ours, theirs): (OwnedFd, OwnedFd) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| format!("cannot create the PMI socket for rank {rank}: {e}"))?;
+        let mut cmd = tokio::process::Command::new(program);
+        if !l.wdir.is_empty() {
+            cmd.current_dir(&l.wdir);
+        }
+        cmd.args(program_args)
+            .env_remove("PMI_PORT")
+            .env_remove("PMI_ID")
+            .env("PMI_FD", theirs.as_raw_fd().to_string())
+            .env("PMI_RANK", rank.to_string())
+            .env("PMI_SIZE", l.size.to_string())
+            .env("MPI_LOCALRANKID", local_rank.to_string())
+            .env("MPI_LOCALNRANKS", local_size.to_string())
+            .env("KESTREL_JOB_ID", &l.job_id)
+            .env("KESTREL_NODE_ID", &l.host_name)
+            .env("KESTREL_LOCAL_RANK", local_rank.to_string())
+            .env("KESTREL_LOCAL_SIZE", local_size.to_string())
+            .envs(l.env.iter().map(|(k, v)| (k, v)))
+            .process_group(0)
+            .kill_on_drop(false);
+        if let Some(dir) = &self.session_dir {
+            cmd.env("KESTREL_SESSION_DIR", dir);
+        }
+        let stdin_tty = std::io::stdin().is_terminal();
+        let forward = l.forward_stdin && rank == 0;
+        cmd.stdin(match (forward, stdin_tty) {
+            (true, false) => Stdio::inherit(),
+            (true, true) => Stdio::piped(),
+            (false, _) => Stdio::null(),
+        });
+        if l.tag_output {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        apply_child_setup(
+            &mut cmd,
+            ChildSetup {
+                keep_fd: Some(theirs.as_raw_fd()),
+                cpus,
+            },
+        );
+        let mut child = cmd.spawn().map_err(|e| {
+            let hint = match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    " (not found: give a path like ./prog, or check PATH on that host)"
+                }
+                std::io::ErrorKind::PermissionDenied => " (permission denied: is it executable?)",
+                _ => "",
+            };
+            let wdir = if l.wdir.is_empty() {
+                String::new()
+            } else {
+                format!(" in {}", l.wdir)
+            };
+            format!(
+                "cannot start '{program}' on {}{wdir}: {e}{hint}",
+                l.host_name
+            )
+        })?;
+        drop(theirs);
+        let pid = child.id().unwrap_or(0);
+
+        let pipes = forwarding::forward_child_io(&mut child, rank);
+
+        let std_stream = std::os::unix::net::UnixStream::from(ours);
+        std_stream
+            .set_nonblocking(true)
+            .map_err(|e| format!("PMI socket for rank {rank}: {e}"))?;
+        let stream = tokio::net::UnixStream::from_std(std_stream)
+            .map_err(|e| format!("PMI socket for rank {rank}: {e}"))?;
+        let (read_half, mut write_half) = stream.into_split();
+        let (wtx, mut wrx) = unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(bytes) = wrx.recv().await {
+                if write_half.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tokio::spawn(pmi_server::read_pmi(read_half, rank, events.clone()));
+        let idx = self.index_of[&rank];
+        self.slots[idx].writer = Some(wtx);
+
+        let exit_events = events.clone();
+        tokio::spawn(async move {
+            let status = match child.wait().await {
+                Ok(s) => match (s.code(), s.signal()) {
+                    (Some(c), _) => RankStatus::Code(c),
+                    (None, Some(sig)) => RankStatus::Signal(sig),
+                    (None, None) => RankStatus::Code(-1),
+                },
+                Err(_) => RankStatus::Code(-1),
+            };
+            // Let the last output lines through, but do not wait for grandchildren that keep
+            // the pipes open.
+            for p in pipes {
+                let _ = tokio::time::timeout(Duration::from_millis(300), p).await;
+            }
+            let _ = exit_events.send(Event::Exited(rank, status));
+        });
+        Ok(pid)
+    }
+}
