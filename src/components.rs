@@ -16,6 +16,14 @@ pub static REGISTRY: &[&dyn Component] = &[
     &kestrel_usnic::component::UsnicComponent,
 ];
 
+/// Lets every component undo what its system libraries changed in the process when they
+/// loaded (see `Component::prepare_process`); the Rust and C start-ups call it first.
+pub fn prepare_process() {
+    for c in REGISTRY {
+        c.prepare_process();
+    }
+}
+
 /// [`REGISTRY`] as the engine takes it.
 pub fn registry() -> &'static [&'static dyn Component] {
     REGISTRY

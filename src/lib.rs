@@ -150,6 +150,7 @@ impl fmt::Debug for Universe {
 /// Initializes Kestrel: resolves every parameter (environment and `kestrel-run --mca`),
 /// starts logging, connects to the launcher, and starts the transports.
 pub fn initialize() -> Result<Universe, Error> {
+    components::prepare_process();
     let params = Params::from_env(&all_param_specs())?;
     let label = match std::env::var("PMI_RANK") {
         Ok(r) => format!("kestrel r{r}"),

@@ -77,6 +77,7 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         }
     }
     clock_zero();
+    kestrel::components::prepare_process();
     let params = Params::from_env(&kestrel::all_param_specs()).map_err(startup)?;
     let label = match std::env::var("PMI_RANK") {
         Ok(r) => format!("kestrel r{r}"),

@@ -124,6 +124,10 @@ pub trait Component: Sync {
     fn params(&self) -> Vec<&'static ParamSpec>;
     /// Opens this process's instance.
     fn open(&self, params: &Params, cx: &OpenContext<'_>) -> Result<Box<dyn Module>, OpenError>;
+    /// Undoes process-wide changes the transport's system libraries make when they load (for
+    /// libfabric: crash-signal handlers). Called once per process, before anything else of
+    /// Kestrel runs, whether or not the component is later opened.
+    fn prepare_process(&self) {}
     /// The shared-memory collective engine this transport offers node-local communicators.
     fn node_collectives(&self) -> Option<&'static dyn NodeCollectives> {
         None

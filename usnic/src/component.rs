@@ -28,6 +28,11 @@ impl Component for UsnicComponent {
     fn params(&self) -> Vec<&'static ParamSpec> {
         params::specs()
     }
+    fn prepare_process(&self) {
+        // libfabric is linked into every Kestrel process, and its psm provider libraries take
+        // the crash signals at load time: a rank's segfault must stay a segfault.
+        crate::fabric::restore_crash_signals();
+    }
     fn open(&self, params: &Params, cx: &OpenContext<'_>) -> Result<Box<dyn Module>, OpenError> {
         match UsnicBtl::new(params, cx.me, cx.set_id, cx.my_node()) {
             Ok(Some(b)) => Ok(Box::new(b)),

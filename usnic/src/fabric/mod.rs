@@ -29,17 +29,21 @@
 //!   address vector, endpoint, memory registrations);
 //! * `slots`: the page-aligned buffer pools and the per-slot operation contexts;
 //! * `fid`: libfabric objects closed on drop;
-//! * `error`: [`FabricError`], [`SendError`] and the helpers that word them.
+//! * `error`: [`FabricError`], [`SendError`] and the helpers that word them;
+//! * `signals`: the crash-signal handlers provider libraries install at load time, put back
+//!   to the default ([`restore_crash_signals`]).
 
 mod endpoint;
 mod error;
 mod fid;
 mod info;
+mod signals;
 mod slots;
 
 pub use endpoint::{DgramEndpoint, PeerAddr};
 pub use error::{FabricError, SendError};
 pub use info::{dgram_interfaces, sockaddr_in_from_bytes, FabricInterface};
+pub use signals::restore_crash_signals;
 
 #[cfg(test)]
 mod tests {
