@@ -72,7 +72,7 @@ mod tests {
         // back; nothing raises SIGFPE here.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = ours as usize;
+            sa.sa_sigaction = ours as *const () as usize;
             libc::sigemptyset(&mut sa.sa_mask);
             assert_eq!(libc::sigaction(libc::SIGFPE, &sa, std::ptr::null_mut()), 0);
         }
@@ -84,6 +84,6 @@ mod tests {
             libc::sigaction(libc::SIGFPE, std::ptr::null(), &mut old);
             old.sa_sigaction
         };
-        assert_eq!(now, ours as usize);
+        assert_eq!(now, ours as *const () as usize);
     }
 }
