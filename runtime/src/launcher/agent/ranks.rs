@@ -103,6 +103,7 @@ impl Agent {
             .env("KESTREL_NODE_ID", &l.host_name)
             .env("KESTREL_LOCAL_RANK", local_rank.to_string())
             .env("KESTREL_LOCAL_SIZE", local_size.to_string())
+            .envs(quiet_crash_handlers())
             .envs(l.env.iter().map(|(k, v)| (k, v)))
             .process_group(0)
             .kill_on_drop(false);
@@ -187,4 +188,20 @@ impl Agent {
         });
         Ok(pid)
     }
+}
+
+/// libfabric links the psm provider libraries (libinfinipath, libpsm2), whose load-time
+/// constructors take over the crash signals of every program that links libfabric: a rank's
+/// segfault then prints their backtrace, writes a `.btr` file into the working directory and
+/// exits with status 1, and the launcher could not report the signal. Kestrel programs put the
+/// default action back at start-up (`kestrel-usnic`'s `prepare_process`), but a crash before
+/// that, or in a program that is not Kestrel's, still meets those handlers; these variables
+/// (the libraries' own switches) keep them from being installed at all. A value the user set,
+/// in the environment or with `-x`, wins.
+fn quiet_crash_handlers() -> Vec<(&'static str, &'static str)> {
+    ["IPATH_NO_BACKTRACE", "HFI_NO_BACKTRACE"]
+        .into_iter()
+        .filter(|v| std::env::var_os(v).is_none())
+        .map(|v| (v, "1"))
+        .collect()
 }
