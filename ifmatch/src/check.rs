@@ -10,7 +10,8 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use kestrel_usnic::btl::{new_job_key, UsnicBtl};
+use kestrel_transport::set::new_job_key;
+use kestrel_usnic::btl::UsnicBtl;
 use kestrel_usnic::card::ModexCard;
 use kestrel_usnic::discovery::{self, ExclusionReason, Verdict};
 use serde::{Deserialize, Serialize};

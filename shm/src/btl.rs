@@ -161,16 +161,7 @@ impl ShmBtl {
         node_ranks: &[u32],
         job_id: &str,
     ) -> Result<(ShmBtl, ShmCard), String> {
-        let safe_job: String = job_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let safe_job = kestrel_transport::component::file_safe(job_id);
         Self::with_file_name(
             params,
             rank,

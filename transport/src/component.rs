@@ -57,6 +57,20 @@ impl OpenContext<'_> {
     }
 }
 
+/// `text` with every character but ASCII letters, digits, `-` and `_` replaced by `_`: a job
+/// id made safe for the file names transports create under [`OpenContext::file_prefix`].
+pub fn file_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// Why a component did not open.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpenError {

@@ -278,18 +278,7 @@ pub struct EngineSetup {
     pub registry: &'static [&'static dyn Component],
 }
 
-/// `text` with every character but ASCII letters, digits, `-` and `_` replaced by `_`.
-pub(crate) fn file_safe(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+pub(crate) use kestrel_transport::component::file_safe;
 
 /// A message removed by a matched probe, to be received with [`Engine::imrecv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

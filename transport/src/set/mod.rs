@@ -217,7 +217,10 @@ impl Opening {
         let mut decoded: Vec<Vec<(String, Vec<u8>)>> = Vec::with_capacity(n);
         for (p, b) in bundles.iter().enumerate() {
             match b {
-                Some(bytes) if p as u32 != self.me => {
+                // Bundles of peers this set does not connect are never read.
+                Some(bytes)
+                    if p as u32 != self.me && self.wanted.get(p).copied().unwrap_or(false) =>
+                {
                     decoded.push(decode_bundle(bytes).map_err(|e| {
                         format!("the transport cards of {}: {e}", describe(p as u32))
                     })?)
@@ -230,7 +233,9 @@ impl Opening {
         let mut modules = self.modules;
         modules.sort_by_key(|(c, m)| std::cmp::Reverse((m.limits().exclusivity, c.priority())));
         let mut route = vec![NO_ROUTE; n];
-        let mut reasons: Vec<Vec<String>> = vec![self.not_open.clone(); n];
+        // Per peer, the opened modules' reasons; joined with `not_open` only for peers no
+        // module reaches.
+        let mut reasons: Vec<Vec<String>> = vec![Vec::new(); n];
         let mut btls: Vec<Box<dyn Module>> = Vec::with_capacity(modules.len());
         let mut names = Vec::with_capacity(modules.len());
         let mut reaches = Vec::with_capacity(modules.len());
@@ -295,7 +300,17 @@ impl Opening {
             .collect();
         let names = order.iter().map(|&i| names[i]).collect();
         let unreachable = (0..n)
-            .map(|p| (route[p] == NO_ROUTE).then(|| reasons[p].join("; ")))
+            .map(|p| {
+                (route[p] == NO_ROUTE).then(|| {
+                    let all: Vec<&str> = self
+                        .not_open
+                        .iter()
+                        .chain(&reasons[p])
+                        .map(String::as_str)
+                        .collect();
+                    all.join("; ")
+                })
+            })
             .collect();
         Ok(Attached {
             btls,

@@ -200,20 +200,6 @@ impl std::fmt::Debug for UsnicBtl {
     }
 }
 
-/// A per-job key: 64 random bits, never zero.
-pub fn new_job_key() -> u64 {
-    use std::io::Read;
-    let mut b = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_err()
-    {
-        let t = Instant::now().elapsed().as_nanos() as u64;
-        b = (t ^ ((std::process::id() as u64) << 32) ^ 0x9E37_79B9_7F4A_7C15).to_le_bytes();
-    }
-    u64::from_le_bytes(b).max(1)
-}
-
 impl UsnicBtl {
     /// Discovers the usable interfaces, opens one endpoint on each, and returns the transport
     /// with the card to publish. `Ok(None)` when no interface is usable (the reasons are logged
