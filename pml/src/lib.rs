@@ -19,6 +19,7 @@ pub mod group;
 pub mod hdr;
 pub mod inter;
 pub mod matching;
+pub mod nbc;
 pub mod op;
 pub mod params;
 mod procs;

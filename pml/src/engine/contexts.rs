@@ -19,6 +19,7 @@ impl Engine {
             group,
             me,
             send_seq: vec![0; n],
+            coll_seq: 0,
             inter: None,
             broken,
         });
@@ -50,6 +51,7 @@ impl Engine {
             group: remote,
             me,
             send_seq: vec![0; n],
+            coll_seq: 0,
             inter: Some(InterCtx {
                 local_group: local,
                 local_ctx,
@@ -111,6 +113,15 @@ impl Engine {
             .get(ctx as usize)
             .and_then(|c| c.as_ref())
             .is_some_and(|c| c.inter.is_some())
+    }
+
+    /// The next number of `ctx`'s collective sequence (see [`crate::nbc`]).
+    pub(crate) fn next_coll_seq(&mut self, ctx: u16) -> Result<u32, PmlError> {
+        self.ctx(ctx)?;
+        let c = self.st.ctxs[ctx as usize].as_mut().expect("checked above");
+        let s = c.coll_seq;
+        c.coll_seq = s.wrapping_add(1);
+        Ok(s)
     }
 
     pub(crate) fn ctx(&self, ctx: u16) -> Result<&Ctx, PmlError> {

@@ -79,6 +79,9 @@ pub struct Status {
     /// The operation ended because this process (an engine process index) failed; see
     /// [`Engine::failure_of`].
     pub failed_peer: Option<u32>,
+    /// A collective request ended with an error other than a failed peer or truncation;
+    /// [`Engine::coll_error`] tells which.
+    pub op_failed: bool,
 }
 
 /// Errors of the messaging layer.
@@ -148,6 +151,8 @@ pub(crate) struct Ctx {
     /// inter-communicator its rank in the local group.
     pub(crate) me: u32,
     send_seq: Vec<u16>,
+    /// Collective schedules built on this context so far (their tags, see [`crate::nbc`]).
+    pub(crate) coll_seq: u32,
     /// Set for inter-communicators.
     pub(crate) inter: Option<InterCtx>,
     /// Set once a member failed: every operation on the context fails with this reason.
@@ -317,6 +322,8 @@ pub struct Engine {
     /// Indexed by context id (looked up on every collective, so no hashing); the outer
     /// `None` means "not decided yet".
     pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
+    /// Nonblocking and persistent collective schedules.
+    pub(crate) nbc: crate::nbc::Table,
 }
 
 impl fmt::Debug for Engine {

@@ -43,7 +43,11 @@ impl Engine {
                 }
             });
         }
-        n + self.after_delivery()
+        n += self.after_delivery();
+        if !self.nbc.is_idle() {
+            n += self.progress_colls();
+        }
+        n
     }
 
     /// Runs the work deliveries queued (gets, puts, sends that found a transport full). The

@@ -10,6 +10,9 @@ impl Engine {
         if id == DONE {
             return Some(Status::default());
         }
+        if crate::nbc::is_coll(id) {
+            return self.coll_try_complete(id);
+        }
         let done = match self.st.req_mut(id)? {
             Req::Send { state, .. } => matches!(state, SendState::Done),
             Req::Recv { state, .. } => matches!(state, RecvState::Done),
@@ -32,6 +35,9 @@ impl Engine {
     pub fn is_complete(&self, id: ReqId) -> bool {
         if id == DONE {
             return true;
+        }
+        if crate::nbc::is_coll(id) {
+            return self.coll_is_complete(id);
         }
         match self.st.req(id) {
             Some(Req::Send { state, .. }) => matches!(state, SendState::Done),

@@ -137,6 +137,7 @@ impl Engine {
             split_copy_min: crate::params::SPLIT_COPY_MIN.get(params),
             job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
+            nbc: Default::default(),
             dpm: crate::procs::DpmState::new(&job_id, size),
         };
         e.add_context(CTX_WORLD, (0..size).collect());
