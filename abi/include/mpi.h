@@ -210,6 +210,8 @@ extern MPI_Fint *MPI_F_STATUSES_IGNORE;
 #define MPI_NO_OP ((MPI_Op)0x5800000e)
 
 typedef void(MPI_User_function)(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype);
+typedef void(MPI_User_function_c)(void *invec, void *inoutvec, MPI_Count *len,
+                                  MPI_Datatype *datatype);
 
 /* ---- Error handlers -------------------------------------------------------------------- */
 
@@ -693,6 +695,118 @@ KESTREL_MPI_FN(int, Pack_size, (int incount, MPI_Datatype datatype, MPI_Comm com
 KESTREL_MPI_FN(int, Get_address, (const void *location, MPI_Aint *address));
 KESTREL_MPI_FN(MPI_Aint, Aint_add, (MPI_Aint base, MPI_Aint disp));
 KESTREL_MPI_FN(MPI_Aint, Aint_diff, (MPI_Aint addr1, MPI_Aint addr2));
+
+/* MPI-4 large-count bindings: counts are MPI_Count, displacements MPI_Aint. */
+KESTREL_MPI_FN(int, Allgather_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Allgatherv_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Allreduce_c,
+               (const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Alltoall_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Alltoallv_c,
+               (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Bcast_c,
+               (void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Bsend_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
+KESTREL_MPI_FN(int, Bsend_init_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Buffer_attach_c, (void *buffer, MPI_Count size));
+KESTREL_MPI_FN(int, Buffer_detach_c, (void *buffer_addr, MPI_Count *size));
+KESTREL_MPI_FN(int, Exscan_c,
+               (const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Gather_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Gatherv_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Get_count_c,
+               (const MPI_Status *status, MPI_Datatype datatype, MPI_Count *count));
+KESTREL_MPI_FN(int, Get_elements_c,
+               (const MPI_Status *status, MPI_Datatype datatype, MPI_Count *count));
+KESTREL_MPI_FN(int, Ibsend_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Imrecv_c,
+               (void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message, MPI_Request *request));
+KESTREL_MPI_FN(int, Irecv_c,
+               (void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Irsend_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Isend_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Issend_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Mrecv_c,
+               (void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status));
+KESTREL_MPI_FN(int, Op_create_c, (MPI_User_function_c *user_fn, int commute, MPI_Op *op));
+KESTREL_MPI_FN(int, Pack_c,
+               (const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position, MPI_Comm comm));
+KESTREL_MPI_FN(int, Pack_size_c,
+               (MPI_Count incount, MPI_Datatype datatype, MPI_Comm comm, MPI_Count *size));
+KESTREL_MPI_FN(int, Recv_c,
+               (void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status));
+KESTREL_MPI_FN(int, Recv_init_c,
+               (void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Reduce_c,
+               (const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Reduce_local_c,
+               (const void *inbuf, void *inoutbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op));
+KESTREL_MPI_FN(int, Reduce_scatter_block_c,
+               (const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Reduce_scatter_c,
+               (const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Rsend_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
+KESTREL_MPI_FN(int, Rsend_init_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Scan_c,
+               (const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm));
+KESTREL_MPI_FN(int, Scatter_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Scatterv_c,
+               (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm));
+KESTREL_MPI_FN(int, Send_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
+KESTREL_MPI_FN(int, Send_init_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Sendrecv_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status));
+KESTREL_MPI_FN(int, Sendrecv_replace_c,
+               (void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Status *status));
+KESTREL_MPI_FN(int, Ssend_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
+KESTREL_MPI_FN(int, Ssend_init_c,
+               (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Type_contiguous_c,
+               (MPI_Count count, MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_hindexed_block_c,
+               (MPI_Count count, MPI_Count blocklength, const MPI_Count array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_hindexed_c,
+               (MPI_Count count, const MPI_Count array_of_blocklengths[], const MPI_Count array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_hvector_c,
+               (MPI_Count count, MPI_Count blocklength, MPI_Count stride, MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_indexed_block_c,
+               (MPI_Count count, MPI_Count blocklength, const MPI_Count array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_resized_c,
+               (MPI_Datatype oldtype, MPI_Count lb, MPI_Count extent, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_struct_c,
+               (MPI_Count count, const MPI_Count array_of_blocklengths[], const MPI_Count array_of_displacements[], const MPI_Datatype array_of_types[], MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_subarray_c,
+               (int ndims, const MPI_Count array_of_sizes[], const MPI_Count array_of_subsizes[], const MPI_Count array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_get_envelope_c,
+               (MPI_Datatype datatype, MPI_Count *num_integers, MPI_Count *num_addresses, MPI_Count *num_large_counts, MPI_Count *num_datatypes, int *combiner));
+KESTREL_MPI_FN(int, Type_get_extent_c,
+               (MPI_Datatype datatype, MPI_Count *lb, MPI_Count *extent));
+KESTREL_MPI_FN(int, Type_get_true_extent_c,
+               (MPI_Datatype datatype, MPI_Count *true_lb, MPI_Count *true_extent));
+KESTREL_MPI_FN(int, Type_indexed_c,
+               (MPI_Count count, const MPI_Count array_of_blocklengths[], const MPI_Count array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_size_c, (MPI_Datatype datatype, MPI_Count *size));
+KESTREL_MPI_FN(int, Type_vector_c,
+               (MPI_Count count, MPI_Count blocklength, MPI_Count stride, MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Unpack_c,
+               (const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype, MPI_Comm comm));
 
 #if defined(__cplusplus)
 }

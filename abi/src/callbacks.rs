@@ -15,7 +15,7 @@ use std::os::raw::{c_int, c_void};
 
 use kestrel_pml::op::{Reduction, UserOp};
 
-use crate::state::{CopyFn, DeleteFn, ErrFn, OpRec};
+use crate::state::{CopyFn, DeleteFn, ErrFn, OpFn, OpRec};
 use crate::types::Dt;
 
 /// Calls an error handler as `f(&comm, &code)`.
@@ -71,18 +71,18 @@ pub fn user_reduction(op: OpRec, dt_handle: c_int, dt: Dt, packed: bool, elem: u
         op.commute,
         move |input: &[u8], inout: &mut [u8]| {
             let n = inout.len() / elem;
-            let mut len = n as c_int;
             let mut handle = dt_handle;
             if !packed {
                 // The function's first argument is not const in C: give it a copy it may write.
                 let mut a = input.to_vec();
                 // SAFETY: `a` and `inout` hold `n` elements of the datatype in its memory layout,
-                // which is what an MPI_User_function expects; `len` and `handle` are valid.
+                // which is what an MPI_User_function expects; `handle` is valid.
                 unsafe {
-                    (op.func)(
+                    call_user_fn(
+                        op.func,
                         a.as_mut_ptr() as *mut c_void,
                         inout.as_mut_ptr() as *mut c_void,
-                        &mut len,
+                        n,
                         &mut handle,
                     )
                 };
@@ -100,12 +100,13 @@ pub fn user_reduction(op: OpRec, dt_handle: c_int, dt: Dt, packed: bool, elem: u
                 return;
             }
             // SAFETY: `a` and `b` hold `n` elements laid out as the datatype describes, with the
-            // buffer address at `origin`; `len` and `handle` are valid.
+            // buffer address at `origin`; `handle` is valid.
             unsafe {
-                (op.func)(
+                call_user_fn(
+                    op.func,
                     a.as_mut_ptr().add(origin) as *mut c_void,
                     b.as_mut_ptr().add(origin) as *mut c_void,
-                    &mut len,
+                    n,
                     &mut handle,
                 )
             };
@@ -115,4 +116,23 @@ pub fn user_reduction(op: OpRec, dt_handle: c_int, dt: Dt, packed: bool, elem: u
             }
         },
     ))
+}
+
+/// Calls a user reduction function of either binding on `n` elements.
+///
+/// # Safety
+/// `a` and `b` hold `n` elements of the datatype `handle` names, laid out as it describes.
+unsafe fn call_user_fn(f: OpFn, a: *mut c_void, b: *mut c_void, n: usize, handle: &mut c_int) {
+    match f {
+        OpFn::Int(f) => {
+            let mut len = n as c_int;
+            // SAFETY: an MPI_User_function over valid buffers (caller) and a valid length.
+            unsafe { f(a, b, &mut len, handle) }
+        }
+        OpFn::Count(f) => {
+            let mut len = n as i64;
+            // SAFETY: an MPI_User_function_c over valid buffers (caller) and a valid length.
+            unsafe { f(a, b, &mut len, handle) }
+        }
+    }
 }

@@ -108,15 +108,51 @@ pub struct Region {
     pub ty: Dt,
 }
 
-/// Converts a C count, rejecting negatives with `MPI_ERR_COUNT`.
+/// Converts a C count (`int`, or `MPI_Count` in the large-count binding), rejecting
+/// negatives with `MPI_ERR_COUNT`.
 #[inline(always)]
-pub fn count(n: c_int) -> MpiResult<usize> {
+pub fn count(n: impl Into<i64>) -> MpiResult<usize> {
+    let n: i64 = n.into();
     usize::try_from(n).map_err(|_| {
         MpiError::new(
             error::ERR_COUNT,
             format!("count {n} is negative; counts must be >= 0"),
         )
     })
+}
+
+/// A count the library hands back in the binding's count type (`int`, or `MPI_Count` for
+/// the large-count `_c` functions): `None` when it does not fit.
+pub fn narrow<T: TryFrom<i64>>(v: impl TryInto<i64>) -> Option<T> {
+    v.try_into().ok().and_then(|v| T::try_from(v).ok())
+}
+
+/// The `n` counts of a C array (`int` or `MPI_Count` entries), each checked.
+///
+/// # Safety
+/// As [`slice`].
+pub unsafe fn counts<T: Copy + Into<i64>>(
+    p: *const T,
+    n: usize,
+    what: &str,
+) -> MpiResult<Vec<usize>> {
+    // SAFETY: forwarded to the caller.
+    let s = unsafe { slice(p, n, what) }?;
+    s.iter().map(|&c| count(c)).collect()
+}
+
+/// The `n` displacements of a C array (`int`, or `MPI_Aint` in the large-count binding).
+///
+/// # Safety
+/// As [`slice`].
+pub unsafe fn displs<T: Copy + Into<i64>>(
+    p: *const T,
+    n: usize,
+    what: &str,
+) -> MpiResult<Vec<isize>> {
+    // SAFETY: forwarded to the caller.
+    let s = unsafe { slice(p, n, what) }?;
+    Ok(s.iter().map(|&d| d.into() as isize).collect())
 }
 
 impl Region {

@@ -104,6 +104,17 @@ impl<T> Slab<T> {
 
 /// `MPI_User_function`: `f(invec, inoutvec, len, datatype)`.
 pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut c_int);
+/// `MPI_User_function_c` (`MPI_Op_create_c`): the same with an `MPI_Count` length.
+pub type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut c_int);
+
+/// A user reduction function of either binding.
+#[derive(Debug, Clone, Copy)]
+pub enum OpFn {
+    /// Registered with `MPI_Op_create`.
+    Int(UserFn),
+    /// Registered with `MPI_Op_create_c`.
+    Count(UserFnC),
+}
 /// `MPI_Comm_errhandler_function`: `f(comm, errcode, ...)`.
 pub type ErrFn = unsafe extern "C" fn(*mut c_int, *mut c_int, ...);
 /// `MPI_Comm_copy_attr_function`.
@@ -158,7 +169,7 @@ impl CommRec {
 #[derive(Debug, Clone, Copy)]
 pub struct OpRec {
     /// The C function.
-    pub func: UserFn,
+    pub func: OpFn,
     /// Whether the program declared it commutative.
     pub commute: bool,
 }

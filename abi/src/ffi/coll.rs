@@ -8,7 +8,7 @@ use crate::coll;
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::mem::{self, Region, VBuf, IN_PLACE};
-use crate::state::{self, Core, OpRec, UserFn};
+use crate::state::{self, Core, OpFn, OpRec, UserFn, UserFnC};
 use crate::types::Dt;
 
 fn in_place(p: *const c_void) -> bool {
@@ -35,7 +35,12 @@ fn me_n(core: &Core, comm: c_int) -> MpiResult<(c_int, usize)> {
 ///
 /// # Safety
 /// `buf` holds `n * count` elements of `dt` (the caller's contract).
-unsafe fn equal_blocks(buf: *const c_void, count: c_int, dt: c_int, n: usize) -> MpiResult<VBuf> {
+unsafe fn equal_blocks(
+    buf: *const c_void,
+    count: impl Into<i64>,
+    dt: c_int,
+    n: usize,
+) -> MpiResult<VBuf> {
     let c = mem::count(count)?;
     let t = state::datatype(dt, true)?;
     let step = c as isize * t.extent();
@@ -47,28 +52,24 @@ unsafe fn equal_blocks(buf: *const c_void, count: c_int, dt: c_int, n: usize) ->
 /// The blocks given by count and displacement arrays of `n` entries.
 ///
 /// # Safety
-/// `counts` and `displs` hold `n` ints; `buf` holds the blocks they describe.
-unsafe fn var_blocks(
+/// `counts` and `displs` hold `n` entries; `buf` holds the blocks they describe.
+unsafe fn var_blocks<T: Copy + Into<i64>>(
     buf: *const c_void,
-    counts: *const c_int,
-    displs: *const c_int,
+    counts: *const T,
+    displs: *const T,
     dt: c_int,
     n: usize,
 ) -> MpiResult<VBuf> {
-    // SAFETY: arrays of `n` ints (caller).
-    let (cs, ds) = unsafe {
+    // SAFETY: arrays of `n` entries (caller).
+    let (counts, ds) = unsafe {
         (
-            mem::slice(counts, n, "counts")?,
-            mem::slice(displs, n, "displacements")?,
+            mem::counts(counts, n, "counts")?,
+            mem::displs(displs, n, "displacements")?,
         )
     };
     let t = state::datatype(dt, true)?;
-    let counts: Vec<usize> = cs
-        .iter()
-        .map(|&c| mem::count(c))
-        .collect::<MpiResult<_>>()?;
     let ext = t.extent();
-    let displs: Vec<isize> = ds.iter().map(|&d| d as isize * ext).collect();
+    let displs: Vec<isize> = ds.iter().map(|&d| d * ext).collect();
     // SAFETY: forwarded to the caller.
     unsafe { VBuf::new(buf, &counts, &displs, t) }
 }
@@ -80,10 +81,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Bcast`.
-    fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Bcast", comm, |l| {
+    fn MPI_Bcast / PMPI_Bcast, MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: c_int, root: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: `buffer` holds `count` elements (contract); blocking call.
             let mut r = unsafe { region(buffer, count, datatype) }?;
@@ -96,7 +97,7 @@ fn op_and_type(
     core: &Core,
     op: c_int,
     datatype: c_int,
-    count: c_int,
+    count: impl Into<i64>,
 ) -> MpiResult<(usize, Dt, coll::Red)> {
     let n = mem::count(count)?;
     let dt = state::datatype(datatype, true)?;
@@ -104,10 +105,10 @@ fn op_and_type(
     Ok((n, dt, red))
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Reduce`.
-    fn MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Reduce", comm, |l| {
+    fn MPI_Reduce / PMPI_Reduce, MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, root: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let (me, _) = me_n(core, comm)?;
             let (n, dt, red) = op_and_type(core, op, datatype, count)?;
@@ -131,10 +132,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Allreduce`.
-    fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Allreduce", comm, |l| {
+    fn MPI_Allreduce / PMPI_Allreduce, MPI_Allreduce_c / PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let (n, dt, red) = op_and_type(core, op, datatype, count)?;
             let send = if in_place(sendbuf) {
@@ -154,7 +155,7 @@ fn scan(
     name: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: i64,
     datatype: c_int,
     op: c_int,
     comm: c_int,
@@ -175,17 +176,17 @@ fn scan(
     })
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Scan`.
-    fn MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) -> c_int {
-        scan("MPI_Scan", sendbuf, recvbuf, count, datatype, op, comm, false)
+    fn MPI_Scan / PMPI_Scan, MPI_Scan_c / PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int) -> c_int {
+        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, false)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Exscan` (rank 0's receive buffer is left as it was).
-    fn MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int, comm: c_int) -> c_int {
-        scan("MPI_Exscan", sendbuf, recvbuf, count, datatype, op, comm, true)
+    fn MPI_Exscan / PMPI_Exscan, MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int) -> c_int {
+        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, true)
     }
 }
 
@@ -217,30 +218,30 @@ fn reduce_scatter(
     })
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Reduce_scatter`.
-    fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int) -> c_int {
+    fn MPI_Reduce_scatter / PMPI_Reduce_scatter, MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: c_int, op: c_int, comm: c_int) -> c_int {
         let counts_of = |n: usize| -> MpiResult<Vec<usize>> {
             // SAFETY: `recvcounts` holds one count per rank (contract).
             let cs = unsafe { mem::slice(recvcounts, n, "recvcounts") }?;
             cs.iter().map(|&c| mem::count(c)).collect()
         };
-        reduce_scatter("MPI_Reduce_scatter", sendbuf, recvbuf, counts_of, datatype, op, comm)
+        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Reduce_scatter_block`.
-    fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: c_int, op: c_int, comm: c_int) -> c_int {
+    fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block, MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: c_int, op: c_int, comm: c_int) -> c_int {
         let counts_of = |n: usize| -> MpiResult<Vec<usize>> { Ok(vec![mem::count(recvcount)?; n]) };
-        reduce_scatter("MPI_Reduce_scatter_block", sendbuf, recvbuf, counts_of, datatype, op, comm)
+        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Gather`.
-    fn MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Gather", comm, |l| {
+    fn MPI_Gather / PMPI_Gather, MPI_Gather_c / PMPI_Gather_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let (me, n) = me_n(core, comm)?;
             let is_root = me == root;
@@ -262,10 +263,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Gatherv`.
-    fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Gatherv", comm, |l| {
+    fn MPI_Gatherv / PMPI_Gatherv, MPI_Gatherv_c / PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Count, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let (me, n) = me_n(core, comm)?;
             let is_root = me == root;
@@ -288,10 +289,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Scatter`.
-    fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Scatter", comm, |l| {
+    fn MPI_Scatter / PMPI_Scatter, MPI_Scatter_c / PMPI_Scatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let (me, n) = me_n(core, comm)?;
             let is_root = me == root;
@@ -313,10 +314,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Scatterv`.
-    fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Scatterv", comm, |l| {
+    fn MPI_Scatterv / PMPI_Scatterv, MPI_Scatterv_c / PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let (me, n) = me_n(core, comm)?;
             let is_root = me == root;
@@ -339,10 +340,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Allgather`.
-    fn MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Allgather", comm, |l| {
+    fn MPI_Allgather / PMPI_Allgather, MPI_Allgather_c / PMPI_Allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             // One block per rank of the other group on an inter-communicator.
             let n = core.comm(comm)?.peer_count() as usize;
@@ -359,10 +360,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Allgatherv`.
-    fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Allgatherv", comm, |l| {
+    fn MPI_Allgatherv / PMPI_Allgatherv, MPI_Allgatherv_c / PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Count, recvtype: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let n = core.comm(comm)?.peer_count() as usize;
             let send = if in_place(sendbuf) {
@@ -378,10 +379,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Alltoall`.
-    fn MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Alltoall", comm, |l| {
+    fn MPI_Alltoall / PMPI_Alltoall, MPI_Alltoall_c / PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let (_, n) = me_n(core, comm)?;
             let send = if in_place(sendbuf) {
@@ -397,10 +398,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Alltoallv`.
-    fn MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Alltoallv", comm, |l| {
+    fn MPI_Alltoallv / PMPI_Alltoallv, MPI_Alltoallv_c / PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtype: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             let (_, n) = me_n(core, comm)?;
             let send = if in_place(sendbuf) {
@@ -416,10 +417,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Reduce_local`.
-    fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: c_int, op: c_int) -> c_int {
-        api::call("MPI_Reduce_local", handle::COMM_WORLD, |l| {
+    fn MPI_Reduce_local / PMPI_Reduce_local, MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count, datatype: c_int, op: c_int) -> c_int {
+        api::call(NAME, handle::COMM_WORLD, |l| {
             let core = l.core()?;
             let (n, dt, red) = op_and_type(core, op, datatype, count)?;
             // SAFETY: both buffers hold `count` elements (contract).
@@ -431,16 +432,35 @@ mpi_fn! {
     }
 }
 
+fn op_create(name: &'static str, func: Option<OpFn>, commute: c_int, op: *mut c_int) -> c_int {
+    api::call(name, handle::COMM_WORLD, |l| {
+        let func =
+            func.ok_or_else(|| MpiError::new(error::ERR_ARG, "the operation's function is null"))?;
+        let core = l.core()?;
+        let h = handle::make(
+            Kind::Direct,
+            Obj::Op,
+            core.ops.insert(OpRec {
+                func,
+                commute: commute != 0,
+            }),
+        );
+        // SAFETY: out-parameter (contract).
+        unsafe { mem::put(op, h, "op") }
+    })
+}
+
 mpi_fn! {
     /// `MPI_Op_create`.
     fn MPI_Op_create / PMPI_Op_create(user_fn: Option<UserFn>, commute: c_int, op: *mut c_int) -> c_int {
-        api::call("MPI_Op_create", handle::COMM_WORLD, |l| {
-            let func = user_fn.ok_or_else(|| MpiError::new(error::ERR_ARG, "the operation's function is null"))?;
-            let core = l.core()?;
-            let h = handle::make(Kind::Direct, Obj::Op, core.ops.insert(OpRec { func, commute: commute != 0 }));
-            // SAFETY: out-parameter (contract).
-            unsafe { mem::put(op, h, "op") }
-        })
+        op_create("MPI_Op_create", user_fn.map(OpFn::Int), commute, op)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Op_create_c`: a reduction function with an `MPI_Count` length.
+    fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<UserFnC>, commute: c_int, op: *mut c_int) -> c_int {
+        op_create("MPI_Op_create_c", user_fn.map(OpFn::Count), commute, op)
     }
 }
 

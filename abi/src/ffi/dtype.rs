@@ -48,7 +48,8 @@ fn too_many() -> MpiError {
     )
 }
 
-fn blocklen(b: c_int) -> MpiResult<usize> {
+fn blocklen(b: impl Into<i64>) -> MpiResult<usize> {
+    let b: i64 = b.into();
     usize::try_from(b)
         .map_err(|_| MpiError::new(error::ERR_ARG, format!("block length {b} is negative")))
 }
@@ -67,10 +68,10 @@ fn construct(
     })
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_contiguous`.
-    fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_contiguous", newtype, || {
+    fn MPI_Type_contiguous / PMPI_Type_contiguous, MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct(NAME, newtype, || {
             let n = mem::count(count)?;
             let old = state::datatype(oldtype, false)?;
             built(types::build(&[Part { disp: 0, count: n, ty: &old }], env(combiner::CONTIGUOUS, 1, 0, 1)))
@@ -79,8 +80,8 @@ mpi_fn! {
 }
 
 fn strided(
-    count: c_int,
-    blocklength: c_int,
+    count: i64,
+    blocklength: i64,
     stride_bytes: impl Fn(&Dt) -> isize,
     old: c_int,
     e: Envelope,
@@ -114,21 +115,38 @@ fn strided(
     built(types::build(&parts, e))
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_vector`: `stride` in extents of `oldtype`.
-    fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_vector", newtype, || {
-            strided(count, blocklength, |t| stride as isize * t.extent(), oldtype, env(combiner::VECTOR, 3, 0, 1))
+    fn MPI_Type_vector / PMPI_Type_vector, MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct(NAME, newtype, || {
+            strided(count.into(), blocklength.into(), |t| stride as isize * t.extent(), oldtype, env(combiner::VECTOR, 3, 0, 1))
         })
     }
 }
 
-mpi_fn! {
+fn hvector(
+    name: &'static str,
+    count: i64,
+    blocklength: i64,
+    stride: isize,
+    oldtype: c_int,
+    newtype: *mut c_int,
+) -> c_int {
+    construct(name, newtype, || {
+        strided(
+            count,
+            blocklength,
+            |_| stride,
+            oldtype,
+            env(combiner::HVECTOR, 2, 1, 1),
+        )
+    })
+}
+
+mpi_fn_c! {
     /// `MPI_Type_create_hvector`: `stride` in bytes.
-    fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_create_hvector", newtype, || {
-            strided(count, blocklength, |_| stride, oldtype, env(combiner::HVECTOR, 2, 1, 1))
-        })
+    fn MPI_Type_create_hvector / PMPI_Type_create_hvector, MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: Count, blocklength: Count, stride: isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        hvector(NAME, count.into(), blocklength.into(), stride, oldtype, newtype)
     }
 }
 
@@ -153,10 +171,10 @@ fn indexed(
     built(types::build(&parts, e))
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_indexed`.
-    fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_indexed", newtype, || {
+    fn MPI_Type_indexed / PMPI_Type_indexed, MPI_Type_indexed_c / PMPI_Type_indexed_c(count: Count, blocklengths: *const Count, displacements: *const Count, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct(NAME, newtype, || {
             let n = mem::count(count)?;
             // SAFETY: both arrays hold `count` ints (contract).
             let (bl, ds) = unsafe { (mem::slice(blocklengths, n, "array_of_blocklengths")?, mem::slice(displacements, n, "array_of_displacements")?) };
@@ -167,23 +185,54 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+/// `MPI_Type_create_hindexed` with either binding's block lengths.
+///
+/// # Safety
+/// Both arrays hold `count` entries.
+unsafe fn hindexed<T: Copy + Into<i64>>(
+    name: &'static str,
+    count: i64,
+    blocklengths: *const T,
+    displacements: *const isize,
+    oldtype: c_int,
+    newtype: *mut c_int,
+) -> c_int {
+    construct(name, newtype, || {
+        let n = mem::count(count)?;
+        // SAFETY: both arrays hold `count` entries (caller).
+        let (bl, ds) = unsafe {
+            (
+                mem::slice(blocklengths, n, "array_of_blocklengths")?,
+                mem::slice(displacements, n, "array_of_displacements")?,
+            )
+        };
+        let lens = bl
+            .iter()
+            .map(|&b| blocklen(b))
+            .collect::<MpiResult<Vec<_>>>()?;
+        indexed(
+            n,
+            &lens,
+            ds,
+            oldtype,
+            false,
+            env(combiner::HINDEXED, n + 1, n, 1),
+        )
+    })
+}
+
+mpi_fn_c! {
     /// `MPI_Type_create_hindexed`.
-    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_create_hindexed", newtype, || {
-            let n = mem::count(count)?;
-            // SAFETY: both arrays hold `count` entries (contract).
-            let (bl, ds) = unsafe { (mem::slice(blocklengths, n, "array_of_blocklengths")?, mem::slice(displacements, n, "array_of_displacements")?) };
-            let lens = bl.iter().map(|&b| blocklen(b)).collect::<MpiResult<Vec<_>>>()?;
-            indexed(n, &lens, ds, oldtype, false, env(combiner::HINDEXED, n + 1, n, 1))
-        })
+    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed, MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: Count, blocklengths: *const Count, displacements: *const isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        // SAFETY: both arrays hold `count` entries (contract).
+        unsafe { hindexed(NAME, count.into(), blocklengths, displacements, oldtype, newtype) }
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_create_indexed_block`.
-    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, displacements: *const c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_create_indexed_block", newtype, || {
+    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block, MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: Count, blocklength: Count, displacements: *const Count, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct(NAME, newtype, || {
             let n = mem::count(count)?;
             let b = blocklen(blocklength)?;
             // SAFETY: `displacements` holds `count` ints (contract).
@@ -194,10 +243,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_create_hindexed_block`.
-    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, displacements: *const isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_create_hindexed_block", newtype, || {
+    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block, MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: Count, blocklength: Count, displacements: *const isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct(NAME, newtype, || {
             let n = mem::count(count)?;
             let b = blocklen(blocklength)?;
             // SAFETY: `displacements` holds `count` entries (contract).
@@ -207,33 +256,61 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+/// `MPI_Type_create_struct` with either binding's block lengths.
+///
+/// # Safety
+/// The three arrays hold `count` entries.
+unsafe fn structure<T: Copy + Into<i64>>(
+    name: &'static str,
+    count: i64,
+    blocklengths: *const T,
+    displacements: *const isize,
+    types_: *const c_int,
+    newtype: *mut c_int,
+) -> c_int {
+    construct(name, newtype, || {
+        let n = mem::count(count)?;
+        // SAFETY: the three arrays hold `count` entries (caller).
+        let (bl, ds, ts) = unsafe {
+            (
+                mem::slice(blocklengths, n, "array_of_blocklengths")?,
+                mem::slice(displacements, n, "array_of_displacements")?,
+                mem::slice(types_, n, "array_of_types")?,
+            )
+        };
+        let members = ts
+            .iter()
+            .map(|&t| state::datatype(t, false))
+            .collect::<MpiResult<Vec<Dt>>>()?;
+        let lens = bl
+            .iter()
+            .map(|&b| blocklen(b))
+            .collect::<MpiResult<Vec<_>>>()?;
+        let parts: Vec<Part> = (0..n)
+            .map(|i| Part {
+                disp: ds[i],
+                count: lens[i],
+                ty: &members[i],
+            })
+            .collect();
+        let mut t = built(types::build(&parts, env(combiner::STRUCT, n + 1, n, n)))?;
+        types::pad_struct(&mut t);
+        Ok(t)
+    })
+}
+
+mpi_fn_c! {
     /// `MPI_Type_create_struct`: the extent is padded to the largest member alignment.
-    fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklengths: *const c_int, displacements: *const isize, types_: *const c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_create_struct", newtype, || {
-            let n = mem::count(count)?;
-            // SAFETY: the three arrays hold `count` entries (contract).
-            let (bl, ds, ts) = unsafe {
-                (
-                    mem::slice(blocklengths, n, "array_of_blocklengths")?,
-                    mem::slice(displacements, n, "array_of_displacements")?,
-                    mem::slice(types_, n, "array_of_types")?,
-                )
-            };
-            let members = ts.iter().map(|&t| state::datatype(t, false)).collect::<MpiResult<Vec<Dt>>>()?;
-            let lens = bl.iter().map(|&b| blocklen(b)).collect::<MpiResult<Vec<_>>>()?;
-            let parts: Vec<Part> = (0..n).map(|i| Part { disp: ds[i], count: lens[i], ty: &members[i] }).collect();
-            let mut t = built(types::build(&parts, env(combiner::STRUCT, n + 1, n, n)))?;
-            types::pad_struct(&mut t);
-            Ok(t)
-        })
+    fn MPI_Type_create_struct / PMPI_Type_create_struct, MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: Count, blocklengths: *const Count, displacements: *const isize, types_: *const c_int, newtype: *mut c_int) -> c_int {
+        // SAFETY: the three arrays hold `count` entries (contract).
+        unsafe { structure(NAME, count.into(), blocklengths, displacements, types_, newtype) }
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_create_subarray`.
-    fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_create_subarray", newtype, || {
+    fn MPI_Type_create_subarray / PMPI_Type_create_subarray, MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, sizes: *const Count, subsizes: *const Count, starts: *const Count, order: c_int, oldtype: c_int, newtype: *mut c_int) -> c_int {
+        construct(NAME, newtype, || {
             let nd = mem::count(ndims)?;
             if nd == 0 {
                 return Err(MpiError::new(error::ERR_ARG, "ndims must be at least 1"));
@@ -284,10 +361,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_create_resized`.
-    fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: c_int, lb: isize, extent: isize, newtype: *mut c_int) -> c_int {
-        construct("MPI_Type_create_resized", newtype, || {
+    fn MPI_Type_create_resized / PMPI_Type_create_resized, MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: c_int, lb: isize, extent: isize, newtype: *mut c_int) -> c_int {
+        construct(NAME, newtype, || {
             let old = state::datatype(oldtype, false)?;
             Ok(types::resized(&old, lb, extent))
         })
@@ -366,10 +443,10 @@ fn query<T>(
     })
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_size`: `MPI_UNDEFINED` when it does not fit an int.
-    fn MPI_Type_size / PMPI_Type_size(datatype: c_int, size: *mut c_int) -> c_int {
-        query("MPI_Type_size", datatype, |t| Ok(c_int::try_from(t.size).unwrap_or(UNDEFINED)),
+    fn MPI_Type_size / PMPI_Type_size, MPI_Type_size_c / PMPI_Type_size_c(datatype: c_int, size: *mut Count) -> c_int {
+        query(NAME, datatype, |t| Ok(mem::narrow::<Count>(t.size).unwrap_or(Count::from(UNDEFINED))),
             // SAFETY: out-parameter (contract).
             |v| unsafe { mem::put(size, v, "size") })
     }
@@ -384,10 +461,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_get_extent`.
-    fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: c_int, lb: *mut isize, extent: *mut isize) -> c_int {
-        query("MPI_Type_get_extent", datatype, |t| Ok((t.lb, t.extent())),
+    fn MPI_Type_get_extent / PMPI_Type_get_extent, MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: c_int, lb: *mut isize, extent: *mut isize) -> c_int {
+        query(NAME, datatype, |t| Ok((t.lb, t.extent())),
             // SAFETY: out-parameters (contract).
             |(a, b)| unsafe { mem::put(lb, a, "lb").and_then(|_| mem::put(extent, b, "extent")) })
     }
@@ -402,10 +479,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Type_get_true_extent`.
-    fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: c_int, true_lb: *mut isize, true_extent: *mut isize) -> c_int {
-        query("MPI_Type_get_true_extent", datatype, |t| Ok((t.true_lb, t.true_ub - t.true_lb)),
+    fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent, MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: c_int, true_lb: *mut isize, true_extent: *mut isize) -> c_int {
+        query(NAME, datatype, |t| Ok((t.true_lb, t.true_ub - t.true_lb)),
             // SAFETY: out-parameters (contract).
             |(a, b)| unsafe { mem::put(true_lb, a, "true_lb").and_then(|_| mem::put(true_extent, b, "true_extent")) })
     }
@@ -429,6 +506,22 @@ mpi_fn! {
                 mem::put(num_integers, e.integers, "num_integers")?;
                 mem::put(num_addresses, e.addresses, "num_addresses")?;
                 mem::put(num_datatypes, e.datatypes, "num_datatypes")?;
+                mem::put(combiner_, e.combiner, "combiner")
+            })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_envelope_c`: Kestrel's constructors keep no large counts, so
+    /// `num_large_counts` is 0.
+    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: c_int, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner_: *mut c_int) -> c_int {
+        query("MPI_Type_get_envelope_c", datatype, |t| Ok(t.envelope),
+            // SAFETY: out-parameters (contract).
+            |e| unsafe {
+                mem::put(num_integers, i64::from(e.integers), "num_integers")?;
+                mem::put(num_addresses, i64::from(e.addresses), "num_addresses")?;
+                mem::put(num_large_counts, 0, "num_large_counts")?;
+                mem::put(num_datatypes, i64::from(e.datatypes), "num_datatypes")?;
                 mem::put(combiner_, e.combiner, "combiner")
             })
     }
@@ -473,10 +566,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Pack`.
-    fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: c_int, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: c_int) -> c_int {
-        api::call("MPI_Pack", comm, |l| {
+    fn MPI_Pack / PMPI_Pack, MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: c_int, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             l.core()?.comm(comm)?;
             // SAFETY: `inbuf` holds `incount` elements (contract).
             let r = unsafe { region(inbuf, incount, datatype) }?;
@@ -495,15 +588,17 @@ mpi_fn! {
             let out = unsafe { mem::slice_mut(outbuf as *mut u8, size, "outbuf") }?;
             out[at..at + data.len()].copy_from_slice(&data);
             // SAFETY: as above.
-            unsafe { mem::put(position, (at + data.len()) as c_int, "position") }
+            let end = mem::narrow::<Count>(at + data.len()).ok_or_else(|| MpiError::new(error::ERR_ARG, "the position does not fit the count type"))?;
+            // SAFETY: as above.
+            unsafe { mem::put(position, end, "position") }
         })
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Unpack`.
-    fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: c_int, comm: c_int) -> c_int {
-        api::call("MPI_Unpack", comm, |l| {
+    fn MPI_Unpack / PMPI_Unpack, MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: c_int, comm: c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             l.core()?.comm(comm)?;
             // SAFETY: `outbuf` holds `outcount` elements (contract).
             let r = unsafe { region(outbuf, outcount, datatype) }?;
@@ -522,20 +617,22 @@ mpi_fn! {
             let input = unsafe { mem::slice(inbuf as *const u8, size, "inbuf") }?;
             r.unpack(&input[at..at + need])?;
             // SAFETY: as above.
-            unsafe { mem::put(position, (at + need) as c_int, "position") }
+            let end = mem::narrow::<Count>(at + need).ok_or_else(|| MpiError::new(error::ERR_ARG, "the position does not fit the count type"))?;
+            // SAFETY: as above.
+            unsafe { mem::put(position, end, "position") }
         })
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Pack_size`.
-    fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: c_int, comm: c_int, size: *mut c_int) -> c_int {
-        api::call("MPI_Pack_size", comm, |l| {
+    fn MPI_Pack_size / PMPI_Pack_size, MPI_Pack_size_c / PMPI_Pack_size_c(incount: Count, datatype: c_int, comm: c_int, size: *mut Count) -> c_int {
+        api::call(NAME, comm, |l| {
             l.core()?.comm(comm)?;
             let n = mem::count(incount)?;
             let t = state::datatype(datatype, false)?;
-            let bytes = c_int::try_from(n * t.size).map_err(|_| {
-                MpiError::new(error::ERR_ARG, "the packed size does not fit an int")
+            let bytes = mem::narrow::<Count>(n * t.size).ok_or_else(|| {
+                MpiError::new(error::ERR_ARG, "the packed size does not fit the count type; use MPI_Pack_size_c")
             })?;
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(size, bytes, "size") }
@@ -572,8 +669,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Type_hvector` (MPI-1 name of `MPI_Type_create_hvector`).
     fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
-        // SAFETY: same contract.
-        unsafe { PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype) }
+        hvector("MPI_Type_hvector", count.into(), blocklength.into(), stride, oldtype, newtype)
     }
 }
 
@@ -581,7 +677,7 @@ mpi_fn! {
     /// `MPI_Type_hindexed` (MPI-1 name of `MPI_Type_create_hindexed`).
     fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: c_int, newtype: *mut c_int) -> c_int {
         // SAFETY: same contract.
-        unsafe { PMPI_Type_create_hindexed(count, blocklengths, displacements, oldtype, newtype) }
+        unsafe { hindexed("MPI_Type_hindexed", count.into(), blocklengths, displacements, oldtype, newtype) }
     }
 }
 
@@ -589,7 +685,7 @@ mpi_fn! {
     /// `MPI_Type_struct` (MPI-1 name of `MPI_Type_create_struct`).
     fn MPI_Type_struct / PMPI_Type_struct(count: c_int, blocklengths: *const c_int, displacements: *const isize, types_: *const c_int, newtype: *mut c_int) -> c_int {
         // SAFETY: same contract.
-        unsafe { PMPI_Type_create_struct(count, blocklengths, displacements, types_, newtype) }
+        unsafe { structure("MPI_Type_struct", count.into(), blocklengths, displacements, types_, newtype) }
     }
 }
 

@@ -34,6 +34,37 @@ macro_rules! mpi_fn {
     };
 }
 
+/// Defines a function in both of MPI-4's bindings: the classic one, whose counts (and the
+/// displacements of v-collectives) are C `int`s, and the large-count `_c` one, where they are
+/// `MPI_Count` (and `MPI_Aint`), both 64-bit here. The body is written once: in it, `Count`
+/// is the binding's count type and `NAME` the function's MPI name.
+macro_rules! mpi_fn_c {
+    ($(#[$doc:meta])* fn $mpi:ident / $pmpi:ident, $mpic:ident / $pmpic:ident ( $($a:ident : $t:ty),* $(,)? ) -> $r:ty $body:block) => {
+        const _: () = {
+            #[allow(dead_code)]
+            type Count = std::os::raw::c_int;
+            #[allow(dead_code)]
+            const NAME: &str = stringify!($mpi);
+            mpi_fn! {
+                $(#[$doc])*
+                #[allow(clippy::useless_conversion)] // `Count` is i64 in the other binding.
+                fn $mpi / $pmpi ($($a: $t),*) -> $r $body
+            }
+        };
+        const _: () = {
+            #[allow(dead_code)]
+            type Count = i64;
+            #[allow(dead_code)]
+            const NAME: &str = stringify!($mpic);
+            mpi_fn! {
+                #[doc = concat!("`", stringify!($mpic), "`: the large-count binding of `", stringify!($mpi), "`.")]
+                #[allow(clippy::useless_conversion)] // `Count` is c_int in the other binding.
+                fn $mpic / $pmpic ($($a: $t),*) -> $r $body
+            }
+        };
+    };
+}
+
 pub mod coll;
 pub mod comm;
 pub mod dpm;
@@ -74,7 +105,7 @@ pub static MPI_WEIGHTS_EMPTY: Sentinel = Sentinel(&WEIGHTS_EMPTY_OBJ as *const c
 #[inline(always)]
 pub(crate) unsafe fn region(
     buf: *const std::os::raw::c_void,
-    count: c_int,
+    count: impl Into<i64>,
     dt: c_int,
 ) -> crate::error::MpiResult<crate::mem::Region> {
     let n = crate::mem::count(count)?;

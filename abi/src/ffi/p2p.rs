@@ -15,7 +15,7 @@ use crate::state;
 fn blocking_send(
     name: &'static str,
     buf: *const c_void,
-    count: c_int,
+    count: i64,
     dt: c_int,
     dest: c_int,
     tag: c_int,
@@ -31,38 +31,38 @@ fn blocking_send(
     })
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Send`.
-    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
-        blocking_send("MPI_Send", buf, count, datatype, dest, tag, comm, Mode::Standard)
+    fn MPI_Send / PMPI_Send, MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
+        blocking_send(NAME, buf, count.into(), datatype, dest, tag, comm, Mode::Standard)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Ssend`.
-    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
-        blocking_send("MPI_Ssend", buf, count, datatype, dest, tag, comm, Mode::Sync)
+    fn MPI_Ssend / PMPI_Ssend, MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
+        blocking_send(NAME, buf, count.into(), datatype, dest, tag, comm, Mode::Sync)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Rsend`.
-    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
-        blocking_send("MPI_Rsend", buf, count, datatype, dest, tag, comm, Mode::Ready)
+    fn MPI_Rsend / PMPI_Rsend, MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
+        blocking_send(NAME, buf, count.into(), datatype, dest, tag, comm, Mode::Ready)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Bsend`.
-    fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
-        blocking_send("MPI_Bsend", buf, count, datatype, dest, tag, comm, Mode::Buffered)
+    fn MPI_Bsend / PMPI_Bsend, MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int) -> c_int {
+        blocking_send(NAME, buf, count.into(), datatype, dest, tag, comm, Mode::Buffered)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Recv`.
-    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MpiStatus) -> c_int {
-        api::call("MPI_Recv", comm, |l| {
+    fn MPI_Recv / PMPI_Recv, MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MpiStatus) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: `buf` holds `count` elements (contract); complete before returning.
             let r = unsafe { region(buf, count, datatype) }?;
@@ -77,7 +77,7 @@ mpi_fn! {
 fn nonblocking_send(
     name: &'static str,
     buf: *const c_void,
-    count: c_int,
+    count: i64,
     dt: c_int,
     dest: c_int,
     tag: c_int,
@@ -97,38 +97,38 @@ fn nonblocking_send(
     })
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Isend`.
-    fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        nonblocking_send("MPI_Isend", buf, count, datatype, dest, tag, comm, Mode::Standard, request)
+    fn MPI_Isend / PMPI_Isend, MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        nonblocking_send(NAME, buf, count.into(), datatype, dest, tag, comm, Mode::Standard, request)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Issend`.
-    fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        nonblocking_send("MPI_Issend", buf, count, datatype, dest, tag, comm, Mode::Sync, request)
+    fn MPI_Issend / PMPI_Issend, MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        nonblocking_send(NAME, buf, count.into(), datatype, dest, tag, comm, Mode::Sync, request)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Irsend`.
-    fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        nonblocking_send("MPI_Irsend", buf, count, datatype, dest, tag, comm, Mode::Ready, request)
+    fn MPI_Irsend / PMPI_Irsend, MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        nonblocking_send(NAME, buf, count.into(), datatype, dest, tag, comm, Mode::Ready, request)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Ibsend`: complete once the data is in the attached buffer.
-    fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        nonblocking_send("MPI_Ibsend", buf, count, datatype, dest, tag, comm, Mode::Buffered, request)
+    fn MPI_Ibsend / PMPI_Ibsend, MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        nonblocking_send(NAME, buf, count.into(), datatype, dest, tag, comm, Mode::Buffered, request)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Irecv`.
-    fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        api::call("MPI_Irecv", comm, |l| {
+    fn MPI_Irecv / PMPI_Irecv, MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: `buf` holds `count` elements and stays untouched until the request
             // completes (contract).
@@ -144,7 +144,7 @@ mpi_fn! {
 fn persistent(
     name: &'static str,
     buf: *const c_void,
-    count: c_int,
+    count: i64,
     dt: c_int,
     peer: c_int,
     tag: c_int,
@@ -184,38 +184,38 @@ fn persistent(
     })
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Send_init`.
-    fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        persistent("MPI_Send_init", buf, count, datatype, dest, tag, comm, Some(Mode::Standard), request)
+    fn MPI_Send_init / PMPI_Send_init, MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent(NAME, buf, count.into(), datatype, dest, tag, comm, Some(Mode::Standard), request)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Ssend_init`.
-    fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        persistent("MPI_Ssend_init", buf, count, datatype, dest, tag, comm, Some(Mode::Sync), request)
+    fn MPI_Ssend_init / PMPI_Ssend_init, MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent(NAME, buf, count.into(), datatype, dest, tag, comm, Some(Mode::Sync), request)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Rsend_init`.
-    fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        persistent("MPI_Rsend_init", buf, count, datatype, dest, tag, comm, Some(Mode::Ready), request)
+    fn MPI_Rsend_init / PMPI_Rsend_init, MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent(NAME, buf, count.into(), datatype, dest, tag, comm, Some(Mode::Ready), request)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Bsend_init`.
-    fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        persistent("MPI_Bsend_init", buf, count, datatype, dest, tag, comm, Some(Mode::Buffered), request)
+    fn MPI_Bsend_init / PMPI_Bsend_init, MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: Count, datatype: c_int, dest: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent(NAME, buf, count.into(), datatype, dest, tag, comm, Some(Mode::Buffered), request)
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Recv_init`.
-    fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        persistent("MPI_Recv_init", buf, count, datatype, source, tag, comm, None, request)
+    fn MPI_Recv_init / PMPI_Recv_init, MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: Count, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        persistent(NAME, buf, count.into(), datatype, source, tag, comm, None, request)
     }
 }
 
@@ -245,10 +245,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Buffer_attach`.
-    fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-        api::call("MPI_Buffer_attach", handle::COMM_WORLD, |l| {
+    fn MPI_Buffer_attach / PMPI_Buffer_attach, MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: Count) -> c_int {
+        api::call(NAME, handle::COMM_WORLD, |l| {
             let n = mem::count(size)?;
             let t = state::datatype(BYTE, true)?;
             // SAFETY: the program gives the library `size` bytes at `buffer` until it
@@ -259,28 +259,28 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Buffer_detach`: waits for the buffered sends, then returns the buffer.
-    fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
-        api::call("MPI_Buffer_detach", handle::COMM_WORLD, |l| {
+    fn MPI_Buffer_detach / PMPI_Buffer_detach, MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count) -> c_int {
+        api::call(NAME, handle::COMM_WORLD, |l| {
             let (addr, n) = p2p::buffer_detach(l.core()?)?;
             // SAFETY: `buffer_addr` is a `void **` in disguise; `size` an int (contract).
             unsafe {
                 mem::put(buffer_addr as *mut usize, addr, "buffer_addr")?;
-                mem::put(size, n as c_int, "size")
+                mem::put(size, mem::narrow(n).unwrap_or(Count::MAX), "size")
             }
         })
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Sendrecv`.
-    fn MPI_Sendrecv / PMPI_Sendrecv(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, source: c_int, recvtag: c_int,
+    fn MPI_Sendrecv / PMPI_Sendrecv, MPI_Sendrecv_c / PMPI_Sendrecv_c(
+        sendbuf: *const c_void, sendcount: Count, sendtype: c_int, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, source: c_int, recvtag: c_int,
         comm: c_int, status: *mut MpiStatus,
     ) -> c_int {
-        api::call("MPI_Sendrecv", comm, |l| {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: both buffers hold their elements (contract); complete before returning.
             let s = unsafe { region(sendbuf, sendcount, sendtype) }?;
@@ -294,13 +294,13 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Sendrecv_replace`: the outgoing data is copied first.
-    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
-        buf: *mut c_void, count: c_int, datatype: c_int, dest: c_int, sendtag: c_int,
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace, MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(
+        buf: *mut c_void, count: Count, datatype: c_int, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: c_int, status: *mut MpiStatus,
     ) -> c_int {
-        api::call("MPI_Sendrecv_replace", comm, |l| {
+        api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: `buf` holds `count` elements (contract); complete before returning.
             let r = unsafe { region(buf, count, datatype) }?;
@@ -377,10 +377,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Mrecv`.
-    fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: c_int, message: *mut c_int, status: *mut MpiStatus) -> c_int {
-        api::call("MPI_Mrecv", handle::COMM_WORLD, |l| {
+    fn MPI_Mrecv / PMPI_Mrecv, MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: c_int, message: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api::call(NAME, handle::COMM_WORLD, |l| {
             let core = l.core()?;
             // SAFETY: in-out parameter (contract).
             let m = unsafe { mem::get(message, "message") }?;
@@ -399,10 +399,10 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Imrecv`.
-    fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: c_int, message: *mut c_int, request: *mut c_int) -> c_int {
-        api::call("MPI_Imrecv", handle::COMM_WORLD, |l| {
+    fn MPI_Imrecv / PMPI_Imrecv, MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: c_int, message: *mut c_int, request: *mut c_int) -> c_int {
+        api::call(NAME, handle::COMM_WORLD, |l| {
             let core = l.core()?;
             // SAFETY: in-out parameter (contract).
             let m = unsafe { mem::get(message, "message") }?;
@@ -470,19 +470,19 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Get_count`: `MPI_UNDEFINED` when the bytes are not whole elements.
-    fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: c_int, count: *mut c_int) -> c_int {
-        api::call_types("MPI_Get_count", || {
+    fn MPI_Get_count / PMPI_Get_count, MPI_Get_count_c / PMPI_Get_count_c(status: *const MpiStatus, datatype: c_int, count: *mut Count) -> c_int {
+        api::call_types(NAME, || {
             // SAFETY: a status (contract).
             let st = unsafe { mem::get_status(status) }?;
             let t = state::datatype(datatype, false)?;
-            let n = if t.size == 0 {
+            let n: Count = if t.size == 0 {
                 0
             } else if st.bytes % t.size != 0 {
-                UNDEFINED
+                Count::from(UNDEFINED)
             } else {
-                c_int::try_from(st.bytes / t.size).unwrap_or(UNDEFINED)
+                mem::narrow(st.bytes / t.size).unwrap_or(Count::from(UNDEFINED))
             };
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(count, n, "count") }
@@ -496,13 +496,13 @@ fn elements(status: *const MpiStatus, datatype: c_int) -> Result<Option<usize>, 
     Ok(state::datatype(datatype, false)?.elements_in(st.bytes))
 }
 
-mpi_fn! {
+mpi_fn_c! {
     /// `MPI_Get_elements`.
-    fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: c_int, count: *mut c_int) -> c_int {
-        api::call_types("MPI_Get_elements", || {
-            let n = elements(status, datatype)?
-                .and_then(|n| c_int::try_from(n).ok())
-                .unwrap_or(UNDEFINED);
+    fn MPI_Get_elements / PMPI_Get_elements, MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: c_int, count: *mut Count) -> c_int {
+        api::call_types(NAME, || {
+            let n: Count = elements(status, datatype)?
+                .and_then(mem::narrow)
+                .unwrap_or(Count::from(UNDEFINED));
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(count, n, "count") }
         })
