@@ -22,7 +22,7 @@ use crate::mem::{Region, VBuf};
 use crate::state::Core;
 use crate::types::{self, Dt, ReduceView};
 
-fn coll_err(e: kestrel_pml::PmlError) -> MpiError {
+pub(crate) fn coll_err(e: kestrel_pml::PmlError) -> MpiError {
     error::pml(error::ERR_ARG)(e)
 }
 
@@ -39,7 +39,8 @@ pub enum View {
 }
 
 impl View {
-    fn dtype(self) -> Dtype {
+    /// The element type the reduction sees.
+    pub fn dtype(self) -> Dtype {
         match self {
             View::Raw(d) | View::Packed(d) | View::Struct(d) => d,
         }
@@ -222,7 +223,7 @@ fn complex_kernel<const N: usize>(
 }
 
 /// The data of `r` as the view wants it.
-fn view_data(r: &Region, view: View) -> MpiResult<Vec<u8>> {
+pub(crate) fn view_data(r: &Region, view: View) -> MpiResult<Vec<u8>> {
     match view {
         View::Raw(_) => Ok(r.bytes().to_vec()),
         View::Packed(_) => r.pack(),
@@ -237,7 +238,7 @@ fn view_data(r: &Region, view: View) -> MpiResult<Vec<u8>> {
 }
 
 /// Writes `data` (in the view's form) into `r`.
-fn view_store(r: &mut Region, view: View, data: &[u8]) -> MpiResult<()> {
+pub(crate) fn view_store(r: &mut Region, view: View, data: &[u8]) -> MpiResult<()> {
     match view {
         View::Raw(_) => {
             r.bytes_mut().copy_from_slice(data);
@@ -255,7 +256,7 @@ fn view_store(r: &mut Region, view: View, data: &[u8]) -> MpiResult<()> {
 
 /// Context, rank and size of an intra-communicator; an inter-communicator is an error
 /// (the engine's intra-communicator algorithms would address remote ranks).
-fn ctx_of(core: &Core, comm: c_int) -> MpiResult<(u16, u32, u32)> {
+pub(crate) fn ctx_of(core: &Core, comm: c_int) -> MpiResult<(u16, u32, u32)> {
     let c = core.comm(comm)?;
     if c.is_inter() {
         return Err(MpiError::new(
@@ -269,7 +270,7 @@ fn ctx_of(core: &Core, comm: c_int) -> MpiResult<(u16, u32, u32)> {
 }
 
 /// The context and remote size of `comm` when it is an inter-communicator.
-fn inter_of(core: &Core, comm: c_int) -> MpiResult<Option<(u16, u32)>> {
+pub(crate) fn inter_of(core: &Core, comm: c_int) -> MpiResult<Option<(u16, u32)>> {
     let c = core.comm(comm)?;
     Ok(c.remote.as_ref().map(|r| (c.ctx, r.len() as u32)))
 }
@@ -279,7 +280,7 @@ pub const ROOT: c_int = -3;
 
 /// The engine's root of an inter-communicator broadcast: `MPI_ROOT` at the root,
 /// `MPI_PROC_NULL` in the rest of its group, the root's rank in the other group.
-fn inter_root(root: c_int, remote_size: u32) -> MpiResult<InterRoot> {
+pub(crate) fn inter_root(root: c_int, remote_size: u32) -> MpiResult<InterRoot> {
     match root {
         ROOT => Ok(InterRoot::Root),
         crate::p2p::PROC_NULL => Ok(InterRoot::RootGroup),
@@ -295,14 +296,14 @@ fn inter_root(root: c_int, remote_size: u32) -> MpiResult<InterRoot> {
     }
 }
 
-fn no_inter_in_place(what: &str) -> MpiError {
+pub(crate) fn no_inter_in_place(what: &str) -> MpiError {
     MpiError::new(
         error::ERR_BUFFER,
         format!("MPI_IN_PLACE is not allowed in {what} on an inter-communicator"),
     )
 }
 
-fn check_root(root: c_int, n: u32) -> MpiResult<u32> {
+pub(crate) fn check_root(root: c_int, n: u32) -> MpiResult<u32> {
     if root < 0 || root as u32 >= n {
         return Err(MpiError::new(
             error::ERR_ROOT,
@@ -598,7 +599,7 @@ fn hull_mut(v: &mut VBuf) -> &mut [u8] {
     v.hull.slice_mut(0, n)
 }
 
-fn check_blocks(v: &VBuf, n: u32, what: &str) -> MpiResult<()> {
+pub(crate) fn check_blocks(v: &VBuf, n: u32, what: &str) -> MpiResult<()> {
     if v.counts.len() != n as usize {
         return Err(MpiError::new(
             error::ERR_COUNT,

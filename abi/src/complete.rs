@@ -68,7 +68,14 @@ fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
 
 /// The error a completed request reports, if any, on its communicator.
 pub fn status_error(st: &St, comm: c_int) -> MpiResult<()> {
-    p2p::check_truncation(st, st.bytes).map_err(|e| e.on(comm))
+    p2p::check_truncation(st, st.bytes).map_err(|e| e.on(comm))?;
+    if st.error != error::SUCCESS && st.error != error::ERR_TRUNCATE {
+        // A collective's failure: its code carries the message.
+        let class = error::class_of(st.error).unwrap_or(error::ERR_OTHER);
+        let msg = error::string_of(st.error).unwrap_or_default();
+        return Err(MpiError::new(class, msg).on(comm));
+    }
+    Ok(())
 }
 
 fn comm_of(core: &Core, i: u32) -> c_int {
@@ -329,6 +336,8 @@ pub fn free(core: &mut Core, h: &mut c_int) -> MpiResult<()> {
     if let Some(r) = core.requests.remove(i) {
         if r.is_active() {
             core.detached.push(r);
+        } else if let Some(Persistent::Coll { id }) = r.persistent() {
+            core.engine.coll_free(*id);
         }
     }
     *h = handle::REQUEST_NULL;
@@ -357,6 +366,22 @@ pub fn start(core: &mut Core, h: c_int) -> MpiResult<()> {
         },
         None => return Err(requests::bad_request(h)),
     };
+    if let Persistent::Coll { id } = p {
+        let Core {
+            engine, requests, ..
+        } = core;
+        let r = requests
+            .get_mut(i)
+            .ok_or_else(|| requests::bad_request(h))?;
+        if let Some(plan) = r.extra.as_mut().and_then(|x| x.coll.as_mut()) {
+            plan.fill()?;
+        }
+        engine
+            .coll_start(id)
+            .map_err(error::pml(error::ERR_REQUEST))?;
+        r.state = ReqState::Active(id);
+        return Ok(());
+    }
     let mut fresh = match &p {
         Persistent::Send {
             mode,
@@ -365,6 +390,7 @@ pub fn start(core: &mut Core, h: c_int) -> MpiResult<()> {
             tag,
         } => p2p::start_send(core, comm, region, *peer, *tag, *mode)?,
         Persistent::Recv { region, peer, tag } => p2p::start_recv(core, comm, region, *peer, *tag)?,
+        Persistent::Coll { .. } => unreachable!("started above"),
     };
     fresh.extra().persistent = Some(p);
     if let Some(r) = core.requests.get_mut(i) {

@@ -32,6 +32,7 @@ pub mod error;
 #[allow(unsafe_code)]
 pub mod ffi;
 pub mod handle;
+pub mod icoll;
 pub mod mem;
 pub mod p2p;
 pub mod requests;

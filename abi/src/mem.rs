@@ -392,6 +392,12 @@ impl Staging {
         &self.0
     }
 
+    /// The bytes, to refill between the runs of a persistent request (never while the
+    /// engine uses them).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
     /// A buffer the engine may read or write.
     ///
     /// # Safety

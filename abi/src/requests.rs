@@ -57,6 +57,12 @@ pub enum Persistent {
         /// Tag or `MPI_ANY_TAG`.
         tag: c_int,
     },
+    /// A persistent collective: the engine's schedule (its staging is the request's
+    /// [`Extra::coll`]).
+    Coll {
+        /// The engine's persistent collective request.
+        id: ReqId,
+    },
 }
 
 /// Where a request is.
@@ -95,6 +101,8 @@ pub struct Extra {
     pub unpack_into: Option<Region>,
     /// Set for persistent requests.
     pub persistent: Option<Persistent>,
+    /// A collective's staging, filled at every start and drained at every completion.
+    pub coll: Option<crate::icoll::Plan>,
 }
 
 impl ReqRec {
@@ -249,6 +257,16 @@ pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
             let Some(s) = engine.try_complete(id) else {
                 return Ok(false);
             };
+            if kestrel_pml::nbc::is_coll(id) {
+                let st = coll_status(engine, id, s);
+                rec.state = ReqState::Done(st);
+                if st.error == error::SUCCESS {
+                    if let Some(plan) = rec.extra.as_ref().and_then(|x| x.coll.as_ref()) {
+                        plan.drain()?;
+                    }
+                }
+                return Ok(true);
+            }
             let st = status_of(s);
             rec.state = ReqState::Done(st);
             if let Some(extra) = rec.extra.as_mut() {
@@ -262,6 +280,25 @@ pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
             Ok(true)
         }
     }
+}
+
+/// The status of a completed collective: no source, tag or count; its error as an error
+/// code that carries the engine's message.
+fn coll_status(engine: &mut Engine, id: ReqId, s: Status) -> St {
+    let mut st = St::empty(crate::p2p::ANY_SOURCE);
+    if s.failed_peer.is_some() || s.truncated_from.is_some() || s.op_failed {
+        let class = if s.truncated_from.is_some() {
+            error::ERR_TRUNCATE
+        } else {
+            error::ERR_OTHER
+        };
+        let msg = match engine.coll_error(id) {
+            Some(e) => e.to_string(),
+            None => "the collective failed".to_string(),
+        };
+        st.error = error::code_for(class, msg);
+    }
+    st
 }
 
 /// Progresses until `rec` completes; returns its status and leaves it inactive.

@@ -342,7 +342,15 @@ impl Core {
             engine, detached, ..
         } = self;
         // A request whose unpack failed is finished too: nobody can report the error.
-        detached.retain_mut(|r| matches!(requests::poll(engine, r), Ok(false)));
+        detached.retain_mut(|r| {
+            let running = matches!(requests::poll(engine, r), Ok(false));
+            if !running {
+                if let Some(requests::Persistent::Coll { id }) = r.persistent() {
+                    engine.coll_free(*id);
+                }
+            }
+            running
+        });
     }
 }
 

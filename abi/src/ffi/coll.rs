@@ -2,20 +2,22 @@
 
 use std::os::raw::{c_int, c_void};
 
+use super::coll_args::{self as args, Lay};
 use super::region;
 use crate::api;
 use crate::coll;
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
+use crate::icoll::{self, Start};
 use crate::mem::{self, Region, VBuf, IN_PLACE};
 use crate::state::{self, Core, OpFn, OpRec, UserFn, UserFnC};
 use crate::types::Dt;
 
-fn in_place(p: *const c_void) -> bool {
+pub(super) fn in_place(p: *const c_void) -> bool {
     p as usize == IN_PLACE
 }
 
-fn no_in_place(p: *const c_void, what: &str) -> MpiResult<()> {
+pub(super) fn no_in_place(p: *const c_void, what: &str) -> MpiResult<()> {
     if in_place(p) {
         return Err(MpiError::new(
             error::ERR_BUFFER,
@@ -25,17 +27,30 @@ fn no_in_place(p: *const c_void, what: &str) -> MpiResult<()> {
     Ok(())
 }
 
-/// Rank and size of `comm`.
-fn me_n(core: &Core, comm: c_int) -> MpiResult<(c_int, usize)> {
+/// Whether this process is a rooted collective's root (`root` names it in an
+/// intra-communicator; `MPI_ROOT` does on an inter-communicator), and how many blocks the
+/// root's buffer has (one per rank, or per member of the other group).
+pub(super) fn root_here(core: &Core, comm: c_int, root: c_int) -> MpiResult<(bool, usize)> {
     let c = core.comm(comm)?;
-    Ok((c.rank, c.members.len()))
+    let here = if c.is_inter() {
+        root == crate::coll::ROOT
+    } else {
+        c.rank == root
+    };
+    Ok((here, c.peer_count() as usize))
+}
+
+/// Whether this process takes part in a rooted collective on an inter-communicator as a
+/// bystander (`MPI_PROC_NULL`: the root's group, not the root).
+pub(super) fn bystander(core: &Core, comm: c_int, root: c_int) -> MpiResult<bool> {
+    Ok(core.comm(comm)?.is_inter() && root == crate::p2p::PROC_NULL)
 }
 
 /// The blocks of `n` ranks' equal parts of `count` elements each.
 ///
 /// # Safety
 /// `buf` holds `n * count` elements of `dt` (the caller's contract).
-unsafe fn equal_blocks(
+pub(super) unsafe fn equal_blocks(
     buf: *const c_void,
     count: impl Into<i64>,
     dt: c_int,
@@ -53,7 +68,7 @@ unsafe fn equal_blocks(
 ///
 /// # Safety
 /// `counts` and `displs` hold `n` entries; `buf` holds the blocks they describe.
-unsafe fn var_blocks<T: Copy + Into<i64>>(
+pub(super) unsafe fn var_blocks<T: Copy + Into<i64>>(
     buf: *const c_void,
     counts: *const T,
     displs: *const T,
@@ -81,6 +96,28 @@ mpi_fn! {
     }
 }
 
+pub(super) fn op_and_type(
+    core: &Core,
+    op: c_int,
+    datatype: c_int,
+    count: impl Into<i64>,
+) -> MpiResult<(usize, Dt, coll::Red)> {
+    let n = mem::count(count)?;
+    let dt = state::datatype(datatype, true)?;
+    let red = coll::resolve_op(core, op, datatype, &dt)?;
+    Ok((n, dt, red))
+}
+
+/// Runs a collective the blocking path has no inter-communicator algorithm for through its
+/// schedule, to completion.
+fn blocking(core: &mut Core, rec: MpiResult<crate::requests::ReqRec>) -> MpiResult<()> {
+    icoll::run_blocking(core, rec?)
+}
+
+fn is_inter(core: &Core, comm: c_int) -> MpiResult<bool> {
+    Ok(core.comm(comm)?.is_inter())
+}
+
 mpi_fn_c! {
     /// `MPI_Bcast`.
     fn MPI_Bcast / PMPI_Bcast, MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: c_int, root: c_int, comm: c_int) -> c_int {
@@ -93,40 +130,17 @@ mpi_fn_c! {
     }
 }
 
-fn op_and_type(
-    core: &Core,
-    op: c_int,
-    datatype: c_int,
-    count: impl Into<i64>,
-) -> MpiResult<(usize, Dt, coll::Red)> {
-    let n = mem::count(count)?;
-    let dt = state::datatype(datatype, true)?;
-    let red = coll::resolve_op(core, op, datatype, &dt)?;
-    Ok((n, dt, red))
-}
-
 mpi_fn_c! {
     /// `MPI_Reduce`.
     fn MPI_Reduce / PMPI_Reduce, MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, root: c_int, comm: c_int) -> c_int {
         api::call(NAME, comm, |l| {
             let core = l.core()?;
-            let (me, _) = me_n(core, comm)?;
-            let (n, dt, red) = op_and_type(core, op, datatype, count)?;
-            let send = if in_place(sendbuf) {
-                if me != root {
-                    return Err(MpiError::new(error::ERR_BUFFER, "MPI_IN_PLACE is only the root's send buffer"));
-                }
-                None
-            } else {
-                // SAFETY: `sendbuf` holds `count` elements (contract); blocking call.
-                Some(unsafe { Region::new(sendbuf, n, dt.clone()) }?)
-            };
-            let mut recv = if me == root {
-                // SAFETY: `recvbuf` holds `count` elements at the root (contract).
-                Some(unsafe { Region::new(recvbuf, n, dt) }?)
-            } else {
-                None
-            };
+            // SAFETY: the buffers hold `count` elements where MPI uses them (contract).
+            let (send, mut recv, red) = unsafe { args::reduce(core, comm, sendbuf, recvbuf, count.into(), datatype, op, root) }?;
+            if is_inter(core, comm)? {
+                let rec = icoll::reduce(core, comm, send.as_ref(), recv.as_ref(), &red, root, Start::Now);
+                return blocking(core, rec);
+            }
             coll::reduce(core, comm, send.as_ref(), recv.as_mut(), &red, root)
         })
     }
@@ -137,15 +151,9 @@ mpi_fn_c! {
     fn MPI_Allreduce / PMPI_Allreduce, MPI_Allreduce_c / PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int) -> c_int {
         api::call(NAME, comm, |l| {
             let core = l.core()?;
-            let (n, dt, red) = op_and_type(core, op, datatype, count)?;
-            let send = if in_place(sendbuf) {
-                None
-            } else {
-                // SAFETY: `sendbuf` holds `count` elements (contract); blocking call.
-                Some(unsafe { Region::new(sendbuf, n, dt.clone()) }?)
-            };
-            // SAFETY: `recvbuf` holds `count` elements (contract).
-            let mut recv = unsafe { Region::new(recvbuf, n, dt) }?;
+            // SAFETY: both buffers hold `count` elements (contract); blocking call.
+            let (send, recv, red) = unsafe { args::reduction(core, sendbuf, recvbuf, count.into(), datatype, op, true, true) }?;
+            let mut recv = recv.expect("asked for");
             coll::allreduce(core, comm, send.as_ref(), &mut recv, &red)
         })
     }
@@ -163,15 +171,10 @@ fn scan(
 ) -> c_int {
     api::call(name, comm, |l| {
         let core = l.core()?;
-        let (n, dt, red) = op_and_type(core, op, datatype, count)?;
-        let send = if in_place(sendbuf) {
-            None
-        } else {
-            // SAFETY: `sendbuf` holds `count` elements (contract); blocking call.
-            Some(unsafe { Region::new(sendbuf, n, dt.clone()) }?)
-        };
-        // SAFETY: `recvbuf` holds `count` elements (contract).
-        let mut recv = unsafe { Region::new(recvbuf, n, dt) }?;
+        // SAFETY: both buffers hold `count` elements (contract); blocking call.
+        let (send, recv, red) =
+            unsafe { args::reduction(core, sendbuf, recvbuf, count, datatype, op, true, true) }?;
+        let mut recv = recv.expect("asked for");
         coll::scan(core, comm, send.as_ref(), &mut recv, &red, exclusive)
     })
 }
@@ -201,31 +204,31 @@ fn reduce_scatter(
 ) -> c_int {
     api::call(name, comm, |l| {
         let core = l.core()?;
-        let (me, n) = me_n(core, comm)?;
-        let counts = counts_of(n)?;
-        let total: usize = counts.iter().sum();
-        let (_, dt, red) = op_and_type(core, op, datatype, 0)?;
-        let input = if in_place(sendbuf) {
-            // SAFETY: in place, `recvbuf` holds every rank's input (contract).
-            unsafe { Region::new(recvbuf, total, dt.clone()) }?
-        } else {
-            // SAFETY: `sendbuf` holds every rank's input (contract); blocking call.
-            unsafe { Region::new(sendbuf, total, dt.clone()) }?
-        };
-        // SAFETY: `recvbuf` holds this rank's share (contract).
-        let mut recv = unsafe { Region::new(recvbuf, counts[me as usize], dt) }?;
-        coll::reduce_scatter(core, comm, &input, &mut recv, &counts, &red)
+        // SAFETY: the buffers hold what the counts describe (contract of the entry points).
+        let mut a =
+            unsafe { args::reduce_scatter(core, comm, sendbuf, recvbuf, counts_of, datatype, op) }?;
+        if is_inter(core, comm)? {
+            let rec = icoll::reduce_scatter(
+                core,
+                comm,
+                &a.input,
+                a.in_place,
+                &a.recv,
+                &a.counts,
+                &a.red,
+                Start::Now,
+            );
+            return blocking(core, rec);
+        }
+        coll::reduce_scatter(core, comm, &a.input, &mut a.recv, &a.counts, &a.red)
     })
 }
 
 mpi_fn_c! {
     /// `MPI_Reduce_scatter`.
     fn MPI_Reduce_scatter / PMPI_Reduce_scatter, MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: c_int, op: c_int, comm: c_int) -> c_int {
-        let counts_of = |n: usize| -> MpiResult<Vec<usize>> {
-            // SAFETY: `recvcounts` holds one count per rank (contract).
-            let cs = unsafe { mem::slice(recvcounts, n, "recvcounts") }?;
-            cs.iter().map(|&c| mem::count(c)).collect()
-        };
+        // SAFETY: `recvcounts` holds one count per rank (contract).
+        let counts_of = |n: usize| unsafe { mem::counts(recvcounts, n, "recvcounts") };
         reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm)
     }
 }
@@ -238,181 +241,185 @@ mpi_fn_c! {
     }
 }
 
+fn gather<T: Copy + Into<i64>>(
+    name: &'static str,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    lay: Lay<T>,
+    recvtype: c_int,
+    root: c_int,
+    comm: c_int,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let core = l.core()?;
+        // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
+        let mut a = unsafe {
+            args::gather(
+                core, comm, root, sendbuf, sendcount, sendtype, recvbuf, lay, recvtype,
+            )
+        }?;
+        if is_inter(core, comm)? {
+            let rec = icoll::gatherv(
+                core,
+                comm,
+                a.single.as_ref(),
+                a.blocks.as_ref(),
+                root,
+                Start::Now,
+            );
+            return blocking(core, rec);
+        }
+        coll::gatherv(core, comm, a.single.as_ref(), a.blocks.as_mut(), root)
+    })
+}
+
 mpi_fn_c! {
     /// `MPI_Gather`.
     fn MPI_Gather / PMPI_Gather, MPI_Gather_c / PMPI_Gather_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call(NAME, comm, |l| {
-            let core = l.core()?;
-            let (me, n) = me_n(core, comm)?;
-            let is_root = me == root;
-            let send = if is_root && in_place(sendbuf) {
-                None
-            } else {
-                no_in_place(sendbuf, "send buffer of a non-root rank")?;
-                // SAFETY: `sendbuf` holds `sendcount` elements (contract); blocking call.
-                Some(unsafe { region(sendbuf, sendcount, sendtype) }?)
-            };
-            let mut recv = if is_root {
-                // SAFETY: the root's `recvbuf` holds `n * recvcount` elements (contract).
-                Some(unsafe { equal_blocks(recvbuf, recvcount, recvtype, n) }?)
-            } else {
-                None
-            };
-            coll::gatherv(core, comm, send.as_ref(), recv.as_mut(), root)
-        })
+        gather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, root, comm)
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Gatherv`.
     fn MPI_Gatherv / PMPI_Gatherv, MPI_Gatherv_c / PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Count, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call(NAME, comm, |l| {
-            let core = l.core()?;
-            let (me, n) = me_n(core, comm)?;
-            let is_root = me == root;
-            let send = if is_root && in_place(sendbuf) {
-                None
-            } else {
-                no_in_place(sendbuf, "send buffer of a non-root rank")?;
-                // SAFETY: `sendbuf` holds `sendcount` elements (contract); blocking call.
-                Some(unsafe { region(sendbuf, sendcount, sendtype) }?)
-            };
-            let mut recv = if is_root {
-                // SAFETY: at the root, the arrays have `n` entries and `recvbuf` holds the
-                // blocks they describe (contract).
-                Some(unsafe { var_blocks(recvbuf, recvcounts, displs, recvtype, n) }?)
-            } else {
-                None
-            };
-            coll::gatherv(core, comm, send.as_ref(), recv.as_mut(), root)
-        })
+        gather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, root, comm)
     }
+}
+
+fn scatter<T: Copy + Into<i64>>(
+    name: &'static str,
+    sendbuf: *const c_void,
+    lay: Lay<T>,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: c_int,
+    root: c_int,
+    comm: c_int,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let core = l.core()?;
+        // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
+        let mut a = unsafe {
+            args::scatter(
+                core, comm, root, sendbuf, lay, sendtype, recvbuf, recvcount, recvtype,
+            )
+        }?;
+        if is_inter(core, comm)? {
+            let rec = icoll::scatterv(
+                core,
+                comm,
+                a.blocks.as_ref(),
+                a.single.as_ref(),
+                root,
+                Start::Now,
+            );
+            return blocking(core, rec);
+        }
+        coll::scatterv(core, comm, a.blocks.as_ref(), a.single.as_mut(), root)
+    })
 }
 
 mpi_fn_c! {
     /// `MPI_Scatter`.
     fn MPI_Scatter / PMPI_Scatter, MPI_Scatter_c / PMPI_Scatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call(NAME, comm, |l| {
-            let core = l.core()?;
-            let (me, n) = me_n(core, comm)?;
-            let is_root = me == root;
-            let send = if is_root {
-                // SAFETY: the root's `sendbuf` holds `n * sendcount` elements (contract).
-                Some(unsafe { equal_blocks(sendbuf, sendcount, sendtype, n) }?)
-            } else {
-                None
-            };
-            let mut recv = if is_root && in_place(recvbuf) {
-                None
-            } else {
-                no_in_place(recvbuf, "receive buffer of a non-root rank")?;
-                // SAFETY: `recvbuf` holds `recvcount` elements (contract).
-                Some(unsafe { region(recvbuf, recvcount, recvtype) }?)
-            };
-            coll::scatterv(core, comm, send.as_ref(), recv.as_mut(), root)
-        })
+        scatter::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, recvcount.into(), recvtype, root, comm)
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Scatterv`.
     fn MPI_Scatterv / PMPI_Scatterv, MPI_Scatterv_c / PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int) -> c_int {
-        api::call(NAME, comm, |l| {
-            let core = l.core()?;
-            let (me, n) = me_n(core, comm)?;
-            let is_root = me == root;
-            let send = if is_root {
-                // SAFETY: at the root, the arrays have `n` entries and `sendbuf` holds the
-                // blocks they describe (contract).
-                Some(unsafe { var_blocks(sendbuf, sendcounts, displs, sendtype, n) }?)
-            } else {
-                None
-            };
-            let mut recv = if is_root && in_place(recvbuf) {
-                None
-            } else {
-                no_in_place(recvbuf, "receive buffer of a non-root rank")?;
-                // SAFETY: `recvbuf` holds `recvcount` elements (contract).
-                Some(unsafe { region(recvbuf, recvcount, recvtype) }?)
-            };
-            coll::scatterv(core, comm, send.as_ref(), recv.as_mut(), root)
-        })
+        scatter(NAME, sendbuf, Lay::Var(sendcounts, displs), sendtype, recvbuf, recvcount.into(), recvtype, root, comm)
     }
+}
+
+fn allgather<T: Copy + Into<i64>>(
+    name: &'static str,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    lay: Lay<T>,
+    recvtype: c_int,
+    comm: c_int,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let core = l.core()?;
+        // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
+        let (send, mut recv) = unsafe {
+            args::allgather(
+                core, comm, sendbuf, sendcount, sendtype, recvbuf, lay, recvtype,
+            )
+        }?;
+        coll::allgatherv(core, comm, send.as_ref(), &mut recv)
+    })
 }
 
 mpi_fn_c! {
     /// `MPI_Allgather`.
     fn MPI_Allgather / PMPI_Allgather, MPI_Allgather_c / PMPI_Allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int) -> c_int {
-        api::call(NAME, comm, |l| {
-            let core = l.core()?;
-            // One block per rank of the other group on an inter-communicator.
-            let n = core.comm(comm)?.peer_count() as usize;
-            let send = if in_place(sendbuf) {
-                None
-            } else {
-                // SAFETY: `sendbuf` holds `sendcount` elements (contract); blocking call.
-                Some(unsafe { region(sendbuf, sendcount, sendtype) }?)
-            };
-            // SAFETY: `recvbuf` holds `n * recvcount` elements (contract).
-            let mut recv = unsafe { equal_blocks(recvbuf, recvcount, recvtype, n) }?;
-            coll::allgatherv(core, comm, send.as_ref(), &mut recv)
-        })
+        allgather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm)
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Allgatherv`.
     fn MPI_Allgatherv / PMPI_Allgatherv, MPI_Allgatherv_c / PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Count, recvtype: c_int, comm: c_int) -> c_int {
-        api::call(NAME, comm, |l| {
-            let core = l.core()?;
-            let n = core.comm(comm)?.peer_count() as usize;
-            let send = if in_place(sendbuf) {
-                None
-            } else {
-                // SAFETY: `sendbuf` holds `sendcount` elements (contract); blocking call.
-                Some(unsafe { region(sendbuf, sendcount, sendtype) }?)
-            };
-            // SAFETY: the arrays have `n` entries; `recvbuf` holds their blocks (contract).
-            let mut recv = unsafe { var_blocks(recvbuf, recvcounts, displs, recvtype, n) }?;
-            coll::allgatherv(core, comm, send.as_ref(), &mut recv)
-        })
+        allgather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, comm)
     }
+}
+
+fn alltoall<T: Copy + Into<i64>>(
+    name: &'static str,
+    sendbuf: *const c_void,
+    slay: Lay<T>,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    rlay: Lay<T>,
+    recvtype: c_int,
+    comm: c_int,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let core = l.core()?;
+        // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
+        let (send, mut recv) = unsafe {
+            args::alltoall(core, comm, sendbuf, slay, sendtype, recvbuf, rlay, recvtype)
+        }?;
+        if is_inter(core, comm)? {
+            let rec = icoll::alltoallv(core, comm, send.as_ref(), &recv, Start::Now);
+            return blocking(core, rec);
+        }
+        coll::alltoallv(core, comm, send.as_ref(), &mut recv)
+    })
 }
 
 mpi_fn_c! {
     /// `MPI_Alltoall`.
     fn MPI_Alltoall / PMPI_Alltoall, MPI_Alltoall_c / PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int) -> c_int {
-        api::call(NAME, comm, |l| {
-            let core = l.core()?;
-            let (_, n) = me_n(core, comm)?;
-            let send = if in_place(sendbuf) {
-                None
-            } else {
-                // SAFETY: `sendbuf` holds `n * sendcount` elements (contract).
-                Some(unsafe { equal_blocks(sendbuf, sendcount, sendtype, n) }?)
-            };
-            // SAFETY: `recvbuf` holds `n * recvcount` elements (contract).
-            let mut recv = unsafe { equal_blocks(recvbuf, recvcount, recvtype, n) }?;
-            coll::alltoallv(core, comm, send.as_ref(), &mut recv)
-        })
+        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm)
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Alltoallv`.
     fn MPI_Alltoallv / PMPI_Alltoallv, MPI_Alltoallv_c / PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtype: c_int, comm: c_int) -> c_int {
+        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm)
+    }
+}
+
+mpi_fn_c! {
+    /// `MPI_Alltoallw`: per-peer datatypes, displacements in bytes (run as a schedule).
+    fn MPI_Alltoallw / PMPI_Alltoallw, MPI_Alltoallw_c / PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtypes: *const c_int, comm: c_int) -> c_int {
         api::call(NAME, comm, |l| {
             let core = l.core()?;
-            let (_, n) = me_n(core, comm)?;
-            let send = if in_place(sendbuf) {
-                None
-            } else {
-                // SAFETY: the arrays have `n` entries; `sendbuf` holds their blocks (contract).
-                Some(unsafe { var_blocks(sendbuf, sendcounts, sdispls, sendtype, n) }?)
-            };
-            // SAFETY: as above for the receive side.
-            let mut recv = unsafe { var_blocks(recvbuf, recvcounts, rdispls, recvtype, n) }?;
-            coll::alltoallv(core, comm, send.as_ref(), &mut recv)
+            // SAFETY: the arrays hold one entry per peer; the buffers what they describe (contract).
+            let (send, recv) = unsafe { args::alltoallw(core, comm, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes) }?;
+            let rec = icoll::alltoallw(core, comm, send.as_deref(), &recv, Start::Now);
+            blocking(core, rec)
         })
     }
 }

@@ -66,10 +66,12 @@ macro_rules! mpi_fn_c {
 }
 
 pub mod coll;
+mod coll_args;
 pub mod comm;
 pub mod dpm;
 pub mod dtype;
 pub mod env;
+pub mod icoll;
 pub mod p2p;
 pub mod unsupported;
 
