@@ -34,6 +34,8 @@ pub mod components;
 pub mod datatype;
 pub mod dpm;
 #[allow(unsafe_code)]
+pub mod immediate;
+#[allow(unsafe_code)]
 pub mod request;
 
 pub use datatype::{Buffer, BufferMut, Equivalence};

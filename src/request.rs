@@ -88,7 +88,9 @@ impl<'a> Request<'a> {
     /// Blocks until the operation completes.
     pub fn wait(mut self) -> Status {
         self.done = true;
-        Status::from_pml(self.inner.engine.borrow_mut().wait(self.id))
+        let st = self.inner.engine.borrow_mut().wait(self.id);
+        check_coll(&self.inner, self.id, st);
+        Status::from_pml(st)
     }
 
     /// Completes the operation if it is done (with one round of progress), else gives the
@@ -98,6 +100,7 @@ impl<'a> Request<'a> {
         match r {
             Some(s) => {
                 self.done = true;
+                check_coll(&self.inner, self.id, s);
                 Ok(Status::from_pml(s))
             }
             None => Err(self),
@@ -202,6 +205,62 @@ pub fn test_all(requests: &mut Vec<Request<'_>>) -> Option<Vec<Status>> {
             .map(Request::wait)
             .collect()
     })
+}
+
+/// A collective request that ended badly stops the job, as a failed blocking collective
+/// does (its error names the rank and what went wrong).
+pub(crate) fn check_coll(inner: &Inner, id: ReqId, st: kestrel_pml::Status) {
+    if !kestrel_pml::nbc::is_coll(id) {
+        return;
+    }
+    if st.op_failed || st.failed_peer.is_some() || st.truncated_from.is_some() {
+        let e = inner.engine.borrow_mut().coll_error(id);
+        let msg = e.map_or_else(|| "a collective failed".to_string(), |e| e.to_string());
+        inner.fatal(&msg);
+    }
+}
+
+/// A send buffer for a collective schedule.
+///
+/// # Safety
+/// The schedule the buffer goes into must be started and tracked by a scope of the borrow's
+/// lifetime (or kept by a persistent collective bound to one) before the borrow can end.
+pub(crate) unsafe fn send_buf(data: &[u8]) -> UserBuf {
+    // SAFETY: forwarded to the caller.
+    unsafe { UserBuf::for_send(data.as_ptr(), data.len()) }
+}
+
+/// A receive buffer for a collective schedule.
+///
+/// # Safety
+/// As [`send_buf`]; the borrow is exclusive.
+pub(crate) unsafe fn recv_buf<T: crate::Equivalence>(data: &mut [T]) -> UserBuf {
+    let b = crate::BufferMut::as_bytes_mut(data);
+    // SAFETY: forwarded to the caller.
+    unsafe { UserBuf::for_recv(b.as_mut_ptr(), b.len()) }
+}
+
+/// Starts a collective schedule as a request of `scope`.
+pub(crate) fn start_coll<'a>(
+    scope: &LocalScope<'a>,
+    inner: &Rc<Inner>,
+    ctx: u16,
+    s: kestrel_pml::nbc::Schedule,
+) -> Request<'a> {
+    let id = inner.engine.borrow_mut().coll_run(s);
+    track(scope, inner, id);
+    Request {
+        inner: inner.clone(),
+        id,
+        ctx,
+        done: false,
+        _buffer: PhantomData,
+    }
+}
+
+/// Makes `scope` wait for request `id` when it ends.
+pub(crate) fn track(scope: &LocalScope<'_>, inner: &Rc<Inner>, id: ReqId) {
+    scope.started.borrow_mut().push((inner.clone(), id));
 }
 
 pub(crate) fn start_send<'a>(

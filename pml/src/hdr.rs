@@ -40,6 +40,9 @@ pub const PUTDONE_LEN: usize = 16;
 
 /// RNDV flag: the sender's buffer may be read with a single-copy get.
 pub const FLAG_GET: u8 = 1;
+/// RNDV flag: the receiver should read the whole message itself (no split copy): the
+/// sender may not make progress before it has (a collective schedule's background send).
+pub const FLAG_PULL: u8 = 2;
 
 /// A decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +76,8 @@ pub enum Header {
         send_req: u64,
         /// Sender's buffer address when `get` is offered.
         get_addr: Option<u64>,
+        /// The receiver reads the whole message itself ([`FLAG_PULL`]).
+        pull: bool,
     },
     /// Receiver matched a rendezvous (send fragments to `recv_req`) or a synchronous send.
     Ack {
@@ -186,6 +191,7 @@ pub fn decode(data: &[u8]) -> Result<(Header, usize), BadHeader> {
                 len: u64_at(data, 16),
                 send_req: u64_at(data, 24),
                 get_addr: (data[1] & FLAG_GET != 0).then(|| u64_at(data, 32)),
+                pull: data[1] & FLAG_PULL != 0,
             }
         }
         3 => Header::Ack {
@@ -243,9 +249,11 @@ pub fn encode(h: &Header, out: &mut Vec<u8>) {
             len,
             send_req,
             get_addr,
+            pull,
         } => {
             out.push(2);
-            out.push(if get_addr.is_some() { FLAG_GET } else { 0 });
+            let get = if get_addr.is_some() { FLAG_GET } else { 0 };
+            out.push(get | if pull { FLAG_PULL } else { 0 });
             out.extend_from_slice(&ctx.to_le_bytes());
             out.extend_from_slice(&src.to_le_bytes());
             out.extend_from_slice(&tag.to_le_bytes());
@@ -328,6 +336,7 @@ mod tests {
                 len: 1 << 40,
                 send_req: 9,
                 get_addr: Some(0xdead),
+                pull: true,
             },
             Header::Rndv {
                 ctx: 1,
@@ -337,6 +346,7 @@ mod tests {
                 len: 5,
                 send_req: 9,
                 get_addr: None,
+                pull: false,
             },
             Header::Ack {
                 send_req: 1,

@@ -723,3 +723,46 @@ fn a_count_mismatch_is_an_error_not_a_hang() {
         "{e}"
     );
 }
+
+#[test]
+fn a_rank_completes_while_its_peer_makes_no_progress() {
+    // Two ranks; after both started, only rank 1 progresses (rank 0 "computes"). With
+    // single copy, rank 1's allreduce must complete at every size: the peer's data is read
+    // from its engine's copy, and rank 1's own large send goes on in the background.
+    for len in [8usize, 4096, 100_000] {
+        let mut c = Cluster::new(2, NetConfig::default());
+        let data: Vec<Vec<u8>> = (0..2).map(|r| vec![r as u8 + 1; len]).collect();
+        let mut out = vec![vec![0u8; len]; 2];
+        let ids: Vec<ReqId> = (0..2)
+            .map(|r| {
+                let s = c.engines[r]
+                    .nbc_allreduce(
+                        CTX_WORLD,
+                        Some(send_buf(&data[r])),
+                        recv_buf(&mut out[r]),
+                        Dtype::U8,
+                        Reduction::Predefined(Op::Sum),
+                    )
+                    .unwrap();
+                c.engines[r].coll_run(s)
+            })
+            .collect();
+        let mut done = None;
+        for _ in 0..1000 {
+            c.net.borrow_mut().now += 1;
+            c.engines[1].progress();
+            if let Some(st) = c.engines[1].try_complete(ids[1]) {
+                done = Some(st);
+                break;
+            }
+        }
+        assert!(
+            done.is_some(),
+            "{len} bytes: rank 1 waited for its idle peer"
+        );
+        assert_eq!(out[1], vec![3u8; len], "{len} bytes");
+        // Rank 0 catches up later.
+        c.complete(&[(0, ids[0])]);
+        assert_eq!(out[0], vec![3u8; len]);
+    }
+}

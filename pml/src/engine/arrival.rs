@@ -57,6 +57,7 @@ impl State {
                 send_req,
                 get_addr,
                 peer,
+                pull,
             } => {
                 status.count = (len as usize).min(buf.len());
                 match get_addr {
@@ -66,6 +67,7 @@ impl State {
                         addr,
                         len,
                         send_req,
+                        pull,
                     }),
                     None => {
                         *state = RecvState::Pipeline {
@@ -155,6 +157,7 @@ impl State {
                 len,
                 send_req,
                 get_addr,
+                pull,
             } => {
                 if self
                     .ctxs
@@ -182,6 +185,7 @@ impl State {
                         send_req,
                         get_addr,
                         peer,
+                        pull,
                     },
                 );
             }

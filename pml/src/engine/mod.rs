@@ -41,6 +41,7 @@ use crate::matching::{Envelope, MatchEngine, RecvId, Selector};
 
 mod arrival;
 mod contexts;
+mod detached;
 mod exchange;
 mod post;
 mod progress;
@@ -125,6 +126,7 @@ enum Arrived {
         send_req: u64,
         get_addr: Option<u64>,
         peer: u32,
+        pull: bool,
     },
 }
 
@@ -239,6 +241,8 @@ struct PendingGet {
     addr: u64,
     len: u64,
     send_req: u64,
+    /// Read the whole message here (the sender asked: no split copy).
+    pull: bool,
 }
 
 struct PendingPut {
@@ -263,6 +267,8 @@ pub(crate) struct State {
     probed: Vec<Option<(u16, Envelope, Arrived)>>,
     scratch: Vec<u8>,
     protocol_errors: u64,
+    /// Background sends (see `engine::detached`): the request and the data it sends.
+    detached: Vec<(ReqId, Box<[u8]>)>,
 }
 
 /// What an engine starts from, however its transports were set up.

@@ -51,6 +51,7 @@ impl Engine {
 
     /// Starts a send of `buf` to communicator rank `dest` of `ctx`. `sync` makes it complete
     /// only once the receiver matched it.
+    #[inline]
     pub fn isend(
         &mut self,
         ctx: u16,
@@ -58,6 +59,21 @@ impl Engine {
         tag: i32,
         buf: UserBuf,
         sync: bool,
+    ) -> Result<ReqId, PmlError> {
+        self.isend_with(ctx, dest, tag, buf, sync, false)
+    }
+
+    /// [`Engine::isend`]; `pull` asks the receiver of a rendezvous to read the whole
+    /// message itself (see `engine::detached`).
+    #[inline(always)]
+    pub(super) fn isend_with(
+        &mut self,
+        ctx: u16,
+        dest: u32,
+        tag: i32,
+        buf: UserBuf,
+        sync: bool,
+        pull: bool,
     ) -> Result<ReqId, PmlError> {
         // One lookup of the context serves the checks, the route and the sequence number:
         // this is the path of every small send.
@@ -138,6 +154,7 @@ impl Engine {
                 len: len as u64,
                 send_req: id,
                 get_addr,
+                pull,
             },
             &mut h,
         );

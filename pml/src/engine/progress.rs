@@ -44,6 +44,9 @@ impl Engine {
             });
         }
         n += self.after_delivery();
+        if !self.st.detached.is_empty() {
+            self.reap_detached();
+        }
         if !self.nbc.is_idle() {
             n += self.progress_colls();
         }
@@ -138,6 +141,7 @@ impl Engine {
             // Large messages: the sender, otherwise idle until FIN, copies the upper half
             // while we copy the lower one, so both cores move data.
             let split = (self.split_copy_min > 0
+                && !g.pull
                 && effective as u64 >= self.split_copy_min
                 && usable
                 && self.btls[b as usize].can_put(g.peer))

@@ -126,6 +126,7 @@ impl Engine {
                 probed: Vec::new(),
                 scratch: Vec::new(),
                 protocol_errors: 0,
+                detached: Vec::new(),
             },
             next_ctx: 2,
             // A rank polling a kernel-driven transport yields between polls even with a

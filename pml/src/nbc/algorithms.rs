@@ -10,7 +10,8 @@
 //!
 //! Algorithms: barrier — dissemination; bcast — binomial tree; reduce — binomial tree;
 //! allreduce — recursive doubling (with the ranks beyond a power of two folded in), or for
-//! large commutative reductions a ring (reduce-scatter, then allgather); gather(v),
+//! large commutative reductions on more than two ranks a ring (reduce-scatter, then
+//! allgather); gather(v),
 //! scatter(v), alltoall(v) — one round of direct messages; allgather(v) — direct messages
 //! up to [`DIRECT_MAX`] ranks, a ring beyond; reduce_scatter — reduce to rank 0, then
 //! scatterv; scan/exscan — recursive doubling. This module must never post anything
@@ -598,7 +599,9 @@ impl Engine {
             b.copy(s, acc);
         }
         let count = acc.len / dtype.size().max(1);
-        if n > 1 && commutative && acc.len >= ring_min && count >= n as usize {
+        // Two ranks exchange everything in one round at any size: a rank whose peer is busy
+        // computing then completes as soon as the peer's data is readable.
+        if n > 2 && commutative && acc.len >= ring_min && count >= n as usize {
             allreduce_ring(&mut b, Comm { ctx, me, n }, acc, dtype.size());
         } else if n > 1 {
             allreduce_rd(&mut b, Comm { ctx, me, n }, acc);

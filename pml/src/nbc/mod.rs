@@ -615,6 +615,11 @@ impl Engine {
 
     fn post_step(&mut self, s: &mut Schedule, step: Step) -> Result<(), PmlError> {
         match step {
+            Step::Send { ctx, peer, data } if !self.is_eager(ctx, peer, data.len) => {
+                // A rendezvous the round does not wait for: the engine sends a copy in the
+                // background, so this schedule goes on even if the peer reads it late.
+                self.isend_detached(ctx, peer, s.tag, s.read(data).to_vec())?;
+            }
             Step::Send { ctx, peer, data } => {
                 let b = s.user_buf(data, false);
                 let id = self.isend(ctx, peer, s.tag, b, false)?;

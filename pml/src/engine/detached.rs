@@ -1,0 +1,64 @@
+//! Background sends: data the engine owns and sends on its own, completed without anyone
+//! waiting for it. Collective schedules use them for rendezvous-sized messages, so that a
+//! round ends once its receives are in, whether or not the peer has read the data yet
+//! (a peer busy computing reads it later from the engine's copy). The receiver is asked to
+//! pull the whole message itself (no split copy), so with single copy the transfer needs no
+//! further progress here. Owns that data until the send completes; it must never expose it
+//! to anyone but the transport.
+
+use super::*;
+
+impl Engine {
+    /// Sends `data` to rank `dest` of `ctx` in the background: the engine keeps the bytes
+    /// until the send completes and frees the request itself.
+    pub fn isend_detached(
+        &mut self,
+        ctx: u16,
+        dest: u32,
+        tag: i32,
+        data: Vec<u8>,
+    ) -> Result<(), PmlError> {
+        let data = data.into_boxed_slice();
+        // SAFETY: the box is kept in `st.detached` (its bytes never move) until the request
+        // completes, and nothing writes it meanwhile.
+        #[allow(unsafe_code)]
+        let buf = unsafe { UserBuf::for_send(data.as_ptr(), data.len()) };
+        let id = self.isend_with(ctx, dest, tag, buf, false, true)?;
+        if id != DONE {
+            self.st.detached.push((id, data));
+        }
+        Ok(())
+    }
+
+    /// Whether a message of `len` bytes to rank `dest` of `ctx` goes eagerly (completing
+    /// when `isend` returns).
+    pub fn is_eager(&self, ctx: u16, dest: u32, len: usize) -> bool {
+        let Some(Some(c)) = self.st.ctxs.get(ctx as usize) else {
+            return true;
+        };
+        let Some(&peer) = c.group.get(dest as usize) else {
+            return true;
+        };
+        match self.route.get(peer as usize) {
+            Some(&b) if b != NO_ROUTE => {
+                len + hdr::MATCH_LEN <= self.btls[b as usize].limits().eager_limit
+            }
+            _ => true,
+        }
+    }
+
+    /// Frees the background sends that completed.
+    #[inline(never)]
+    pub(super) fn reap_detached(&mut self) {
+        let mut k = 0;
+        while k < self.st.detached.len() {
+            let id = self.st.detached[k].0;
+            if self.is_complete(id) {
+                self.try_complete(id);
+                self.st.detached.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+    }
+}
