@@ -15,7 +15,9 @@
 # Modules of one-sided communication and MPI-IO are not run (issues of their own), nor the
 # ones that need another package (cffi, numba, dlpack users) beyond what the venv has.
 # Environment: MPI4PY_DIR (default target/mpi4py), MPI4PY_VERSION (4.1.2),
-# MPI4PY_TIMEOUT (seconds per module, default 300), MPI4PY_ONLY (regex of modules to run).
+# MPI4PY_TIMEOUT (seconds per module, default 300), MPI4PY_ONLY (regex of modules to run),
+# KESTREL_RUN (the launcher; LD_LIBRARY_PATH then picks the library, e.g. a copy of a
+# build that keeps running while the tree is rebuilt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -63,7 +65,7 @@ build() {
 launcher() {
     local stack="$1" np="$2"
     case "$stack" in
-        kestrel) echo "$root/target/release/kestrel-run --oversubscribe --timeout $timeout_s -n $np" ;;
+        kestrel) echo "${KESTREL_RUN:-$root/target/release/kestrel-run} --oversubscribe --timeout $timeout_s -n $np" ;;
         mpich) echo "mpiexec.mpich -n $np" ;;
     esac
 }

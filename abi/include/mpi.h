@@ -186,11 +186,22 @@ extern MPI_Fint *MPI_F_STATUSES_IGNORE;
 #define MPI_COMBINER_INDEXED_BLOCK 10
 #define MPI_COMBINER_STRUCT 12
 #define MPI_COMBINER_SUBARRAY 13
+#define MPI_COMBINER_DARRAY 14
+#define MPI_COMBINER_F90_REAL 15
+#define MPI_COMBINER_F90_COMPLEX 16
+#define MPI_COMBINER_F90_INTEGER 17
 #define MPI_COMBINER_RESIZED 18
 #define MPI_COMBINER_HINDEXED_BLOCK 19
 
 #define MPI_ORDER_C 56
 #define MPI_ORDER_FORTRAN 57
+#define MPI_DISTRIBUTE_BLOCK 121
+#define MPI_DISTRIBUTE_CYCLIC 122
+#define MPI_DISTRIBUTE_NONE 123
+#define MPI_DISTRIBUTE_DFLT_DARG (-49767)
+#define MPI_TYPECLASS_REAL 1
+#define MPI_TYPECLASS_INTEGER 2
+#define MPI_TYPECLASS_COMPLEX 3
 
 /* ---- Reduction operations ------------------------------------------------------------ */
 
@@ -943,6 +954,48 @@ KESTREL_MPI_FN(int, Scatterv_init,
                (const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 KESTREL_MPI_FN(int, Scatterv_init_c,
                (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+
+/* MPI-3.1 completeness and MPI-4 additions. */
+KESTREL_MPI_FN(int, Address, (void *location, MPI_Aint *address));
+KESTREL_MPI_FN(int, Errhandler_create,
+               (MPI_Comm_errhandler_function *comm_errhandler_fn, MPI_Errhandler *errhandler));
+KESTREL_MPI_FN(int, Errhandler_get, (MPI_Comm comm, MPI_Errhandler *errhandler));
+KESTREL_MPI_FN(int, Errhandler_set, (MPI_Comm comm, MPI_Errhandler errhandler));
+KESTREL_MPI_FN(int, Pack_external,
+               (const char *datarep, const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position));
+KESTREL_MPI_FN(int, Pack_external_c,
+               (const char *datarep, const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position));
+KESTREL_MPI_FN(int, Pack_external_size,
+               (const char *datarep, int incount, MPI_Datatype datatype, MPI_Aint *size));
+KESTREL_MPI_FN(int, Pack_external_size_c,
+               (const char *datarep, MPI_Count incount, MPI_Datatype datatype, MPI_Count *size));
+KESTREL_MPI_FN(int, Status_set_elements_x,
+               (MPI_Status *status, MPI_Datatype datatype, MPI_Count count));
+KESTREL_MPI_FN(int, Type_create_darray,
+               (int size, int rank, int ndims, const int array_of_gsizes[], const int array_of_distribs[], const int array_of_dargs[], const int array_of_psizes[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_darray_c,
+               (int size, int rank, int ndims, const MPI_Count array_of_gsizes[], const int array_of_distribs[], const int array_of_dargs[], const int array_of_psizes[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_f90_complex, (int p, int r, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_f90_integer, (int r, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_create_f90_real, (int p, int r, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_extent, (MPI_Datatype datatype, MPI_Aint *extent));
+KESTREL_MPI_FN(int, Type_get_contents,
+               (MPI_Datatype datatype, int max_integers, int max_addresses, int max_datatypes, int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]));
+KESTREL_MPI_FN(int, Type_get_contents_c,
+               (MPI_Datatype datatype, MPI_Count max_integers, MPI_Count max_addresses, MPI_Count max_large_counts, MPI_Count max_datatypes, int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Count array_of_large_counts[], MPI_Datatype array_of_datatypes[]));
+KESTREL_MPI_FN(int, Type_hindexed,
+               (int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_hvector,
+               (int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_lb, (MPI_Datatype datatype, MPI_Aint *displacement));
+KESTREL_MPI_FN(int, Type_match_size, (int typeclass, int size, MPI_Datatype *datatype));
+KESTREL_MPI_FN(int, Type_struct,
+               (int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype array_of_types[], MPI_Datatype *newtype));
+KESTREL_MPI_FN(int, Type_ub, (MPI_Datatype datatype, MPI_Aint *displacement));
+KESTREL_MPI_FN(int, Unpack_external,
+               (const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype));
+KESTREL_MPI_FN(int, Unpack_external_c,
+               (const char datarep[], const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype));
 
 #if defined(__cplusplus)
 }

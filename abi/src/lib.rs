@@ -26,6 +26,7 @@ pub mod callbacks;
 pub mod coll;
 pub mod comm;
 pub mod complete;
+pub mod datatype_ext;
 pub mod dpm;
 pub mod env;
 pub mod error;

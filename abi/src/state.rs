@@ -568,6 +568,9 @@ pub struct TypeTable {
     pub derived: Slab<TypeEntry>,
     /// Names the program gave predefined types.
     pub renamed: HashMap<c_int, String>,
+    /// The types `MPI_Type_create_f90_*` returned, by (combiner, p, r): the same handle
+    /// each time, never freed (MPI counts them as predefined).
+    pub f90: HashMap<(c_int, c_int, c_int), c_int>,
 }
 
 /// Datatypes; see the module documentation.

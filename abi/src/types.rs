@@ -87,10 +87,33 @@ pub mod combiner {
     pub const STRUCT: c_int = 12;
     /// `MPI_Type_create_subarray`.
     pub const SUBARRAY: c_int = 13;
+    /// `MPI_Type_create_darray`.
+    pub const DARRAY: c_int = 14;
+    /// `MPI_Type_create_f90_real`.
+    pub const F90_REAL: c_int = 15;
+    /// `MPI_Type_create_f90_complex`.
+    pub const F90_COMPLEX: c_int = 16;
+    /// `MPI_Type_create_f90_integer`.
+    pub const F90_INTEGER: c_int = 17;
     /// `MPI_Type_create_resized`.
     pub const RESIZED: c_int = 18;
     /// `MPI_Type_create_hindexed_block`.
     pub const HINDEXED_BLOCK: c_int = 19;
+}
+
+/// What a derived type was built from (`MPI_Type_get_contents`): the constructor's
+/// integer, address and datatype arguments in the order MPI lists them for its combiner.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Contents {
+    /// `MPI_COMBINER_*`.
+    pub combiner: c_int,
+    /// Integer arguments.
+    pub integers: Vec<i64>,
+    /// Address arguments.
+    pub addresses: Vec<isize>,
+    /// Datatype arguments: the handle passed, and for a derived type its map (the handle
+    /// may be freed before the contents are asked for).
+    pub datatypes: Vec<(c_int, Option<Arc<TypeInfo>>)>,
 }
 
 /// A datatype's flattened type map.
@@ -119,6 +142,8 @@ pub struct TypeInfo {
     pub predefined: Option<c_int>,
     /// How it was built.
     pub envelope: Envelope,
+    /// The constructor's arguments (derived types).
+    pub contents: Option<Arc<Contents>>,
 }
 
 /// How a reduction sees a buffer of some datatype.
@@ -242,6 +267,7 @@ fn basic_type(handle: c_int, name: &str) -> TypeInfo {
             addresses: 0,
             datatypes: 0,
         },
+        contents: None,
     }
 }
 
@@ -455,6 +481,7 @@ pub fn build(parts: &[Part<'_>], envelope: Envelope) -> Result<TypeInfo, BuildEr
         pair: None,
         predefined: None,
         envelope,
+        contents: None,
     })
 }
 

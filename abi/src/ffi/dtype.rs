@@ -11,10 +11,10 @@ use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::mem;
 use crate::state::{self, TypeEntry};
-use crate::types::{self, combiner, Dt, Envelope, Part, TypeInfo};
+use crate::types::{self, combiner, Contents, Dt, Envelope, Part, TypeInfo};
 
 /// Registers a derived type; returns its handle.
-fn register(info: TypeInfo, committed: bool) -> c_int {
+pub(super) fn register(info: TypeInfo, committed: bool) -> c_int {
     let slot = state::with_types(|t| {
         t.derived.insert(TypeEntry {
             info: Arc::new(info),
@@ -25,7 +25,7 @@ fn register(info: TypeInfo, committed: bool) -> c_int {
     handle::make(Kind::Indirect, Obj::Datatype, slot)
 }
 
-fn built(r: Result<TypeInfo, types::BuildError>) -> MpiResult<TypeInfo> {
+pub(super) fn built(r: Result<TypeInfo, types::BuildError>) -> MpiResult<TypeInfo> {
     r.map_err(|e| MpiError::new(error::ERR_ARG, e.0))
 }
 
@@ -36,6 +36,42 @@ fn env(combiner: c_int, integers: usize, addresses: usize, datatypes: usize) -> 
         addresses: addresses as c_int,
         datatypes: datatypes as c_int,
     }
+}
+
+/// Records a constructor's arguments in `t` (`MPI_Type_get_contents`); its envelope
+/// follows from them.
+pub(super) fn recorded(
+    mut t: TypeInfo,
+    combiner: c_int,
+    integers: Vec<i64>,
+    addresses: Vec<isize>,
+    datatypes: &[c_int],
+) -> MpiResult<TypeInfo> {
+    let datatypes = datatypes
+        .iter()
+        .map(|&h| {
+            Ok(match state::datatype(h, false)? {
+                Dt::Static(_) => (h, None),
+                Dt::Shared(a) => (h, Some(a)),
+            })
+        })
+        .collect::<MpiResult<Vec<_>>>()?;
+    t.envelope = env(combiner, integers.len(), addresses.len(), datatypes.len());
+    t.contents = Some(Arc::new(Contents {
+        combiner,
+        integers,
+        addresses,
+        datatypes,
+    }));
+    Ok(t)
+}
+
+fn ints<T: Copy + Into<i64>>(head: &[i64], arrays: &[&[T]]) -> Vec<i64> {
+    let mut v = head.to_vec();
+    for a in arrays {
+        v.extend(a.iter().map(|&x| x.into()));
+    }
+    v
 }
 
 fn too_many() -> MpiError {
@@ -55,7 +91,7 @@ fn blocklen(b: impl Into<i64>) -> MpiResult<usize> {
 }
 
 /// Runs a constructor body and stores the new type's handle in `newtype`.
-fn construct(
+pub(super) fn construct(
     name: &'static str,
     newtype: *mut c_int,
     body: impl FnOnce() -> MpiResult<TypeInfo>,
@@ -74,7 +110,8 @@ mpi_fn_c! {
         construct(NAME, newtype, || {
             let n = mem::count(count)?;
             let old = state::datatype(oldtype, false)?;
-            built(types::build(&[Part { disp: 0, count: n, ty: &old }], env(combiner::CONTIGUOUS, 1, 0, 1)))
+            let t = built(types::build(&[Part { disp: 0, count: n, ty: &old }], env(combiner::CONTIGUOUS, 1, 0, 1)))?;
+            recorded(t, combiner::CONTIGUOUS, vec![count.into()], vec![], &[oldtype])
         })
     }
 }
@@ -119,7 +156,8 @@ mpi_fn_c! {
     /// `MPI_Type_vector`: `stride` in extents of `oldtype`.
     fn MPI_Type_vector / PMPI_Type_vector, MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count, oldtype: c_int, newtype: *mut c_int) -> c_int {
         construct(NAME, newtype, || {
-            strided(count.into(), blocklength.into(), |t| stride as isize * t.extent(), oldtype, env(combiner::VECTOR, 3, 0, 1))
+            let t = strided(count.into(), blocklength.into(), |t| stride as isize * t.extent(), oldtype, env(combiner::VECTOR, 3, 0, 1))?;
+            recorded(t, combiner::VECTOR, vec![count.into(), blocklength.into(), stride.into()], vec![], &[oldtype])
         })
     }
 }
@@ -133,12 +171,19 @@ fn hvector(
     newtype: *mut c_int,
 ) -> c_int {
     construct(name, newtype, || {
-        strided(
+        let t = strided(
             count,
             blocklength,
             |_| stride,
             oldtype,
             env(combiner::HVECTOR, 2, 1, 1),
+        )?;
+        recorded(
+            t,
+            combiner::HVECTOR,
+            vec![count, blocklength],
+            vec![stride],
+            &[oldtype],
         )
     })
 }
@@ -180,7 +225,8 @@ mpi_fn_c! {
             let (bl, ds) = unsafe { (mem::slice(blocklengths, n, "array_of_blocklengths")?, mem::slice(displacements, n, "array_of_displacements")?) };
             let lens = bl.iter().map(|&b| blocklen(b)).collect::<MpiResult<Vec<_>>>()?;
             let displs: Vec<isize> = ds.iter().map(|&d| d as isize).collect();
-            indexed(n, &lens, &displs, oldtype, true, env(combiner::INDEXED, 2 * n + 1, 0, 1))
+            let t = indexed(n, &lens, &displs, oldtype, true, env(combiner::INDEXED, 2 * n + 1, 0, 1))?;
+            recorded(t, combiner::INDEXED, ints(&[count.into()], &[bl, ds]), vec![], &[oldtype])
         })
     }
 }
@@ -210,13 +256,20 @@ unsafe fn hindexed<T: Copy + Into<i64>>(
             .iter()
             .map(|&b| blocklen(b))
             .collect::<MpiResult<Vec<_>>>()?;
-        indexed(
+        let t = indexed(
             n,
             &lens,
             ds,
             oldtype,
             false,
             env(combiner::HINDEXED, n + 1, n, 1),
+        )?;
+        recorded(
+            t,
+            combiner::HINDEXED,
+            ints(&[count], &[bl]),
+            ds.to_vec(),
+            &[oldtype],
         )
     })
 }
@@ -238,7 +291,8 @@ mpi_fn_c! {
             // SAFETY: `displacements` holds `count` ints (contract).
             let ds = unsafe { mem::slice(displacements, n, "array_of_displacements") }?;
             let displs: Vec<isize> = ds.iter().map(|&d| d as isize).collect();
-            indexed(n, &vec![b; n], &displs, oldtype, true, env(combiner::INDEXED_BLOCK, n + 2, 0, 1))
+            let t = indexed(n, &vec![b; n], &displs, oldtype, true, env(combiner::INDEXED_BLOCK, n + 2, 0, 1))?;
+            recorded(t, combiner::INDEXED_BLOCK, ints(&[count.into(), blocklength.into()], &[ds]), vec![], &[oldtype])
         })
     }
 }
@@ -251,7 +305,8 @@ mpi_fn_c! {
             let b = blocklen(blocklength)?;
             // SAFETY: `displacements` holds `count` entries (contract).
             let ds = unsafe { mem::slice(displacements, n, "array_of_displacements") }?;
-            indexed(n, &vec![b; n], ds, oldtype, false, env(combiner::HINDEXED_BLOCK, 2, n, 1))
+            let t = indexed(n, &vec![b; n], ds, oldtype, false, env(combiner::HINDEXED_BLOCK, 2, n, 1))?;
+            recorded(t, combiner::HINDEXED_BLOCK, vec![count.into(), blocklength.into()], ds.to_vec(), &[oldtype])
         })
     }
 }
@@ -295,7 +350,7 @@ unsafe fn structure<T: Copy + Into<i64>>(
             .collect();
         let mut t = built(types::build(&parts, env(combiner::STRUCT, n + 1, n, n)))?;
         types::pad_struct(&mut t);
-        Ok(t)
+        recorded(t, combiner::STRUCT, ints(&[count], &[bl]), ds.to_vec(), ts)
     })
 }
 
@@ -354,9 +409,10 @@ mpi_fn_c! {
                 t = next;
             }
             let placed = built(types::build(&[Part { disp: offset, count: 1, ty: &t }], env(combiner::SUBARRAY, 3 * nd + 2, 0, 1)))?;
-            let mut r = types::resized(&placed, 0, stride);
-            r.envelope = env(combiner::SUBARRAY, 3 * nd + 2, 0, 1);
-            Ok(r)
+            let r = types::resized(&placed, 0, stride);
+            let mut args = ints(&[nd as i64], &[sz, sub, st]);
+            args.push(i64::from(order));
+            recorded(r, combiner::SUBARRAY, args, vec![], &[oldtype])
         })
     }
 }
@@ -366,7 +422,7 @@ mpi_fn_c! {
     fn MPI_Type_create_resized / PMPI_Type_create_resized, MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: c_int, lb: isize, extent: isize, newtype: *mut c_int) -> c_int {
         construct(NAME, newtype, || {
             let old = state::datatype(oldtype, false)?;
-            Ok(types::resized(&old, lb, extent))
+            recorded(types::resized(&old, lb, extent), combiner::RESIZED, vec![], vec![lb, extent], &[oldtype])
         })
     }
 }
@@ -377,8 +433,7 @@ mpi_fn! {
         api::call_types("MPI_Type_dup", || {
             let old = state::datatype(oldtype, false)?;
             let committed = old.predefined.is_some() || state::datatype(oldtype, true).is_ok();
-            let mut info = (*old).clone();
-            info.envelope = env(combiner::DUP, 0, 0, 1);
+            let info = recorded((*old).clone(), combiner::DUP, vec![], vec![], &[oldtype])?;
             let h = register(info, committed);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newtype, h, "newtype") }
@@ -422,6 +477,9 @@ mpi_fn! {
             if t.predefined.is_some() {
                 return Err(MpiError::new(error::ERR_TYPE, "predefined datatypes cannot be freed"));
             }
+            if state::with_types(|tt| tt.f90.values().any(|&f| f == h)) {
+                return Err(MpiError::new(error::ERR_TYPE, "the types MPI_Type_create_f90_* returns are predefined and cannot be freed"));
+            }
             if let Some(i) = derived_slot(h) {
                 state::with_types(|t| t.derived.remove(i));
             }
@@ -431,7 +489,7 @@ mpi_fn! {
     }
 }
 
-fn query<T>(
+pub(super) fn query<T>(
     name: &'static str,
     datatype: c_int,
     f: impl FnOnce(&Dt) -> MpiResult<T>,

@@ -70,6 +70,7 @@ mod coll_args;
 pub mod comm;
 pub mod dpm;
 pub mod dtype;
+pub mod dtype_ext;
 pub mod env;
 pub mod icoll;
 pub mod p2p;

@@ -520,22 +520,36 @@ mpi_fn! {
     }
 }
 
+fn set_elements(name: &'static str, status: *mut MpiStatus, datatype: c_int, count: i64) -> c_int {
+    api::call_types(name, || {
+        let n = mem::count(count)?;
+        let t = state::datatype(datatype, false)?;
+        let bytes = t.bytes_for_elements(n).ok_or_else(|| {
+            MpiError::new(
+                error::ERR_COUNT,
+                format!("{n} elements overflow a byte count"),
+            )
+        })?;
+        // SAFETY: a status (contract of the entry points).
+        let mut st = unsafe { mem::get_status(status) }?;
+        st.bytes = bytes;
+        // SAFETY: as above.
+        unsafe { mem::put_status(status, &st, true) };
+        Ok(())
+    })
+}
+
 mpi_fn! {
     /// `MPI_Status_set_elements`.
     fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: c_int, count: c_int) -> c_int {
-        api::call_types("MPI_Status_set_elements", || {
-            let n = mem::count(count)?;
-            let t = state::datatype(datatype, false)?;
-            let bytes = t.bytes_for_elements(n).ok_or_else(|| {
-                MpiError::new(error::ERR_COUNT, format!("{n} elements overflow a byte count"))
-            })?;
-            // SAFETY: a status (contract).
-            let mut st = unsafe { mem::get_status(status) }?;
-            st.bytes = bytes;
-            // SAFETY: as above.
-            unsafe { mem::put_status(status, &st, true) };
-            Ok(())
-        })
+        set_elements("MPI_Status_set_elements", status, datatype, count.into())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Status_set_elements_x`.
+    fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut MpiStatus, datatype: c_int, count: i64) -> c_int {
+        set_elements("MPI_Status_set_elements_x", status, datatype, count)
     }
 }
 
