@@ -95,6 +95,8 @@ extern MPI_Fint *MPI_F_STATUSES_IGNORE;
 #define MPI_INFO_ENV ((MPI_Info)0x5c000001)
 #define MPI_WIN_NULL ((MPI_Win)0x20000000)
 #define MPI_SESSION_NULL ((MPI_Session)0x38000000)
+#define MPI_MAX_PSET_NAME_LEN 256
+#define MPI_MAX_STRINGTAG_LEN 256
 #define MPI_FILE_NULL ((MPI_File)0)
 
 /* ---- Datatypes: 0x4c00SSII = predefined, size SS bytes, index II ---------------------- */
@@ -232,6 +234,10 @@ typedef void(MPI_User_function_c)(void *invec, void *inoutvec, MPI_Count *len,
 
 typedef void(MPI_Comm_errhandler_function)(MPI_Comm *comm, int *errcode, ...);
 typedef MPI_Comm_errhandler_function MPI_Comm_errhandler_fn;
+typedef void(MPI_Session_errhandler_function)(MPI_Session *session, int *errcode, ...);
+typedef int(MPI_Grequest_query_function)(void *extra_state, MPI_Status *status);
+typedef int(MPI_Grequest_free_function)(void *extra_state);
+typedef int(MPI_Grequest_cancel_function)(void *extra_state, int complete);
 typedef void(MPI_Handler_function)(MPI_Comm *comm, int *errcode, ...);
 
 /* ---- Attributes ------------------------------------------------------------------------- */
@@ -956,6 +962,51 @@ KESTREL_MPI_FN(int, Scatterv_init_c,
                (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 
 /* MPI-3.1 completeness and MPI-4 additions. */
+KESTREL_MPI_FN(int, Add_error_class, (int *errorclass));
+KESTREL_MPI_FN(int, Add_error_code, (int errorclass, int *errorcode));
+KESTREL_MPI_FN(int, Add_error_string, (int errorcode, const char *string));
+KESTREL_MPI_FN(int, Comm_create_from_group,
+               (MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_create_group,
+               (MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Comm_get_info, (MPI_Comm comm, MPI_Info *info_used));
+KESTREL_MPI_FN(int, Comm_idup, (MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request));
+KESTREL_MPI_FN(int, Comm_idup_with_info,
+               (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request));
+KESTREL_MPI_FN(int, Comm_set_info, (MPI_Comm comm, MPI_Info info));
+KESTREL_MPI_FN(int, Grequest_complete, (MPI_Request request));
+KESTREL_MPI_FN(int, Grequest_start,
+               (MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request));
+KESTREL_MPI_FN(int, Group_from_session_pset,
+               (MPI_Session session, const char *pset_name, MPI_Group *newgroup));
+KESTREL_MPI_FN(int, Info_create_env, (int argc, char *argv[], MPI_Info *info));
+KESTREL_MPI_FN(int, Info_get_string,
+               (MPI_Info info, const char *key, int *buflen, char *value, int *flag));
+KESTREL_MPI_FN(int, Intercomm_create_from_groups,
+               (MPI_Group local_group, int local_leader, MPI_Group remote_group, int remote_leader, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newintercomm));
+KESTREL_MPI_FN(int, Isendrecv,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Isendrecv_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Isendrecv_replace,
+               (void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Isendrecv_replace_c,
+               (void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Session_call_errhandler, (MPI_Session session, int errorcode));
+KESTREL_MPI_FN(int, Session_create_errhandler,
+               (MPI_Session_errhandler_function *session_errhandler_fn, MPI_Errhandler *errhandler));
+KESTREL_MPI_FN(int, Session_finalize, (MPI_Session *session));
+KESTREL_MPI_FN(int, Session_get_errhandler, (MPI_Session session, MPI_Errhandler *errhandler));
+KESTREL_MPI_FN(int, Session_get_info, (MPI_Session session, MPI_Info *info_used));
+KESTREL_MPI_FN(int, Session_get_nth_pset,
+               (MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name));
+KESTREL_MPI_FN(int, Session_get_num_psets,
+               (MPI_Session session, MPI_Info info, int *npset_names));
+KESTREL_MPI_FN(int, Session_get_pset_info,
+               (MPI_Session session, const char *pset_name, MPI_Info *info));
+KESTREL_MPI_FN(int, Session_init,
+               (MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session));
+KESTREL_MPI_FN(int, Session_set_errhandler, (MPI_Session session, MPI_Errhandler errhandler));
 KESTREL_MPI_FN(int, Address, (void *location, MPI_Aint *address));
 KESTREL_MPI_FN(int, Errhandler_create,
                (MPI_Comm_errhandler_function *comm_errhandler_fn, MPI_Errhandler *errhandler));

@@ -16,10 +16,25 @@ use crate::handle::{self, Kind, Obj};
 use crate::state::{self, comm_slot, Locked, Phase};
 
 /// What an error handler handle stands for.
-enum Handler {
+pub enum Handler {
+    /// `MPI_ERRORS_ARE_FATAL` (and `MPI_ERRORS_ABORT`).
     Fatal,
+    /// `MPI_ERRORS_RETURN`.
     Return,
+    /// A program's handler.
     User(state::ErrFn),
+}
+
+/// The handler behind an error handler handle.
+pub fn handler_of(core: &state::Core, eh: c_int) -> Handler {
+    match handle::decode(eh, Obj::Errhandler) {
+        Some((Kind::Builtin, 1)) => Handler::Return,
+        Some((Kind::Direct, i)) => match core.errhandlers.get(i) {
+            Some(f) => Handler::User(*f),
+            None => Handler::Fatal,
+        },
+        _ => Handler::Fatal,
+    }
 }
 
 /// Runs the body of MPI function `name`; errors go to `comm`'s handler (or the error's own

@@ -46,6 +46,11 @@ static UNIVERSE_SIZE_VALUE: AtomicI32 = AtomicI32::new(1);
 static LASTUSEDCODE_VALUE: AtomicI32 = AtomicI32::new(0x3fff_ffff);
 static APPNUM_VALUE: AtomicI32 = AtomicI32::new(0);
 
+/// Records the last error class or code the program added (`MPI_LASTUSEDCODE`).
+pub fn set_last_used_code(v: c_int) {
+    LASTUSEDCODE_VALUE.fetch_max(v, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Records the job size for `MPI_UNIVERSE_SIZE`.
 pub fn set_universe_size(n: u32) {
     UNIVERSE_SIZE_VALUE.store(n as i32, Ordering::Relaxed);
@@ -223,6 +228,9 @@ pub fn split(core: &mut Core, comm: c_int, color: c_int, key: c_int) -> MpiResul
             format!("color {color} is negative; colors are >= 0 or MPI_UNDEFINED"),
         ));
     }
+    if core.comm(comm)?.is_inter() {
+        return crate::comm_create::split_inter(core, comm, color, key);
+    }
     let (ctx, eh) = {
         let c = intra(core, comm, "MPI_Comm_split")?;
         (c.ctx, c.errhandler)
@@ -241,6 +249,10 @@ pub fn split_type(
     kind: c_int,
     key: c_int,
 ) -> MpiResult<Option<c_int>> {
+    if core.comm(comm)?.is_inter() {
+        let color = crate::comm_create::shared_color(core, comm, kind)?;
+        return crate::comm_create::split_inter(core, comm, color, key);
+    }
     let color = match kind {
         UNDEFINED => UNDEFINED,
         COMM_TYPE_SHARED => {

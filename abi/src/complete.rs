@@ -51,6 +51,11 @@ fn poll_slot(core: &mut Core, i: u32) -> MpiResult<bool> {
 /// Reports a completed slot: its status; frees it (or deactivates a persistent one) and
 /// sets the handle to `MPI_REQUEST_NULL` when freed.
 fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
+    if let Err(e) = crate::comm_create::settle(core, i) {
+        if let Some(ReqState::Done(st)) = core.requests.get_mut(i).map(|r| &mut r.state) {
+            st.error = error::code_for(e.class, e.msg.clone());
+        }
+    }
     let persistent = core
         .requests
         .get(i)
@@ -60,7 +65,16 @@ fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
         None => St::empty(ANY_SOURCE),
     };
     if !persistent {
-        core.requests.remove(i);
+        if let Some(mut r) = core.requests.remove(i) {
+            if let Some(g) = r.extra.as_mut().and_then(|x| x.grequest.as_mut()) {
+                if let Err(e) = crate::grequest::free(g) {
+                    return St {
+                        error: error::code_for(e.class, e.msg.clone()),
+                        ..st
+                    };
+                }
+            }
+        }
         *h = handle::REQUEST_NULL;
     }
     st
@@ -322,6 +336,9 @@ pub fn cancel(core: &mut Core, h: c_int) -> MpiResult<()> {
         engine, requests, ..
     } = core;
     if let Some(r) = requests.get_mut(i) {
+        if let Some(g) = r.extra.as_ref().and_then(|x| x.grequest.as_ref()) {
+            return crate::grequest::cancel(g);
+        }
         if let (ReqState::Active(id), true) = (&r.state, r.recv) {
             engine.cancel(*id, r.ctx);
         }
@@ -333,9 +350,11 @@ pub fn cancel(core: &mut Core, h: c_int) -> MpiResult<()> {
 pub fn free(core: &mut Core, h: &mut c_int) -> MpiResult<()> {
     let i = slot_of(core, *h)?
         .ok_or_else(|| MpiError::new(error::ERR_REQUEST, "the request is MPI_REQUEST_NULL"))?;
-    if let Some(r) = core.requests.remove(i) {
+    if let Some(mut r) = core.requests.remove(i) {
         if r.is_active() {
             core.detached.push(r);
+        } else if let Some(g) = r.extra.as_mut().and_then(|x| x.grequest.as_mut()) {
+            crate::grequest::free(g)?;
         } else if let Some(Persistent::Coll { id }) = r.persistent() {
             core.engine.coll_free(*id);
         }

@@ -106,6 +106,8 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
             name: String::new(),
             errhandler: handle::ERRORS_ARE_FATAL,
             attrs: Vec::new(),
+            info: Vec::new(),
+            topo: None,
         },
     );
     comms.put_at(
@@ -118,6 +120,8 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
             name: String::new(),
             errhandler: handle::ERRORS_ARE_FATAL,
             attrs: Vec::new(),
+            info: Vec::new(),
+            topo: None,
         },
     );
     crate::comm::set_universe_size(size);
@@ -139,6 +143,7 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         thread_level: provided,
         main_thread: std::thread::current().id(),
         parent: handle::COMM_NULL,
+        sessions: Slab::default(),
     }));
     if let Some(ctx) = parent_ctx {
         let core = l.core()?;

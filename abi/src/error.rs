@@ -65,6 +65,8 @@ pub const ERR_UNSUPPORTED_OPERATION: c_int = 44;
 pub const ERR_KEYVAL: c_int = 48;
 /// `MPI_ERR_INFO`.
 pub const ERR_INFO: c_int = 28;
+/// `MPI_ERR_SESSION` (MPI-4).
+pub const ERR_SESSION: c_int = 75;
 /// `MPI_ERR_ERRHANDLER` does not exist in MPI; bad error handlers are `MPI_ERR_ARG`.
 pub const ERR_ERRHANDLER: c_int = ERR_ARG;
 
@@ -148,10 +150,101 @@ pub fn code_for(class: c_int, message: String) -> c_int {
     class | ((n as c_int) << 7)
 }
 
+/// The bit of the classes and codes the program added (`MPI_Add_error_class`,
+/// `MPI_Add_error_code`): they lie above `MPI_ERR_LASTCODE`, as MPI asks of user classes.
+pub const DYNAMIC: c_int = 0x4000_0000;
+
+/// The classes and codes the program added, and the strings it gave them.
+struct UserErrors {
+    /// Classes added so far (user class `k` has low bits `LAST_CLASS + 1 + k`).
+    classes: c_int,
+    /// Codes added so far, per low-bit class number.
+    codes: c_int,
+    /// Strings of user classes and codes (`MPI_Add_error_string`).
+    strings: std::collections::BTreeMap<c_int, String>,
+    /// Every code added (`MPI_Add_error_code`).
+    issued: std::collections::BTreeSet<c_int>,
+}
+
+static USER: Mutex<UserErrors> = Mutex::new(UserErrors {
+    classes: 0,
+    codes: 0,
+    strings: std::collections::BTreeMap::new(),
+    issued: std::collections::BTreeSet::new(),
+});
+
+fn user() -> std::sync::MutexGuard<'static, UserErrors> {
+    USER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `MPI_Add_error_class`: a new class (numbered above `MPI_ERR_LASTCODE`).
+pub fn add_class() -> MpiResult<c_int> {
+    let mut u = user();
+    let low = LAST_CLASS + 1 + u.classes;
+    if low > 0x7f {
+        return Err(MpiError::new(
+            ERR_OTHER,
+            format!("at most {} error classes can be added", 0x7f - LAST_CLASS),
+        ));
+    }
+    u.classes += 1;
+    Ok(DYNAMIC | low)
+}
+
+/// `MPI_Add_error_code`: a new code of `class` (predefined or added).
+pub fn add_code(class: c_int) -> MpiResult<c_int> {
+    let low = class & 0x7f;
+    let known = (class & DYNAMIC == 0 && (0..=LAST_CLASS).contains(&class))
+        || (class & !0x7f == DYNAMIC && low > LAST_CLASS && low <= LAST_CLASS + user().classes);
+    if !known {
+        return Err(MpiError::new(
+            ERR_ARG,
+            format!("{class:#x} is not an error class (predefined, or from MPI_Add_error_class)"),
+        ));
+    }
+    let mut u = user();
+    u.codes += 1;
+    if u.codes >= 1 << 23 {
+        return Err(MpiError::new(ERR_OTHER, "too many error codes were added"));
+    }
+    let code = DYNAMIC | (u.codes << 7) | low;
+    u.issued.insert(code);
+    Ok(code)
+}
+
+/// `MPI_Add_error_string`: the string of an added class or code.
+pub fn add_string(code: c_int, s: String) -> MpiResult<()> {
+    if code & DYNAMIC == 0 {
+        return Err(MpiError::new(
+            ERR_ARG,
+            format!("{code} is a predefined error class or code; only added ones take strings"),
+        ));
+    }
+    if class_of(code).is_none() {
+        return Err(MpiError::new(ERR_ARG, format!("{code:#x} was not added")));
+    }
+    user().strings.insert(code, s);
+    Ok(())
+}
+
 /// The class of an error code (`MPI_ERR_ARG` for values that are no error code at all).
 pub fn class_of(code: c_int) -> Option<c_int> {
     if code < 0 {
         return None;
+    }
+    if code & DYNAMIC != 0 {
+        let low = code & 0x7f;
+        let u = user();
+        if code >> 7 != DYNAMIC >> 7 && !u.issued.contains(&code) {
+            return None;
+        }
+        return if low <= LAST_CLASS {
+            Some(low)
+        } else if low <= LAST_CLASS + u.classes {
+            Some(DYNAMIC | low)
+        } else {
+            None
+        };
     }
     let class = code & 0x7f;
     (class <= LAST_CLASS).then_some(class)
@@ -161,6 +254,9 @@ pub fn class_of(code: c_int) -> Option<c_int> {
 /// class's description.
 pub fn string_of(code: c_int) -> Option<String> {
     let class = class_of(code)?;
+    if code & DYNAMIC != 0 {
+        return Some(user().strings.get(&code).cloned().unwrap_or_default());
+    }
     let n = (code >> 7) as u32;
     if n != 0 {
         let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());

@@ -51,6 +51,8 @@ pub enum Obj {
     Keyval = 9,
     /// `MPI_Request` and `MPI_Message`.
     Request = 0xB,
+    /// `MPI_Session` (MPI-4).
+    Session = 0xE,
 }
 
 const INDEX_MASK: u32 = 0x03ff_ffff;
@@ -100,6 +102,8 @@ pub const REQUEST_NULL: c_int = make(Kind::Null, Obj::Request, 0);
 pub const MESSAGE_NO_PROC: c_int = make(Kind::Builtin, Obj::Request, 0);
 /// `MPI_OP_NULL`.
 pub const OP_NULL: c_int = make(Kind::Null, Obj::Op, 0);
+/// `MPI_SESSION_NULL`.
+pub const SESSION_NULL: c_int = make(Kind::Null, Obj::Session, 0);
 /// `MPI_ERRHANDLER_NULL`.
 pub const ERRHANDLER_NULL: c_int = make(Kind::Null, Obj::Errhandler, 0);
 /// `MPI_ERRORS_ARE_FATAL`.

@@ -272,6 +272,56 @@ pub fn sendrecv(
     Ok(st)
 }
 
+/// `MPI_Isendrecv`: the receive's request, which completes once the send has too. With
+/// `replace`, the outgoing data is copied first (`MPI_Isendrecv_replace`).
+#[allow(clippy::too_many_arguments)]
+pub fn isendrecv(
+    core: &mut Core,
+    comm: c_int,
+    send: &Region,
+    dest: c_int,
+    send_tag: c_int,
+    recv: &Region,
+    source: c_int,
+    recv_tag: c_int,
+    replace: bool,
+) -> MpiResult<ReqRec> {
+    let mut keep = None;
+    let copy;
+    let send = if replace {
+        let mut plan = crate::icoll::Plan::default();
+        let data = send.pack()?;
+        let count = data.len();
+        let (_, span) = plan.owned(data);
+        copy = Region {
+            span,
+            origin: 0,
+            count,
+            ty: crate::state::datatype(crate::ffi::BYTE, true)?,
+        };
+        keep = Some(plan);
+        &copy
+    } else {
+        send
+    };
+    let mut r = start_recv(core, comm, recv, source, recv_tag)?;
+    let s = match start_send(core, comm, send, dest, send_tag, Mode::Standard) {
+        Ok(s) => s,
+        Err(e) => {
+            if let ReqState::Active(id) = r.state {
+                if core.engine.cancel(id, r.ctx) {
+                    let _ = requests::wait(&mut core.engine, &mut r);
+                }
+            }
+            return Err(e);
+        }
+    };
+    let extra = r.extra();
+    extra.companion = Some(Box::new(s));
+    extra.keep = keep;
+    Ok(r)
+}
+
 /// `MPI_Probe` (blocking) and `MPI_Iprobe`.
 pub fn probe(
     core: &mut Core,
@@ -483,6 +533,8 @@ mod tests {
             name: String::new(),
             errhandler: 0,
             attrs: Vec::new(),
+            info: Vec::new(),
+            topo: None,
         };
         assert_eq!(dest_rank(&c, 2).unwrap(), Some(2));
         let e = dest_rank(&c, 3).unwrap_err();
@@ -502,6 +554,8 @@ mod tests {
             name: String::new(),
             errhandler: 0,
             attrs: Vec::new(),
+            info: Vec::new(),
+            topo: None,
         };
         assert_eq!(dest_rank(&c, 1).unwrap(), Some(1));
         assert_eq!(dest_rank(&c, PROC_NULL).unwrap(), None);

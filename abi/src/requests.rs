@@ -74,6 +74,8 @@ pub enum ReqState {
     Done(St),
     /// A persistent request not started, or already reported.
     Inactive,
+    /// A generalized request the program completes with `MPI_Grequest_complete`.
+    Generalized,
 }
 
 /// A request.
@@ -103,6 +105,15 @@ pub struct Extra {
     pub persistent: Option<Persistent>,
     /// A collective's staging, filled at every start and drained at every completion.
     pub coll: Option<crate::icoll::Plan>,
+    /// A nonblocking duplicate's agreement, settled at completion.
+    pub idup: Option<crate::comm_create::Idup>,
+    /// A request that must complete before this one does (the send of
+    /// `MPI_Isendrecv`).
+    pub companion: Option<Box<ReqRec>>,
+    /// Memory a companion uses, kept until completion.
+    pub keep: Option<crate::icoll::Plan>,
+    /// A generalized request's callbacks and state (`MPI_Grequest_start`).
+    pub grequest: Option<crate::grequest::Grequest>,
 }
 
 impl ReqRec {
@@ -137,7 +148,7 @@ impl ReqRec {
 
     /// Whether it is running in the engine.
     pub fn is_active(&self) -> bool {
-        matches!(self.state, ReqState::Active(_))
+        matches!(self.state, ReqState::Active(_) | ReqState::Generalized)
     }
 }
 
@@ -251,7 +262,27 @@ fn staged_recv_buf(rec: &mut ReqRec, region: &Region) -> UserBuf {
 /// Completes `rec` if its engine request is done (no progress made): moves it to
 /// [`ReqState::Done`] and unpacks staged data. Returns whether it is done.
 pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
+    if let Some(c) = rec.extra.as_mut().and_then(|x| x.companion.as_mut()) {
+        if !poll(engine, c)? {
+            return Ok(false);
+        }
+    }
     match rec.state {
+        ReqState::Generalized => {
+            let done = rec
+                .extra
+                .as_mut()
+                .and_then(|x| x.grequest.as_mut())
+                .map(crate::grequest::query)
+                .transpose()?;
+            match done.flatten() {
+                Some(st) => {
+                    rec.state = ReqState::Done(st);
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        }
         ReqState::Done(_) | ReqState::Inactive => Ok(true),
         ReqState::Active(id) => {
             let Some(s) = engine.try_complete(id) else {

@@ -142,6 +142,10 @@ pub struct CommRec {
     pub errhandler: c_int,
     /// Attribute values by keyval, in the order they were set.
     pub attrs: Vec<(c_int, usize)>,
+    /// Hints from `MPI_Comm_set_info` (and the `_with_info` creators).
+    pub info: Vec<(String, String)>,
+    /// A process topology (`MPI_Cart_create`, `MPI_Graph_create`, ...).
+    pub topo: Option<std::sync::Arc<crate::topo::Topology>>,
 }
 
 impl CommRec {
@@ -242,6 +246,8 @@ pub struct Core {
     /// `MPI_Comm_get_parent`: the inter-communicator to the job that spawned this one
     /// (`MPI_COMM_NULL` when none, or once it is freed or disconnected).
     pub parent: c_int,
+    /// MPI-4 sessions.
+    pub sessions: Slab<crate::session::SessionRec>,
 }
 
 impl Core {
@@ -316,6 +322,8 @@ impl Core {
             name: String::new(),
             errhandler,
             attrs: Vec::new(),
+            info: Vec::new(),
+            topo: None,
         });
         Ok(handle::make(Kind::Direct, Obj::Comm, slot))
     }
@@ -347,6 +355,10 @@ impl Core {
             if !running {
                 if let Some(requests::Persistent::Coll { id }) = r.persistent() {
                     engine.coll_free(*id);
+                }
+                if let Some(g) = r.extra.as_mut().and_then(|x| x.grequest.as_mut()) {
+                    // Nobody can hear a failure of a request the program freed.
+                    let _ = crate::grequest::free(g);
                 }
             }
             running

@@ -323,3 +323,41 @@ mpi_fn! {
         unsafe { PMPI_Comm_get_errhandler(comm, errhandler) }
     }
 }
+
+mpi_fn! {
+    /// `MPI_Add_error_class`.
+    fn MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
+        api::call("MPI_Add_error_class", handle::COMM_WORLD, |_| {
+            let c = error::add_class()?;
+            crate::comm::set_last_used_code(c);
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(errorclass, c, "errorclass") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Add_error_code`.
+    fn MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
+        api::call("MPI_Add_error_code", handle::COMM_WORLD, |_| {
+            let c = error::add_code(errorclass)?;
+            crate::comm::set_last_used_code(c);
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(errorcode, c, "errorcode") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Add_error_string`.
+    fn MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
+        api::call("MPI_Add_error_string", handle::COMM_WORLD, |_| {
+            // SAFETY: a NUL-terminated string (contract).
+            let s = unsafe { mem::cstr(string, "string") }?;
+            if s.len() >= MAX_ERROR_STRING {
+                return Err(MpiError::new(error::ERR_ARG, format!("the string has {} bytes; at most {} fit", s.len(), MAX_ERROR_STRING - 1)));
+            }
+            error::add_string(errorcode, s)
+        })
+    }
+}

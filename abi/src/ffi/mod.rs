@@ -68,11 +68,13 @@ macro_rules! mpi_fn_c {
 pub mod coll;
 mod coll_args;
 pub mod comm;
+pub mod comm_create;
 pub mod dpm;
 pub mod dtype;
 pub mod dtype_ext;
 pub mod env;
 pub mod icoll;
+pub mod info;
 pub mod p2p;
 pub mod unsupported;
 

@@ -742,3 +742,91 @@ mpi_fn! {
         some("MPI_Testsome", incount, requests, outcount, indices, statuses, false)
     }
 }
+
+#[allow(clippy::too_many_arguments)]
+fn isendrecv(
+    name: &'static str,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: c_int,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: c_int,
+    request: *mut c_int,
+    replace: bool,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let core = l.core()?;
+        // SAFETY: both buffers hold their elements until the request completes (contract).
+        let s = unsafe { region(sendbuf, sendcount, sendtype) }?;
+        // SAFETY: as above.
+        let r = unsafe { region(recvbuf, recvcount, recvtype) }?;
+        let rec = p2p::isendrecv(core, comm, &s, dest, sendtag, &r, source, recvtag, replace)?;
+        let h = core.insert_request(rec);
+        // SAFETY: out-parameter (contract).
+        unsafe { mem::put(request, h, "request") }
+    })
+}
+
+mpi_fn_c! {
+    /// `MPI_Isendrecv` (MPI-4).
+    fn MPI_Isendrecv / PMPI_Isendrecv, MPI_Isendrecv_c / PMPI_Isendrecv_c(
+        sendbuf: *const c_void, sendcount: Count, sendtype: c_int, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, source: c_int, recvtag: c_int,
+        comm: c_int, request: *mut c_int,
+    ) -> c_int {
+        isendrecv(NAME, sendbuf, sendcount.into(), sendtype, dest, sendtag, recvbuf, recvcount.into(), recvtype, source, recvtag, comm, request, false)
+    }
+}
+
+mpi_fn_c! {
+    /// `MPI_Isendrecv_replace` (MPI-4): the outgoing data is copied first.
+    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace, MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(
+        buf: *mut c_void, count: Count, datatype: c_int, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: c_int, request: *mut c_int,
+    ) -> c_int {
+        isendrecv(NAME, buf, count.into(), datatype, dest, sendtag, buf, count.into(), datatype, source, recvtag, comm, request, true)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Grequest_start`.
+    fn MPI_Grequest_start / PMPI_Grequest_start(query_fn: Option<crate::grequest::QueryFn>, free_fn: Option<crate::grequest::FreeFn>, cancel_fn: Option<crate::grequest::CancelFn>, extra_state: *mut c_void, request: *mut c_int) -> c_int {
+        api::call("MPI_Grequest_start", handle::COMM_WORLD, |l| {
+            let core = l.core()?;
+            let mut rec = ReqRec::new(handle::COMM_WORLD, 0, false);
+            rec.state = requests::ReqState::Generalized;
+            rec.extra().grequest = Some(crate::grequest::Grequest {
+                query: query_fn,
+                free: free_fn,
+                cancel: cancel_fn,
+                extra: extra_state as usize,
+                complete: false,
+            });
+            let h = core.insert_request(rec);
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(request, h, "request") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Grequest_complete`.
+    fn MPI_Grequest_complete / PMPI_Grequest_complete(request: c_int) -> c_int {
+        api::call("MPI_Grequest_complete", handle::COMM_WORLD, |l| {
+            let core = l.core()?;
+            let g = requests::slot(request)
+                .and_then(|i| core.requests.get_mut(i))
+                .and_then(|r| r.extra.as_mut())
+                .and_then(|x| x.grequest.as_mut())
+                .ok_or_else(|| MpiError::new(error::ERR_REQUEST, format!("{request:#x} is not a generalized request (MPI_Grequest_start)")))?;
+            g.complete = true;
+            Ok(())
+        })
+    }
+}

@@ -68,6 +68,19 @@ impl Plan {
         (i, buf)
     }
 
+    /// Library memory holding `data`, for a schedule to read or write: its index (for
+    /// [`Plan::staged`]) and the buffer.
+    pub fn owned(&mut self, data: Vec<u8>) -> (usize, UserBuf) {
+        let (i, buf) = self.stage(data.len());
+        self.staging[i].bytes_mut().copy_from_slice(&data);
+        (i, buf)
+    }
+
+    /// The bytes of staging `i` (once the schedule completed).
+    pub fn staged(&self, i: usize) -> &[u8] {
+        self.staging[i].bytes()
+    }
+
     /// A buffer the schedule only reads: `r` as it is when contiguous (and the view is the
     /// memory itself), else its packed (or view) form.
     pub fn input(&mut self, r: &Region, view: Option<View>) -> UserBuf {
