@@ -21,6 +21,7 @@ const TAG_IBARRIER: i32 = -40;
 const TAG_IBCAST: i32 = -41;
 const TAG_IALLREDUCE: i32 = -42;
 const TAG_IALLGATHER: i32 = -43;
+const TAG_ISPLIT: i32 = -44;
 
 /// A broadcast root on an inter-communicator (`MPI_ROOT`, `MPI_PROC_NULL`, or a remote rank).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,5 +233,122 @@ impl Engine {
         self.add_inter_context(new, local, remote, new + 1);
         self.next_ctx = self.next_ctx.max(new + 2);
         Ok(new)
+    }
+}
+
+/// One process's part in splitting an inter-communicator: (color or none, key, next free
+/// context id), in the byte form the groups exchange.
+fn split_entry(color: Option<i32>, key: i32, next: u16) -> Vec<u8> {
+    let mut v = Vec::with_capacity(11);
+    v.push(u8::from(color.is_some()));
+    v.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
+    v.extend_from_slice(&key.to_le_bytes());
+    v.extend_from_slice(&next.to_le_bytes());
+    v
+}
+
+/// The entries of a whole group, checked (they came from other processes).
+fn split_table(parts: &[Vec<u8>]) -> Result<Vec<(Option<i32>, i32, u16)>, PmlError> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(r, a)| {
+            if a.len() != 11 || a[0] > 1 {
+                return Err(PmlError::Transport(format!(
+                    "pml: malformed split contribution from rank {r}"
+                )));
+            }
+            let c = i32::from_le_bytes([a[1], a[2], a[3], a[4]]);
+            let k = i32::from_le_bytes([a[5], a[6], a[7], a[8]]);
+            let n = u16::from_le_bytes([a[9], a[10]]);
+            Ok(((a[0] == 1).then_some(c), k, n))
+        })
+        .collect()
+}
+
+/// A group's split table as one byte string (the leaders swap these).
+fn pack_table(parts: &[Vec<u8>]) -> Vec<u8> {
+    parts.concat()
+}
+
+fn unpack_table(b: &[u8]) -> Result<Vec<(Option<i32>, i32, u16)>, PmlError> {
+    if b.len() % 11 != 0 {
+        return Err(PmlError::Transport(
+            "pml: malformed split table from the other group".into(),
+        ));
+    }
+    split_table(&b.chunks(11).map(<[u8]>::to_vec).collect::<Vec<_>>())
+}
+
+impl Engine {
+    /// `MPI_Comm_split` of an inter-communicator: the members of both groups with the same
+    /// color form a new inter-communicator (local members ordered by (key, rank), remote
+    /// ones likewise); `None` when this process passes no color, or the other group has no
+    /// member of its color. Collective over both groups.
+    pub fn inter_split(
+        &mut self,
+        ctx: u16,
+        color: Option<i32>,
+        key: i32,
+    ) -> Result<Option<u16>, PmlError> {
+        let (local, remote, local_ctx) = self.inter_parts(ctx)?;
+        let (me, _) = self.comm_info(local_ctx)?;
+        let mine = split_entry(color, key, self.next_ctx);
+        let parts = self.allgather_bytes(local_ctx, &mine)?;
+        let ours = split_table(&parts)?;
+        // The leaders swap their groups' tables; each leader hands the other table on.
+        let theirs_bytes = if me == 0 {
+            self.send_checked(ctx, 0, TAG_ISPLIT, &pack_table(&parts), false)?;
+            let (b, _) = self.recv_vec_checked(ctx, Some(0), Some(TAG_ISPLIT))?;
+            for r in 1..local.len() as u32 {
+                self.send_checked(local_ctx, r, TAG_ISPLIT, &b, false)?;
+            }
+            b
+        } else {
+            self.recv_vec_checked(local_ctx, Some(0), Some(TAG_ISPLIT))?
+                .0
+        };
+        let theirs = unpack_table(&theirs_bytes)?;
+        if theirs.len() != remote.len() {
+            return Err(PmlError::Transport(format!(
+                "pml: the other group's split table has {} entries for {} processes",
+                theirs.len(),
+                remote.len()
+            )));
+        }
+        let base = ours
+            .iter()
+            .chain(&theirs)
+            .map(|e| e.2)
+            .max()
+            .unwrap_or(self.next_ctx);
+        let mut colors: Vec<i32> = ours.iter().chain(&theirs).filter_map(|e| e.0).collect();
+        colors.sort_unstable();
+        colors.dedup();
+        let top = u32::from(base) + 2 * colors.len() as u32;
+        if top >= u32::from(u16::MAX) {
+            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+        }
+        self.next_ctx = self.next_ctx.max(top as u16);
+        let Some(color) = color else { return Ok(None) };
+        let pick = |table: &[(Option<i32>, i32, u16)], group: &[u32]| -> Vec<u32> {
+            let mut m: Vec<(i32, usize, u32)> = table
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.0 == Some(color))
+                .map(|(r, e)| (e.1, r, group[r]))
+                .collect();
+            m.sort_unstable();
+            m.into_iter().map(|x| x.2).collect()
+        };
+        let l = pick(&ours, &local);
+        let r = pick(&theirs, &remote);
+        if r.is_empty() {
+            return Ok(None);
+        }
+        let idx = colors.binary_search(&color).unwrap_or(0) as u16;
+        let new = base + 2 * idx;
+        self.add_inter_context(new, l, r, new + 1);
+        Ok(Some(new))
     }
 }

@@ -160,6 +160,66 @@ impl Engine {
         Ok(best)
     }
 
+    /// A context id agreed by some ranks of `ctx` only (`among`, in the order the group
+    /// lists them; the first one gathers and answers): `MPI_Comm_create_group` and
+    /// `MPI_Comm_create_from_group`, which only the new members call. `tag` separates
+    /// concurrent creations over overlapping groups (a negative, engine-internal tag).
+    pub fn agree_context_among(
+        &mut self,
+        ctx: u16,
+        among: &[u32],
+        tag: i32,
+    ) -> Result<u16, PmlError> {
+        let me = self.ctx(ctx)?.me;
+        let Some(&leader) = among.first() else {
+            return Err(PmlError::Invalid(
+                "pml: an empty group creates no communicator".into(),
+            ));
+        };
+        let mut best = self.next_ctx;
+        if me == leader {
+            for &r in &among[1..] {
+                let mut b = [0u8; 2];
+                self.recv_checked(ctx, Some(r), Some(tag), &mut b)?;
+                best = best.max(u16::from_le_bytes(b));
+            }
+            for &r in &among[1..] {
+                self.send_checked(ctx, r, tag, &best.to_le_bytes(), false)?;
+            }
+        } else {
+            self.send_checked(ctx, leader, tag, &self.next_ctx.to_le_bytes(), false)?;
+            let mut b = [0u8; 2];
+            self.recv_checked(ctx, Some(leader), Some(tag), &mut b)?;
+            best = u16::from_le_bytes(b);
+        }
+        if best == u16::MAX {
+            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+        }
+        self.next_ctx = self.next_ctx.max(best + 1);
+        Ok(best)
+    }
+
+    /// The context id this process would propose for a new communicator now (its next
+    /// free id); a nonblocking creation gathers the members' proposals and then calls
+    /// [`Engine::adopt_context`] with their maximum.
+    pub fn context_proposal(&self) -> u16 {
+        self.next_ctx
+    }
+
+    /// Registers context `ctx` agreed by a nonblocking creation; an id this process has
+    /// meanwhile used for another communicator is an error naming the clash.
+    pub fn adopt_context(&mut self, ctx: u16, group: Vec<u32>) -> Result<(), PmlError> {
+        if self.st.ctxs.get(ctx as usize).is_some_and(Option::is_some) {
+            return Err(PmlError::Invalid(format!(
+                "pml: context {ctx} agreed by a nonblocking communicator creation is already \
+                 in use here (another communicator was created before it completed); complete \
+                 MPI_Comm_idup before creating other communicators"
+            )));
+        }
+        self.add_context(ctx, group);
+        Ok(())
+    }
+
     /// `MPI_Comm_dup`: a new context with the same members.
     pub fn dup(&mut self, ctx: u16) -> Result<u16, PmlError> {
         if self.is_inter(ctx) {
