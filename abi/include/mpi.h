@@ -76,6 +76,10 @@ typedef struct MPI_Status {
 extern MPI_Fint *MPI_F_STATUS_IGNORE;
 extern MPI_Fint *MPI_F_STATUSES_IGNORE;
 
+/* Sentinel weight arrays of the distributed graph calls. */
+extern int *const MPI_UNWEIGHTED;
+extern int *const MPI_WEIGHTS_EMPTY;
+
 /* ---- Null and predefined handles ------------------------------------------------------ */
 
 #define MPI_COMM_NULL ((MPI_Comm)0x04000000)
@@ -962,6 +966,97 @@ KESTREL_MPI_FN(int, Scatterv_init_c,
                (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 
 /* MPI-3.1 completeness and MPI-4 additions. */
+KESTREL_MPI_FN(int, Cart_coords, (MPI_Comm comm, int rank, int maxdims, int coords[]));
+KESTREL_MPI_FN(int, Cart_create,
+               (MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm *comm_cart));
+KESTREL_MPI_FN(int, Cart_get,
+               (MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]));
+KESTREL_MPI_FN(int, Cart_map,
+               (MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank));
+KESTREL_MPI_FN(int, Cart_rank, (MPI_Comm comm, const int coords[], int *rank));
+KESTREL_MPI_FN(int, Cart_shift,
+               (MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest));
+KESTREL_MPI_FN(int, Cart_sub, (MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm));
+KESTREL_MPI_FN(int, Cartdim_get, (MPI_Comm comm, int *ndims));
+KESTREL_MPI_FN(int, Dims_create, (int nnodes, int ndims, int dims[]));
+KESTREL_MPI_FN(int, Dist_graph_create,
+               (MPI_Comm comm_old, int n, const int sources[], const int degrees[], const int destinations[], const int weights[], MPI_Info info, int reorder, MPI_Comm *comm_dist_graph));
+KESTREL_MPI_FN(int, Dist_graph_create_adjacent,
+               (MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[], int outdegree, const int destinations[], const int destweights[], MPI_Info info, int reorder, MPI_Comm *comm_dist_graph));
+KESTREL_MPI_FN(int, Dist_graph_neighbors,
+               (MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree, int destinations[], int destweights[]));
+KESTREL_MPI_FN(int, Dist_graph_neighbors_count,
+               (MPI_Comm comm, int *indegree, int *outdegree, int *weighted));
+KESTREL_MPI_FN(int, Graph_create,
+               (MPI_Comm comm_old, int nnodes, const int indx[], const int edges[], int reorder, MPI_Comm *comm_graph));
+KESTREL_MPI_FN(int, Graph_get,
+               (MPI_Comm comm, int maxindex, int maxedges, int indx[], int edges[]));
+KESTREL_MPI_FN(int, Graph_map,
+               (MPI_Comm comm, int nnodes, const int indx[], const int edges[], int *newrank));
+KESTREL_MPI_FN(int, Graph_neighbors,
+               (MPI_Comm comm, int rank, int maxneighbors, int neighbors[]));
+KESTREL_MPI_FN(int, Graph_neighbors_count, (MPI_Comm comm, int rank, int *nneighbors));
+KESTREL_MPI_FN(int, Graphdims_get, (MPI_Comm comm, int *nnodes, int *nedges));
+KESTREL_MPI_FN(int, Ineighbor_allgather,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_allgather_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_allgatherv,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_allgatherv_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_alltoall,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_alltoall_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_alltoallv,
+               (const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_alltoallv_c,
+               (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_alltoallw,
+               (const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Ineighbor_alltoallw_c,
+               (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_allgather,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_allgather_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_allgather_init,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_allgather_init_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_allgatherv,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_allgatherv_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_allgatherv_init,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_allgatherv_init_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_alltoall,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_alltoall_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_alltoall_init,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_alltoall_init_c,
+               (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_alltoallv,
+               (const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_alltoallv_c,
+               (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_alltoallv_init,
+               (const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_alltoallv_init_c,
+               (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_alltoallw,
+               (const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_alltoallw_c,
+               (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm));
+KESTREL_MPI_FN(int, Neighbor_alltoallw_init,
+               (const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Neighbor_alltoallw_init_c,
+               (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request));
 KESTREL_MPI_FN(int, Add_error_class, (int *errorclass));
 KESTREL_MPI_FN(int, Add_error_code, (int errorclass, int *errorcode));
 KESTREL_MPI_FN(int, Add_error_string, (int errorcode, const char *string));

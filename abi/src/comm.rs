@@ -14,9 +14,9 @@ use kestrel_pml::group::GroupRelation;
 use kestrel_pml::Group;
 
 use crate::callbacks;
-use crate::complete::UNDEFINED;
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, keyval, Kind, Obj};
+use crate::mem::UNDEFINED;
 use crate::state::{comm_slot, CommRec, Core, KeyvalRec, Locked};
 
 /// `MPI_IDENT`.
@@ -114,6 +114,14 @@ pub fn dup(l: &mut Locked, comm: c_int) -> MpiResult<c_int> {
     };
     let new_ctx = core.engine.dup(ctx).map_err(pml_err)?;
     let new = core.new_comm(new_ctx, eh)?;
+    // A duplicate keeps the topology and the hints.
+    let (topo, info) = {
+        let c = core.comm(comm)?;
+        (c.topo.clone(), c.info.clone())
+    };
+    let n = core.comm_mut(new)?;
+    n.topo = topo;
+    n.info = info;
     copy_attrs(l, comm, new)?;
     Ok(new)
 }
@@ -229,7 +237,7 @@ pub fn split(core: &mut Core, comm: c_int, color: c_int, key: c_int) -> MpiResul
         ));
     }
     if core.comm(comm)?.is_inter() {
-        return crate::comm_create::split_inter(core, comm, color, key);
+        return split_inter(core, comm, color, key);
     }
     let (ctx, eh) = {
         let c = intra(core, comm, "MPI_Comm_split")?;
@@ -250,8 +258,8 @@ pub fn split_type(
     key: c_int,
 ) -> MpiResult<Option<c_int>> {
     if core.comm(comm)?.is_inter() {
-        let color = crate::comm_create::shared_color(core, comm, kind)?;
-        return crate::comm_create::split_inter(core, comm, color, key);
+        let color = shared_color(core, comm, kind)?;
+        return split_inter(core, comm, color, key);
     }
     let color = match kind {
         UNDEFINED => UNDEFINED,
@@ -275,6 +283,47 @@ pub fn split_type(
         }
     };
     split(core, comm, color, key)
+}
+
+/// `MPI_Comm_split` and `MPI_Comm_split_type` on an inter-communicator.
+pub fn split_inter(
+    core: &mut Core,
+    comm: c_int,
+    color: c_int,
+    key: c_int,
+) -> MpiResult<Option<c_int>> {
+    let (ctx, eh) = {
+        let c = core.comm(comm)?;
+        (c.ctx, c.errhandler)
+    };
+    let color = (color != UNDEFINED).then_some(color);
+    match core.engine.inter_split(ctx, color, key).map_err(pml_err)? {
+        Some(new) => Ok(Some(core.new_comm(new, eh)?)),
+        None => Ok(None),
+    }
+}
+
+/// The color `MPI_Comm_split_type` gives this process on an inter-communicator: its node,
+/// named by the lowest job rank there among both groups.
+pub fn shared_color(core: &Core, comm: c_int, kind: c_int) -> MpiResult<c_int> {
+    if kind == UNDEFINED {
+        return Ok(UNDEFINED);
+    }
+    if kind != COMM_TYPE_SHARED {
+        return Err(MpiError::new(
+            error::ERR_ARG,
+            format!("split type {kind} is not supported; Kestrel knows MPI_COMM_TYPE_SHARED and MPI_UNDEFINED"),
+        ));
+    }
+    let c = core.comm(comm)?;
+    let me = core.engine.rank();
+    let node = core.engine.node_of(me).to_string();
+    let all = c.members.iter().chain(c.remote.iter().flatten());
+    Ok(all
+        .copied()
+        .filter(|&r| core.engine.node_of(r) == node)
+        .min()
+        .unwrap_or(me) as c_int)
 }
 
 /// `MPI_Comm_create`: a communicator of `group`'s members (a subset of `comm`'s).

@@ -12,8 +12,7 @@ use std::os::raw::c_int;
 use kestrel_pml::engine::CTX_WORLD;
 use kestrel_pml::Group;
 
-use crate::comm::{self, COMM_TYPE_SHARED};
-use crate::complete::UNDEFINED;
+use crate::comm;
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::requests::{ReqRec, ReqState};
@@ -172,47 +171,6 @@ pub fn intercomm_from_groups(
     core.new_comm(new, eh)
 }
 
-/// `MPI_Comm_split` and `MPI_Comm_split_type` on an inter-communicator.
-pub fn split_inter(
-    core: &mut Core,
-    comm: c_int,
-    color: c_int,
-    key: c_int,
-) -> MpiResult<Option<c_int>> {
-    let (ctx, eh) = {
-        let c = core.comm(comm)?;
-        (c.ctx, c.errhandler)
-    };
-    let color = (color != UNDEFINED).then_some(color);
-    match core.engine.inter_split(ctx, color, key).map_err(pml_err)? {
-        Some(new) => Ok(Some(core.new_comm(new, eh)?)),
-        None => Ok(None),
-    }
-}
-
-/// The color `MPI_Comm_split_type` gives this process on an inter-communicator: its node,
-/// named by the lowest job rank there among both groups.
-pub fn shared_color(core: &Core, comm: c_int, kind: c_int) -> MpiResult<c_int> {
-    if kind == UNDEFINED {
-        return Ok(UNDEFINED);
-    }
-    if kind != COMM_TYPE_SHARED {
-        return Err(MpiError::new(
-            error::ERR_ARG,
-            format!("split type {kind} is not supported; Kestrel knows MPI_COMM_TYPE_SHARED and MPI_UNDEFINED"),
-        ));
-    }
-    let c = core.comm(comm)?;
-    let me = core.engine.rank();
-    let node = core.engine.node_of(me).to_string();
-    let all = c.members.iter().chain(c.remote.iter().flatten());
-    Ok(all
-        .copied()
-        .filter(|&r| core.engine.node_of(r) == node)
-        .min()
-        .unwrap_or(me) as c_int)
-}
-
 /// What a nonblocking duplicate needs at completion.
 #[derive(Debug)]
 pub struct Idup {
@@ -272,12 +230,12 @@ pub fn idup(
     let h = handle::make(Kind::Direct, Obj::Comm, slot);
     let mut rec = ReqRec::new(comm, ctx, false);
     rec.state = ReqState::Active(id);
-    rec.extra().idup = Some(Idup {
+    rec.extra().aux = Some(Box::new(Idup {
         comm: h,
         plan,
         all,
         members,
-    });
+    }));
     Ok((h, rec))
 }
 
@@ -290,7 +248,20 @@ pub fn settle(core: &mut Core, slot: u32) -> MpiResult<()> {
     if !matches!(rec.state, ReqState::Done(_)) {
         return Ok(());
     }
-    let Some(d) = rec.extra.as_mut().and_then(|x| x.idup.take()) else {
+    let is_idup = rec
+        .extra
+        .as_ref()
+        .and_then(|x| x.aux.as_ref())
+        .is_some_and(|a| a.is::<Idup>());
+    if !is_idup {
+        return Ok(());
+    }
+    let Some(d) = rec
+        .extra
+        .as_mut()
+        .and_then(|x| x.aux.take())
+        .and_then(|a| a.downcast::<Idup>().ok())
+    else {
         return Ok(());
     };
     let agreed = d

@@ -17,7 +17,7 @@ use crate::requests::{self, Persistent, ReqState};
 use crate::state::Core;
 
 /// `MPI_UNDEFINED`.
-pub const UNDEFINED: c_int = -32766;
+pub use crate::mem::UNDEFINED;
 
 /// A request's slot, or `None` for `MPI_REQUEST_NULL`.
 fn slot_of(core: &Core, h: c_int) -> MpiResult<Option<u32>> {
@@ -80,17 +80,7 @@ fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
     st
 }
 
-/// The error a completed request reports, if any, on its communicator.
-pub fn status_error(st: &St, comm: c_int) -> MpiResult<()> {
-    p2p::check_truncation(st, st.bytes).map_err(|e| e.on(comm))?;
-    if st.error != error::SUCCESS && st.error != error::ERR_TRUNCATE {
-        // A collective's failure: its code carries the message.
-        let class = error::class_of(st.error).unwrap_or(error::ERR_OTHER);
-        let msg = error::string_of(st.error).unwrap_or_default();
-        return Err(MpiError::new(class, msg).on(comm));
-    }
-    Ok(())
-}
+pub use crate::requests::status_error;
 
 fn comm_of(core: &Core, i: u32) -> c_int {
     core.requests

@@ -185,10 +185,10 @@ pub fn darray_elements(a: &Darray<'_>) -> MpiResult<(Vec<i64>, i64)> {
 /// Fortran `INTEGER(KIND=r)` etc.: the predefined handle `MPI_Type_create_f90_*` names.
 pub fn f90_integer(r: c_int) -> MpiResult<c_int> {
     Ok(match r {
-        x if x == crate::complete::UNDEFINED || x <= 2 => 0x4c00_012d, // MPI_INTEGER1
-        3..=4 => 0x4c00_022f,                                          // MPI_INTEGER2
-        5..=9 => 0x4c00_0430,                                          // MPI_INTEGER4
-        10..=18 => 0x4c00_0831,                                        // MPI_INTEGER8
+        x if x == crate::mem::UNDEFINED || x <= 2 => 0x4c00_012d, // MPI_INTEGER1
+        3..=4 => 0x4c00_022f,                                     // MPI_INTEGER2
+        5..=9 => 0x4c00_0430,                                     // MPI_INTEGER4
+        10..=18 => 0x4c00_0831,                                   // MPI_INTEGER8
         _ => {
             return Err(arg(format!(
                 "no integer kind has a decimal range of {r} digits (at most 18)"
@@ -199,7 +199,7 @@ pub fn f90_integer(r: c_int) -> MpiResult<c_int> {
 
 /// The real kind with precision `p` and range `r` (`MPI_UNDEFINED`: any): 4, 8 or 16 bytes.
 pub fn f90_real_bytes(p: c_int, r: c_int) -> MpiResult<usize> {
-    let u = crate::complete::UNDEFINED;
+    let u = crate::mem::UNDEFINED;
     let p = if p == u { 0 } else { p };
     let r = if r == u { 0 } else { r };
     if p <= 6 && r <= 37 {
@@ -395,7 +395,7 @@ mod tests {
         assert_eq!(f90_integer(18).unwrap(), 0x4c00_0831);
         assert!(f90_integer(19).is_err());
         assert_eq!(f90_real_bytes(6, 37).unwrap(), 4);
-        assert_eq!(f90_real_bytes(15, crate::complete::UNDEFINED).unwrap(), 8);
+        assert_eq!(f90_real_bytes(15, crate::mem::UNDEFINED).unwrap(), 8);
         assert_eq!(match_size(TYPECLASS_REAL, 8).unwrap(), real_of(8));
         assert!(match_size(TYPECLASS_INTEGER, 3).is_err());
     }

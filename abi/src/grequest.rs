@@ -48,7 +48,7 @@ pub fn query(g: &mut Grequest) -> MpiResult<Option<St>> {
         return Ok(None);
     }
     let mut raw = MpiStatus::default();
-    St::empty(crate::p2p::ANY_SOURCE).encode(&mut raw, true);
+    St::empty(crate::mem::ANY_SOURCE).encode(&mut raw, true);
     if let Some(q) = g.query {
         // SAFETY: `q` is the program's MPI_Grequest_query_function; `raw` is a status.
         let rc = unsafe { q(g.extra as *mut c_void, &mut raw) };

@@ -36,6 +36,7 @@ pub mod ffi;
 pub mod grequest;
 pub mod handle;
 pub mod icoll;
+pub mod isendrecv;
 pub mod mem;
 pub mod p2p;
 pub mod requests;

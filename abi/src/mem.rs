@@ -26,6 +26,15 @@ pub const STATUS_IGNORE: usize = 1;
 /// `MPI_IN_PLACE`.
 pub const IN_PLACE: usize = usize::MAX;
 
+/// `MPI_UNDEFINED`.
+pub const UNDEFINED: c_int = -32766;
+
+/// `MPI_ANY_SOURCE` (also the source of an empty status).
+pub const ANY_SOURCE: c_int = -2;
+
+/// `MPI_BYTE`.
+pub const BYTE: c_int = 0x4c00_010d;
+
 /// `MPI_Status`: five C ints, MPICH's layout.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use crate::state::{CommRec, Core, MsgRec};
 /// `MPI_PROC_NULL`.
 pub const PROC_NULL: c_int = -1;
 /// `MPI_ANY_SOURCE`.
-pub const ANY_SOURCE: c_int = -2;
+pub const ANY_SOURCE: c_int = crate::mem::ANY_SOURCE;
 /// `MPI_ANY_TAG`.
 pub const ANY_TAG: c_int = -1;
 /// The largest tag (`MPI_TAG_UB`): the engine carries 31-bit tags.
@@ -198,20 +198,7 @@ pub fn start_recv(
     requests::start_recv(&mut core.engine, comm, ctx, source.selector(), tag, region)
 }
 
-/// Turns a truncated receive into `MPI_ERR_TRUNCATE`.
-#[inline]
-pub fn check_truncation(st: &St, region_bytes: usize) -> MpiResult<()> {
-    if st.error == error::ERR_TRUNCATE {
-        return Err(MpiError::new(
-            error::ERR_TRUNCATE,
-            format!(
-                "the message from rank {} (tag {}) is longer than the {region_bytes}-byte receive buffer; the buffer holds its first {} bytes",
-                st.source, st.tag, st.bytes
-            ),
-        ));
-    }
-    Ok(())
-}
+pub use crate::requests::check_truncation;
 
 /// `MPI_Recv`: the status, truncated or not (the caller reports it, then the error).
 pub fn recv(
@@ -270,56 +257,6 @@ pub fn sendrecv(
     let st = requests::wait(&mut core.engine, &mut r)?;
     check_truncation(&st, recv.packed_len())?;
     Ok(st)
-}
-
-/// `MPI_Isendrecv`: the receive's request, which completes once the send has too. With
-/// `replace`, the outgoing data is copied first (`MPI_Isendrecv_replace`).
-#[allow(clippy::too_many_arguments)]
-pub fn isendrecv(
-    core: &mut Core,
-    comm: c_int,
-    send: &Region,
-    dest: c_int,
-    send_tag: c_int,
-    recv: &Region,
-    source: c_int,
-    recv_tag: c_int,
-    replace: bool,
-) -> MpiResult<ReqRec> {
-    let mut keep = None;
-    let copy;
-    let send = if replace {
-        let mut plan = crate::icoll::Plan::default();
-        let data = send.pack()?;
-        let count = data.len();
-        let (_, span) = plan.owned(data);
-        copy = Region {
-            span,
-            origin: 0,
-            count,
-            ty: crate::state::datatype(crate::ffi::BYTE, true)?,
-        };
-        keep = Some(plan);
-        &copy
-    } else {
-        send
-    };
-    let mut r = start_recv(core, comm, recv, source, recv_tag)?;
-    let s = match start_send(core, comm, send, dest, send_tag, Mode::Standard) {
-        Ok(s) => s,
-        Err(e) => {
-            if let ReqState::Active(id) = r.state {
-                if core.engine.cancel(id, r.ctx) {
-                    let _ = requests::wait(&mut core.engine, &mut r);
-                }
-            }
-            return Err(e);
-        }
-    };
-    let extra = r.extra();
-    extra.companion = Some(Box::new(s));
-    extra.keep = keep;
-    Ok(r)
 }
 
 /// `MPI_Probe` (blocking) and `MPI_Iprobe`.

@@ -94,6 +94,21 @@ pub struct ReqRec {
     pub extra: Option<Box<Extra>>,
 }
 
+/// Staging of program data a request's engine operation uses: filled before each run,
+/// written back after a successful one (implemented by `icoll::Plan`).
+pub trait Staged {
+    /// Copies the program's data in.
+    fn fill(&mut self) -> MpiResult<()>;
+    /// Writes the results back.
+    fn drain(&self) -> MpiResult<()>;
+}
+
+impl std::fmt::Debug for dyn Staged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Staged")
+    }
+}
+
 /// The parts of a request only some requests have.
 #[derive(Debug, Default)]
 pub struct Extra {
@@ -104,14 +119,13 @@ pub struct Extra {
     /// Set for persistent requests.
     pub persistent: Option<Persistent>,
     /// A collective's staging, filled at every start and drained at every completion.
-    pub coll: Option<crate::icoll::Plan>,
-    /// A nonblocking duplicate's agreement, settled at completion.
-    pub idup: Option<crate::comm_create::Idup>,
+    pub coll: Option<Box<dyn Staged>>,
+    /// Anything else the request keeps until completion for its owner's module (library
+    /// memory a companion sends from, a nonblocking duplicate's agreement).
+    pub aux: Option<Box<dyn std::any::Any>>,
     /// A request that must complete before this one does (the send of
     /// `MPI_Isendrecv`).
     pub companion: Option<Box<ReqRec>>,
-    /// Memory a companion uses, kept until completion.
-    pub keep: Option<crate::icoll::Plan>,
     /// A generalized request's callbacks and state (`MPI_Grequest_start`).
     pub grequest: Option<crate::grequest::Grequest>,
 }
@@ -316,7 +330,7 @@ pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
 /// The status of a completed collective: no source, tag or count; its error as an error
 /// code that carries the engine's message.
 fn coll_status(engine: &mut Engine, id: ReqId, s: Status) -> St {
-    let mut st = St::empty(crate::p2p::ANY_SOURCE);
+    let mut st = St::empty(crate::mem::ANY_SOURCE);
     if s.failed_peer.is_some() || s.truncated_from.is_some() || s.op_failed {
         let class = if s.truncated_from.is_some() {
             error::ERR_TRUNCATE
@@ -363,4 +377,31 @@ pub fn bad_request(h: c_int) -> MpiError {
         error::ERR_REQUEST,
         format!("{h:#x} is not a request (already completed and freed, or another kind of handle)"),
     )
+}
+
+/// Turns a truncated receive into `MPI_ERR_TRUNCATE`.
+#[inline]
+pub fn check_truncation(st: &St, region_bytes: usize) -> MpiResult<()> {
+    if st.error == error::ERR_TRUNCATE {
+        return Err(MpiError::new(
+            error::ERR_TRUNCATE,
+            format!(
+                "the message from rank {} (tag {}) is longer than the {region_bytes}-byte receive buffer; the buffer holds its first {} bytes",
+                st.source, st.tag, st.bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The error a completed request reports, if any, on its communicator.
+pub fn status_error(st: &St, comm: c_int) -> MpiResult<()> {
+    check_truncation(st, st.bytes).map_err(|e| e.on(comm))?;
+    if st.error != error::SUCCESS && st.error != error::ERR_TRUNCATE {
+        // A collective's failure: its code carries the message.
+        let class = error::class_of(st.error).unwrap_or(error::ERR_OTHER);
+        let msg = error::string_of(st.error).unwrap_or_default();
+        return Err(MpiError::new(class, msg).on(comm));
+    }
+    Ok(())
 }

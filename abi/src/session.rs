@@ -14,14 +14,7 @@ use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::state::Core;
 
-/// A session.
-#[derive(Debug, Clone)]
-pub struct SessionRec {
-    /// Its error handler.
-    pub errhandler: c_int,
-    /// The info it was opened with.
-    pub info: Vec<(String, String)>,
-}
+pub use crate::state::SessionRec;
 
 /// The process sets every session offers.
 pub const PSETS: [&str; 2] = ["mpi://WORLD", "mpi://SELF"];

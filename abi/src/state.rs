@@ -145,7 +145,7 @@ pub struct CommRec {
     /// Hints from `MPI_Comm_set_info` (and the `_with_info` creators).
     pub info: Vec<(String, String)>,
     /// A process topology (`MPI_Cart_create`, `MPI_Graph_create`, ...).
-    pub topo: Option<std::sync::Arc<crate::topo::Topology>>,
+    pub topo: Option<std::sync::Arc<Topology>>,
 }
 
 impl CommRec {
@@ -167,6 +167,26 @@ impl CommRec {
             None => self.size(),
         }
     }
+}
+
+/// A session.
+#[derive(Debug, Clone)]
+pub struct SessionRec {
+    /// Its error handler.
+    pub errhandler: c_int,
+    /// The info it was opened with.
+    pub info: Vec<(String, String)>,
+}
+
+/// A communicator's topology.
+#[derive(Debug, Clone)]
+pub enum Topology {
+    /// `MPI_Cart_create`.
+    Cart(kestrel_pml::topo::Cart),
+    /// `MPI_Graph_create`.
+    Graph(kestrel_pml::topo::Graph),
+    /// `MPI_Dist_graph_create(_adjacent)`.
+    DistGraph(kestrel_pml::topo::DistGraph),
 }
 
 /// A user-defined reduction (`MPI_Op_create`).
@@ -247,7 +267,7 @@ pub struct Core {
     /// (`MPI_COMM_NULL` when none, or once it is freed or disconnected).
     pub parent: c_int,
     /// MPI-4 sessions.
-    pub sessions: Slab<crate::session::SessionRec>,
+    pub sessions: Slab<SessionRec>,
 }
 
 impl Core {

@@ -23,16 +23,7 @@ const TAG_IALLREDUCE: i32 = -42;
 const TAG_IALLGATHER: i32 = -43;
 const TAG_ISPLIT: i32 = -44;
 
-/// A broadcast root on an inter-communicator (`MPI_ROOT`, `MPI_PROC_NULL`, or a remote rank).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InterRoot {
-    /// This process is the root (`MPI_ROOT`).
-    Root,
-    /// This process is in the root's group but not the root (`MPI_PROC_NULL`).
-    RootGroup,
-    /// The root is this rank of the remote group.
-    Remote(u32),
-}
+pub use crate::engine::nbc::inter::InterRoot;
 
 impl Engine {
     /// (local rank, remote size, local context) of an inter-communicator.
@@ -272,7 +263,7 @@ fn pack_table(parts: &[Vec<u8>]) -> Vec<u8> {
 }
 
 fn unpack_table(b: &[u8]) -> Result<Vec<(Option<i32>, i32, u16)>, PmlError> {
-    if b.len() % 11 != 0 {
+    if !b.len().is_multiple_of(11) {
         return Err(PmlError::Transport(
             "pml: malformed split table from the other group".into(),
         ));

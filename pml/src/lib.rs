@@ -19,10 +19,11 @@ pub mod group;
 pub mod hdr;
 pub mod inter;
 pub mod matching;
-pub mod nbc;
 pub mod op;
 pub mod params;
 mod procs;
+pub mod topo;
 
+pub use engine::nbc;
 pub use engine::{Engine, PmlError, ReqId, Status};
 pub use group::Group;

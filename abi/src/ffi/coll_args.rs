@@ -32,7 +32,7 @@ pub(super) enum Lay<T> {
 ///
 /// # Safety
 /// `buf` holds the blocks `lay` describes; arrays hold `n` entries.
-unsafe fn blocks<T: Copy + Into<i64>>(
+pub(super) unsafe fn blocks<T: Copy + Into<i64>>(
     buf: *const c_void,
     lay: Lay<T>,
     dt: c_int,

@@ -217,9 +217,9 @@ mpi_fn! {
     /// `MPI_Topo_test`: `MPI_UNDEFINED` (no communicator has a topology).
     fn MPI_Topo_test / PMPI_Topo_test(comm: c_int, status: *mut c_int) -> c_int {
         api::call("MPI_Topo_test", comm, |l| {
-            l.core()?.comm(comm)?;
+            let kind = l.core()?.comm(comm)?.topo.as_ref().map_or(UNDEFINED, |t| t.kind());
             // SAFETY: out-parameter (contract).
-            unsafe { mem::put(status, UNDEFINED, "status") }
+            unsafe { mem::put(status, kind, "status") }
         })
     }
 }

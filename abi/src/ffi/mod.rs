@@ -75,7 +75,9 @@ pub mod dtype_ext;
 pub mod env;
 pub mod icoll;
 pub mod info;
+pub mod neighbor;
 pub mod p2p;
+pub mod topo;
 pub mod unsupported;
 
 /// A pointer-sized exported object (MPICH's sentinel pointers).
@@ -120,7 +122,7 @@ pub(crate) unsafe fn region(
 }
 
 /// `MPI_BYTE`.
-pub(crate) const BYTE: c_int = 0x4c00_010d;
+pub(crate) const BYTE: c_int = crate::mem::BYTE;
 
 // The rest of the data objects MPICH exports (Fortran 2008 bindings and the tool
 // interface), with MPICH's sizes, so that any binary referring to them loads; Kestrel has

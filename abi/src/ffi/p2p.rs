@@ -766,7 +766,8 @@ fn isendrecv(
         let s = unsafe { region(sendbuf, sendcount, sendtype) }?;
         // SAFETY: as above.
         let r = unsafe { region(recvbuf, recvcount, recvtype) }?;
-        let rec = p2p::isendrecv(core, comm, &s, dest, sendtag, &r, source, recvtag, replace)?;
+        let rec =
+            crate::isendrecv::start(core, comm, &s, dest, sendtag, &r, source, recvtag, replace)?;
         let h = core.insert_request(rec);
         // SAFETY: out-parameter (contract).
         unsafe { mem::put(request, h, "request") }

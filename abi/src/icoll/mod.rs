@@ -21,6 +21,7 @@ use crate::mem::{Region, VBuf};
 use crate::requests::{self, Persistent, ReqRec, ReqState};
 use crate::state::Core;
 
+pub mod neighbor;
 #[allow(unsafe_code)]
 pub mod plan;
 
@@ -52,14 +53,14 @@ fn launch(
             let id = core.engine.coll_run(sched);
             rec.state = ReqState::Active(id);
             if !plan.is_direct() {
-                rec.extra().coll = Some(plan);
+                rec.extra().coll = Some(Box::new(plan));
             }
         }
         Start::Persistent => {
             let id = core.engine.coll_persist(sched);
             let extra = rec.extra();
             extra.persistent = Some(Persistent::Coll { id });
-            extra.coll = Some(plan);
+            extra.coll = Some(Box::new(plan));
         }
     }
     Ok(rec)
@@ -68,7 +69,7 @@ fn launch(
 /// Runs a collective request to completion (the blocking inter-communicator collectives).
 pub fn run_blocking(core: &mut Core, mut rec: ReqRec) -> MpiResult<()> {
     let st = requests::wait(&mut core.engine, &mut rec)?;
-    crate::complete::status_error(&st, rec.comm)
+    requests::status_error(&st, rec.comm)
 }
 
 fn bytes_per_elem(r: &Region, view: View) -> usize {

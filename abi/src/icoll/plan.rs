@@ -248,6 +248,15 @@ impl Plan {
     }
 }
 
+impl crate::requests::Staged for Plan {
+    fn fill(&mut self) -> MpiResult<()> {
+        Plan::fill(self)
+    }
+    fn drain(&self) -> MpiResult<()> {
+        Plan::drain(self)
+    }
+}
+
 fn view_len(r: &Region, view: Option<View>) -> usize {
     match view {
         Some(View::Struct(_)) => r.count * r.ty.extent().max(0) as usize,

@@ -43,6 +43,7 @@ mod arrival;
 mod contexts;
 mod detached;
 mod exchange;
+pub mod nbc;
 mod post;
 mod progress;
 mod requests;
@@ -329,7 +330,7 @@ pub struct Engine {
     /// `None` means "not decided yet".
     pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
     /// Nonblocking and persistent collective schedules.
-    pub(crate) nbc: crate::nbc::Table,
+    pub(crate) nbc: crate::engine::nbc::Table,
 }
 
 impl fmt::Debug for Engine {

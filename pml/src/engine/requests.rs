@@ -10,7 +10,7 @@ impl Engine {
         if id == DONE {
             return Some(Status::default());
         }
-        if crate::nbc::is_coll(id) {
+        if crate::engine::nbc::is_coll(id) {
             return self.coll_try_complete(id);
         }
         let done = match self.st.req_mut(id)? {
@@ -36,7 +36,7 @@ impl Engine {
         if id == DONE {
             return true;
         }
-        if crate::nbc::is_coll(id) {
+        if crate::engine::nbc::is_coll(id) {
             return self.coll_is_complete(id);
         }
         match self.st.req(id) {

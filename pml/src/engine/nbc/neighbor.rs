@@ -5,9 +5,10 @@
 //! lists in the order MPI defines for the topology: for a Cartesian grid, per dimension the
 //! negative then the positive neighbor (`MPI_PROC_NULL` neighbors are `None` and exchange
 //! nothing, their blocks left alone); for a graph, the adjacency list; for a distributed
-//! graph, the sources and destinations as given. Messages between the same two processes
-//! are posted in list order on both sides, so duplicates in a list (a periodic dimension of
-//! one or two processes) match in order, as in MPICH. This module only describes rounds.
+//! graph, the sources and destinations as given. Sends are posted in list order and
+//! receives in list order or, for `MPI_Neighbor_alltoall`, in reverse ([`Neighbors`]),
+//! which is how MPICH 4.0.2 pairs the blocks of a neighbor listed twice (a periodic
+//! dimension of one or two processes). This module only describes rounds.
 
 use crate::buf::UserBuf;
 use crate::engine::{Engine, PmlError};
@@ -21,6 +22,22 @@ pub struct Neighbors<'a> {
     pub sources: &'a [Option<u32>],
     /// Where blocks go.
     pub dests: &'a [Option<u32>],
+    /// Post the receives in reverse list order: MPICH's `MPI_Neighbor_alltoall` does, so
+    /// a neighbor listed twice pairs its blocks the other way round (see
+    /// [`crate::topo::RepeatOrder`]).
+    pub reversed: bool,
+}
+
+impl Neighbors<'_> {
+    /// The order receives are posted in.
+    fn recv_order(&self) -> Box<dyn Iterator<Item = usize>> {
+        let n = self.sources.len();
+        if self.reversed {
+            Box::new((0..n).rev())
+        } else {
+            Box::new(0..n)
+        }
+    }
 }
 
 impl Engine {
@@ -33,8 +50,8 @@ impl Engine {
         send: UserBuf,
         recv: UserBuf,
         rlayout: Layout,
-    ) -> Result<crate::nbc::Schedule, PmlError> {
-        let Neighbors { sources, dests } = nb;
+    ) -> Result<crate::engine::nbc::Schedule, PmlError> {
+        let Neighbors { sources, dests, .. } = nb;
         check_layout(
             "neighbor allgather",
             recv.len(),
@@ -45,9 +62,9 @@ impl Engine {
         let mut b = self.coll_builder(ctx)?;
         let s = b.input(send);
         let o = b.output(recv);
-        for (i, src) in sources.iter().enumerate() {
-            if let Some(p) = src {
-                b.recv(ctx, *p, rlayout.block(o, i as u32));
+        for i in nb.recv_order() {
+            if let Some(p) = sources[i] {
+                b.recv(ctx, p, rlayout.block(o, i as u32));
             }
         }
         for d in dests.iter().flatten() {
@@ -67,8 +84,8 @@ impl Engine {
         slayout: Layout,
         recv: UserBuf,
         rlayout: Layout,
-    ) -> Result<crate::nbc::Schedule, PmlError> {
-        let Neighbors { sources, dests } = nb;
+    ) -> Result<crate::engine::nbc::Schedule, PmlError> {
+        let Neighbors { sources, dests, .. } = nb;
         check_layout(
             "neighbor alltoall (send)",
             send.len(),
@@ -86,9 +103,9 @@ impl Engine {
         let mut b = self.coll_builder(ctx)?;
         let s = b.input(send);
         let o = b.output(recv);
-        for (i, src) in sources.iter().enumerate() {
-            if let Some(p) = src {
-                b.recv(ctx, *p, rlayout.block(o, i as u32));
+        for i in nb.recv_order() {
+            if let Some(p) = sources[i] {
+                b.recv(ctx, p, rlayout.block(o, i as u32));
             }
         }
         for (i, d) in dests.iter().enumerate() {

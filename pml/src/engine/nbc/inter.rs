@@ -19,11 +19,21 @@
 
 use crate::buf::UserBuf;
 use crate::engine::{Engine, PmlError};
-use crate::inter::InterRoot;
 use crate::op::{Dtype, Reduction};
 
 use super::algorithms::{self, check_layout, Comm, Layout};
 use super::{Builder, Schedule};
+
+/// A broadcast root on an inter-communicator (`MPI_ROOT`, `MPI_PROC_NULL`, or a remote rank).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterRoot {
+    /// This process is the root (`MPI_ROOT`).
+    Root,
+    /// This process is in the root's group but not the root (`MPI_PROC_NULL`).
+    RootGroup,
+    /// The root is this rank of the remote group.
+    Remote(u32),
+}
 
 /// What a schedule of an inter-communicator needs to know about it.
 struct Parts {
