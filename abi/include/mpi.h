@@ -276,6 +276,15 @@ int MPIR_Dup_fn(MPI_Comm oldcomm, int keyval, void *extra_state, void *attribute
 #define MPI_COMM_NULL_DELETE_FN ((MPI_Comm_delete_attr_function *)0)
 #define MPI_COMM_DUP_FN ((MPI_Comm_copy_attr_function *)MPI_DUP_FN)
 
+typedef int(MPI_Type_copy_attr_function)(MPI_Datatype oldtype, int keyval, void *extra_state,
+                                          void *attribute_val_in, void *attribute_val_out,
+                                          int *flag);
+typedef int(MPI_Type_delete_attr_function)(MPI_Datatype datatype, int keyval,
+                                            void *attribute_val, void *extra_state);
+#define MPI_TYPE_NULL_COPY_FN ((MPI_Type_copy_attr_function *)0)
+#define MPI_TYPE_NULL_DELETE_FN ((MPI_Type_delete_attr_function *)0)
+#define MPI_TYPE_DUP_FN ((MPI_Type_copy_attr_function *)MPI_DUP_FN)
+
 /* ---- Sentinels and limits ----------------------------------------------------------- */
 
 #define MPI_PROC_NULL (-1)
@@ -966,6 +975,16 @@ KESTREL_MPI_FN(int, Scatterv_init_c,
                (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 
 /* MPI-3.1 completeness and MPI-4 additions. */
+KESTREL_MPI_FN(int, Status_c2f, (const MPI_Status *c_status, MPI_Fint *f_status));
+KESTREL_MPI_FN(int, Status_f2c, (const MPI_Fint *f_status, MPI_Status *c_status));
+KESTREL_MPI_FN(int, Type_create_keyval,
+               (MPI_Type_copy_attr_function *type_copy_attr_fn, MPI_Type_delete_attr_function *type_delete_attr_fn, int *type_keyval, void *extra_state));
+KESTREL_MPI_FN(int, Type_delete_attr, (MPI_Datatype datatype, int type_keyval));
+KESTREL_MPI_FN(int, Type_free_keyval, (int *type_keyval));
+KESTREL_MPI_FN(int, Type_get_attr,
+               (MPI_Datatype datatype, int type_keyval, void *attribute_val, int *flag));
+KESTREL_MPI_FN(int, Type_set_attr,
+               (MPI_Datatype datatype, int type_keyval, void *attribute_val));
 KESTREL_MPI_FN(int, Cart_coords, (MPI_Comm comm, int rank, int maxdims, int coords[]));
 KESTREL_MPI_FN(int, Cart_create,
                (MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm *comm_cart));

@@ -47,10 +47,48 @@ pub fn call(
     let Some(mut l) = Locked::acquire() else {
         return reentered(name);
     };
-    match body(&mut l) {
+    let r = body(&mut l);
+    // Free functions of generalized requests the call freed run now, unlocked.
+    let r = match l.phase() {
+        Phase::Running(c) if !c.deferred_frees.is_empty() => r.and(run_deferred_frees(&mut l)),
+        _ => r,
+    };
+    match r {
         Ok(()) => error::SUCCESS,
         Err(e) => raise(&mut l, name, comm, e),
     }
+}
+
+/// Runs the deferred free functions of generalized requests with the lock released; the
+/// first failure is the call's error.
+#[cold]
+fn run_deferred_frees(l: &mut Locked) -> MpiResult<()> {
+    let frees = match l.phase() {
+        Phase::Running(c) => std::mem::take(&mut c.deferred_frees),
+        _ => return Ok(()),
+    };
+    let mut first = Ok(());
+    for (f, extra) in frees {
+        let r = l.unlocked(|| crate::grequest::run_free(f, extra));
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
+}
+
+/// Runs the query functions of the completed generalized requests among `hs` with the
+/// lock released (they may call MPI); the wait and test functions call this first.
+pub fn query_grequests(l: &mut Locked, hs: &[c_int]) -> MpiResult<()> {
+    let core = l.core()?;
+    if core.grequests == 0 {
+        return Ok(());
+    }
+    for (slot, q, extra) in crate::grequest::pending(core, hs) {
+        let r = l.unlocked(|| crate::grequest::run(q, extra));
+        crate::grequest::store(l.core()?, slot, r);
+    }
+    Ok(())
 }
 
 /// Runs the body of MPI function `name` that touches no state but datatypes (queries and

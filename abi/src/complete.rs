@@ -66,13 +66,13 @@ fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
     };
     if !persistent {
         if let Some(mut r) = core.requests.remove(i) {
-            if let Some(g) = r.extra.as_mut().and_then(|x| x.grequest.as_mut()) {
-                if let Err(e) = crate::grequest::free(g) {
-                    return St {
-                        error: error::code_for(e.class, e.msg.clone()),
-                        ..st
-                    };
-                }
+            if let Some(f) = r
+                .extra
+                .as_mut()
+                .and_then(|x| x.grequest.as_mut())
+                .and_then(|g| g.free.take().map(|f| (f, g.extra)))
+            {
+                core.deferred_frees.push(f);
             }
         }
         *h = handle::REQUEST_NULL;
@@ -326,9 +326,6 @@ pub fn cancel(core: &mut Core, h: c_int) -> MpiResult<()> {
         engine, requests, ..
     } = core;
     if let Some(r) = requests.get_mut(i) {
-        if let Some(g) = r.extra.as_ref().and_then(|x| x.grequest.as_ref()) {
-            return crate::grequest::cancel(g);
-        }
         if let (ReqState::Active(id), true) = (&r.state, r.recv) {
             engine.cancel(*id, r.ctx);
         }
@@ -343,8 +340,13 @@ pub fn free(core: &mut Core, h: &mut c_int) -> MpiResult<()> {
     if let Some(mut r) = core.requests.remove(i) {
         if r.is_active() {
             core.detached.push(r);
-        } else if let Some(g) = r.extra.as_mut().and_then(|x| x.grequest.as_mut()) {
-            crate::grequest::free(g)?;
+        } else if let Some(f) = r
+            .extra
+            .as_mut()
+            .and_then(|x| x.grequest.as_mut())
+            .and_then(|g| g.free.take().map(|f| (f, g.extra)))
+        {
+            core.deferred_frees.push(f);
         } else if let Some(Persistent::Coll { id }) = r.persistent() {
             core.engine.coll_free(*id);
         }

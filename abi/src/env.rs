@@ -144,6 +144,8 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         main_thread: std::thread::current().id(),
         parent: handle::COMM_NULL,
         sessions: Slab::default(),
+        deferred_frees: Vec::new(),
+        grequests: 0,
     }));
     if let Some(ctx) = parent_ctx {
         let core = l.core()?;

@@ -3,8 +3,10 @@
 //!
 //! This module owns the three callbacks and the completion flag; the program's query
 //! function fills the status when the request completes, its free function runs when the
-//! request is freed, and its cancel function on `MPI_Cancel`. It never waits: a wait on a
-//! generalized request progresses the engine until another thread completes it.
+//! request is freed, and its cancel function on `MPI_Cancel`. The callbacks may call MPI,
+//! so they never run with the library lock held: the wait and test entry points run the
+//! query functions of completed requests before looking at them ([`pending`], [`run`],
+//! [`store`]), and free functions after (`Core::deferred_frees`). It never waits.
 #![allow(unsafe_code)]
 
 use std::os::raw::{c_int, c_void};
@@ -32,6 +34,8 @@ pub struct Grequest {
     pub extra: usize,
     /// `MPI_Grequest_complete` was called.
     pub complete: bool,
+    /// What the query function said, once it ran.
+    pub queried: Option<MpiResult<St>>,
 }
 
 fn callback_error(what: &str, rc: c_int) -> MpiError {
@@ -41,44 +45,69 @@ fn callback_error(what: &str, rc: c_int) -> MpiError {
     )
 }
 
-/// The status of a completed generalized request (its query function's), or `None` while
-/// the program has not completed it.
+/// The status of a completed generalized request (its query function's, which the entry
+/// point ran), or `None` while the program has not completed it.
 pub fn query(g: &mut Grequest) -> MpiResult<Option<St>> {
-    if !g.complete {
-        return Ok(None);
+    match &g.queried {
+        Some(r) if g.complete => r.clone().map(Some),
+        _ => Ok(None),
     }
+}
+
+/// The query functions still to run for the completed generalized requests among `hs`:
+/// (request slot, function, extra state).
+pub fn pending(core: &crate::state::Core, hs: &[c_int]) -> Vec<(u32, Option<QueryFn>, usize)> {
+    hs.iter()
+        .filter_map(|&h| {
+            let i = crate::requests::slot(h)?;
+            let g = core.requests.get(i)?.extra.as_ref()?.grequest.as_ref()?;
+            (g.complete && g.queried.is_none()).then_some((i, g.query, g.extra))
+        })
+        .collect()
+}
+
+/// Runs a query function (the library lock released: it may call MPI).
+pub fn run(q: Option<QueryFn>, extra: usize) -> MpiResult<St> {
     let mut raw = MpiStatus::default();
     St::empty(crate::mem::ANY_SOURCE).encode(&mut raw, true);
-    if let Some(q) = g.query {
+    if let Some(q) = q {
         // SAFETY: `q` is the program's MPI_Grequest_query_function; `raw` is a status.
-        let rc = unsafe { q(g.extra as *mut c_void, &mut raw) };
+        let rc = unsafe { q(extra as *mut c_void, &mut raw) };
         if rc != error::SUCCESS {
             return Err(callback_error("query", rc));
         }
     }
-    Ok(Some(St::decode(&raw)))
+    Ok(St::decode(&raw))
 }
 
-/// Runs the free function (once).
-pub fn free(g: &mut Grequest) -> MpiResult<()> {
-    if let Some(f) = g.free.take() {
-        // SAFETY: the program's MPI_Grequest_free_function with its extra state.
-        let rc = unsafe { f(g.extra as *mut c_void) };
-        if rc != error::SUCCESS {
-            return Err(callback_error("free", rc));
-        }
+/// Keeps what a query function said for the request in `slot`.
+pub fn store(core: &mut crate::state::Core, slot: u32, r: MpiResult<St>) {
+    if let Some(g) = core
+        .requests
+        .get_mut(slot)
+        .and_then(|r| r.extra.as_mut())
+        .and_then(|x| x.grequest.as_mut())
+    {
+        g.queried = Some(r);
+    }
+}
+
+/// Runs a free function (the library lock released).
+pub fn run_free(f: FreeFn, extra: usize) -> MpiResult<()> {
+    // SAFETY: the program's MPI_Grequest_free_function with its extra state.
+    let rc = unsafe { f(extra as *mut c_void) };
+    if rc != error::SUCCESS {
+        return Err(callback_error("free", rc));
     }
     Ok(())
 }
 
-/// Runs the cancel function.
-pub fn cancel(g: &Grequest) -> MpiResult<()> {
-    if let Some(f) = g.cancel {
-        // SAFETY: the program's MPI_Grequest_cancel_function with its extra state.
-        let rc = unsafe { f(g.extra as *mut c_void, c_int::from(g.complete)) };
-        if rc != error::SUCCESS {
-            return Err(callback_error("cancel", rc));
-        }
+/// Runs a cancel function (the library lock released).
+pub fn run_cancel(f: CancelFn, extra: usize, complete: bool) -> MpiResult<()> {
+    // SAFETY: the program's MPI_Grequest_cancel_function with its extra state.
+    let rc = unsafe { f(extra as *mut c_void, c_int::from(complete)) };
+    if rc != error::SUCCESS {
+        return Err(callback_error("cancel", rc));
     }
     Ok(())
 }

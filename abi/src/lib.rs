@@ -43,4 +43,5 @@ pub mod requests;
 pub mod session;
 pub mod state;
 pub mod topo;
+pub mod type_attr;
 pub mod types;

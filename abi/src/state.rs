@@ -268,6 +268,12 @@ pub struct Core {
     pub parent: c_int,
     /// MPI-4 sessions.
     pub sessions: Slab<SessionRec>,
+    /// Free functions of generalized requests freed during this call, run once the call
+    /// releases the library lock (they may call MPI).
+    pub deferred_frees: Vec<(crate::grequest::FreeFn, usize)>,
+    /// Generalized requests started so far (the wait and test functions look for their
+    /// query functions only when there were some).
+    pub grequests: usize,
 }
 
 impl Core {
@@ -367,7 +373,10 @@ impl Core {
             return;
         }
         let Core {
-            engine, detached, ..
+            engine,
+            detached,
+            deferred_frees,
+            ..
         } = self;
         // A request whose unpack failed is finished too: nobody can report the error.
         detached.retain_mut(|r| {
@@ -376,9 +385,13 @@ impl Core {
                 if let Some(requests::Persistent::Coll { id }) = r.persistent() {
                     engine.coll_free(*id);
                 }
-                if let Some(g) = r.extra.as_mut().and_then(|x| x.grequest.as_mut()) {
-                    // Nobody can hear a failure of a request the program freed.
-                    let _ = crate::grequest::free(g);
+                if let Some(f) = r
+                    .extra
+                    .as_mut()
+                    .and_then(|x| x.grequest.as_mut())
+                    .and_then(|g| g.free.take().map(|f| (f, g.extra)))
+                {
+                    deferred_frees.push(f);
                 }
             }
             running
@@ -603,6 +616,10 @@ pub struct TypeTable {
     /// The types `MPI_Type_create_f90_*` returned, by (combiner, p, r): the same handle
     /// each time, never freed (MPI counts them as predefined).
     pub f90: HashMap<(c_int, c_int, c_int), c_int>,
+    /// Datatype attribute keys (`MPI_Type_create_keyval`).
+    pub keyvals: Slab<KeyvalRec>,
+    /// Attributes by datatype handle, in the order they were set.
+    pub attrs: HashMap<c_int, Vec<(c_int, usize)>>,
 }
 
 /// Datatypes; see the module documentation.

@@ -56,6 +56,9 @@ pub(super) fn recorded(
             })
         })
         .collect::<MpiResult<Vec<_>>>()?;
+    // A derived type, even when it copies a predefined one (MPI_Type_dup): freeable,
+    // and its envelope is its constructor's.
+    t.predefined = None;
     t.envelope = env(combiner, integers.len(), addresses.len(), datatypes.len());
     t.contents = Some(Arc::new(Contents {
         combiner,
@@ -435,6 +438,7 @@ mpi_fn! {
             let committed = old.predefined.is_some() || state::datatype(oldtype, true).is_ok();
             let info = recorded((*old).clone(), combiner::DUP, vec![], vec![], &[oldtype])?;
             let h = register(info, committed);
+            crate::type_attr::copy_all(oldtype, h)?;
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newtype, h, "newtype") }
         })
@@ -480,6 +484,7 @@ mpi_fn! {
             if state::with_types(|tt| tt.f90.values().any(|&f| f == h)) {
                 return Err(MpiError::new(error::ERR_TYPE, "the types MPI_Type_create_f90_* returns are predefined and cannot be freed"));
             }
+            crate::type_attr::delete_all(h)?;
             if let Some(i) = derived_slot(h) {
                 state::with_types(|t| t.derived.remove(i));
             }

@@ -289,3 +289,64 @@ mpi_fn_c! {
             |v| unsafe { mem::put(size, v, "size") })
     }
 }
+
+mpi_fn! {
+    /// `MPI_Type_create_keyval`.
+    fn MPI_Type_create_keyval / PMPI_Type_create_keyval(copy: Option<crate::state::CopyFn>, delete: Option<crate::state::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+        api::call_types("MPI_Type_create_keyval", || {
+            let h = crate::type_attr::create(crate::state::KeyvalRec { copy, delete, extra: extra_state as usize, uses: 0, freed: false });
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(keyval, h, "keyval") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_free_keyval`.
+    fn MPI_Type_free_keyval / PMPI_Type_free_keyval(keyval: *mut c_int) -> c_int {
+        api::call_types("MPI_Type_free_keyval", || {
+            // SAFETY: in-out parameter (contract).
+            let kv = unsafe { mem::get(keyval, "keyval") }?;
+            crate::type_attr::free_keyval(kv)?;
+            // SAFETY: as above.
+            unsafe { mem::put(keyval, crate::handle::KEYVAL_INVALID, "keyval") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_set_attr`.
+    fn MPI_Type_set_attr / PMPI_Type_set_attr(datatype: c_int, keyval: c_int, attribute_val: *mut c_void) -> c_int {
+        api::call_types("MPI_Type_set_attr", || {
+            state::datatype(datatype, false)?;
+            crate::type_attr::set(datatype, keyval, attribute_val as usize)
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_attr`.
+    fn MPI_Type_get_attr / PMPI_Type_get_attr(datatype: c_int, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+        api::call_types("MPI_Type_get_attr", || {
+            state::datatype(datatype, false)?;
+            let v = crate::type_attr::get(datatype, keyval)?;
+            // SAFETY: `attribute_val` is a `void **` in disguise; `flag` an int (contract).
+            unsafe {
+                if let Some(v) = v {
+                    mem::put(attribute_val as *mut usize, v, "attribute_val")?;
+                }
+                mem::put(flag, c_int::from(v.is_some()), "flag")
+            }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_delete_attr`.
+    fn MPI_Type_delete_attr / PMPI_Type_delete_attr(datatype: c_int, keyval: c_int) -> c_int {
+        api::call_types("MPI_Type_delete_attr", || {
+            state::datatype(datatype, false)?;
+            crate::type_attr::delete(datatype, keyval)
+        })
+    }
+}

@@ -425,6 +425,17 @@ mpi_fn! {
         api::call("MPI_Cancel", handle::COMM_WORLD, |l| {
             // SAFETY: in parameter (contract).
             let h = unsafe { mem::get(request, "request") }?;
+            let g = requests::slot(h)
+                .and_then(|i| l.core().ok()?.requests.get(i))
+                .and_then(|r| r.extra.as_ref()?.grequest.as_ref())
+                .map(|g| (g.cancel, g.extra, g.complete));
+            if let Some((cancel, extra, complete)) = g {
+                // The program's cancel function may call MPI: run it unlocked.
+                return match cancel {
+                    Some(f) => l.unlocked(|| crate::grequest::run_cancel(f, extra, complete)),
+                    None => Ok(()),
+                };
+            }
             complete::cancel(l.core()?, h)
         })
     }
@@ -447,6 +458,7 @@ mpi_fn! {
     /// `MPI_Request_get_status`.
     fn MPI_Request_get_status / PMPI_Request_get_status(request: c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
         api::call("MPI_Request_get_status", handle::COMM_WORLD, |l| {
+            api::query_grequests(l, &[request])?;
             let found = complete::get_status(l.core()?, request)?;
             if let Some(st) = &found {
                 // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
@@ -573,6 +585,7 @@ mpi_fn! {
         api::call("MPI_Wait", handle::COMM_WORLD, |l| {
             // SAFETY: in-out parameter (contract).
             let mut h = unsafe { mem::get(request, "request") }?;
+            api::query_grequests(l, &[h])?;
             let (st, comm) = complete::wait(l.core()?, &mut h)?;
             // SAFETY: out-parameters (contract).
             unsafe {
@@ -590,6 +603,7 @@ mpi_fn! {
         api::call("MPI_Test", handle::COMM_WORLD, |l| {
             // SAFETY: in-out parameter (contract).
             let mut h = unsafe { mem::get(request, "request") }?;
+            api::query_grequests(l, &[h])?;
             let done = complete::test(l.core()?, &mut h)?;
             // SAFETY: out-parameters (contract).
             unsafe {
@@ -628,6 +642,7 @@ mpi_fn! {
         api::call("MPI_Waitall", handle::COMM_WORLD, |l| {
             // SAFETY: `requests` holds `count` handles (contract).
             let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
+            api::query_grequests(l, hs)?;
             let m = complete::waitall(l.core()?, hs)?;
             // SAFETY: `statuses` holds `count` entries or ignores them (contract).
             unsafe { report_many(statuses, &m) }
@@ -641,6 +656,7 @@ mpi_fn! {
         api::call("MPI_Testall", handle::COMM_WORLD, |l| {
             // SAFETY: `requests` holds `count` handles (contract).
             let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
+            api::query_grequests(l, hs)?;
             let m = complete::testall(l.core()?, hs)?;
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(flag, c_int::from(m.is_some()), "flag") }?;
@@ -665,6 +681,7 @@ fn any(
     api::call(name, handle::COMM_WORLD, |l| {
         // SAFETY: `requests` holds `count` handles (contract of the calling entry point).
         let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
+        api::query_grequests(l, hs)?;
         let found = complete::any(l.core()?, hs, block)?;
         if !block {
             // SAFETY: out-parameter (contract).
@@ -712,6 +729,7 @@ fn some(
         let n = mem::count(incount)?;
         // SAFETY: `requests` holds `incount` handles (contract of the calling entry point).
         let hs = unsafe { mem::slice_mut(requests, n, "array_of_requests") }?;
+        api::query_grequests(l, hs)?;
         match complete::some(l.core()?, hs, block)? {
             // SAFETY: out-parameter (contract).
             None => unsafe { mem::put(outcount, UNDEFINED, "outcount") },
@@ -802,12 +820,14 @@ mpi_fn! {
             let core = l.core()?;
             let mut rec = ReqRec::new(handle::COMM_WORLD, 0, false);
             rec.state = requests::ReqState::Generalized;
+            core.grequests += 1;
             rec.extra().grequest = Some(crate::grequest::Grequest {
                 query: query_fn,
                 free: free_fn,
                 cancel: cancel_fn,
                 extra: extra_state as usize,
                 complete: false,
+                queried: None,
             });
             let h = core.insert_request(rec);
             // SAFETY: out-parameter (contract).
@@ -828,6 +848,35 @@ mpi_fn! {
                 .ok_or_else(|| MpiError::new(error::ERR_REQUEST, format!("{request:#x} is not a generalized request (MPI_Grequest_start)")))?;
             g.complete = true;
             Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Status_c2f`: a C status as Fortran's `INTEGER STATUS(MPI_STATUS_SIZE)` (the same
+    /// five ints in the same order, as in MPICH).
+    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const MpiStatus, f_status: *mut c_int) -> c_int {
+        api::call_types("MPI_Status_c2f", || {
+            // SAFETY: a status, and an array of MPI_STATUS_SIZE ints (contract).
+            unsafe {
+                let s = mem::get(c_status, "c_status")?;
+                let out = mem::slice_mut(f_status, 5, "f_status")?;
+                out.copy_from_slice(&[s.count_lo, s.count_hi_and_cancelled, s.source, s.tag, s.error]);
+            }
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Status_f2c`.
+    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const c_int, c_status: *mut MpiStatus) -> c_int {
+        api::call_types("MPI_Status_f2c", || {
+            // SAFETY: an array of MPI_STATUS_SIZE ints, and a status (contract).
+            unsafe {
+                let f = mem::slice(f_status, 5, "f_status")?;
+                mem::put(c_status, MpiStatus { count_lo: f[0], count_hi_and_cancelled: f[1], source: f[2], tag: f[3], error: f[4] }, "c_status")
+            }
         })
     }
 }
