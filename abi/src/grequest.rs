@@ -59,7 +59,10 @@ pub fn query(g: &mut Grequest) -> MpiResult<Option<St>> {
 pub fn pending(core: &crate::state::Core, hs: &[c_int]) -> Vec<(u32, Option<QueryFn>, usize)> {
     hs.iter()
         .filter_map(|&h| {
-            let i = crate::requests::slot(h)?;
+            let i = match crate::handle::decode(h, crate::handle::Obj::Request)? {
+                (crate::handle::Kind::Direct, i) => i,
+                _ => return None,
+            };
             let g = core.requests.get(i)?.extra.as_ref()?.grequest.as_ref()?;
             (g.complete && g.queried.is_none()).then_some((i, g.query, g.extra))
         })
