@@ -84,11 +84,41 @@ pub fn query_grequests(l: &mut Locked, hs: &[c_int]) -> MpiResult<()> {
     if core.grequests == 0 {
         return Ok(());
     }
-    for (slot, q, extra) in crate::grequest::pending(core, hs) {
+    for (slot, q, extra) in pending(core, hs) {
         let r = l.unlocked(|| crate::grequest::run(q, extra));
-        crate::grequest::store(l.core()?, slot, r);
+        store(l.core()?, slot, r);
     }
     Ok(())
+}
+
+/// The query functions still to run for the completed generalized requests among `hs`:
+/// (request slot, function, extra state).
+fn pending(
+    core: &state::Core,
+    hs: &[c_int],
+) -> Vec<(u32, Option<crate::grequest::QueryFn>, usize)> {
+    hs.iter()
+        .filter_map(|&h| {
+            let i = match crate::handle::decode(h, crate::handle::Obj::Request)? {
+                (crate::handle::Kind::Direct, i) => i,
+                _ => return None,
+            };
+            let g = core.requests.get(i)?.extra.as_ref()?.grequest.as_ref()?;
+            (g.complete && g.queried.is_none()).then_some((i, g.query, g.extra))
+        })
+        .collect()
+}
+
+/// Keeps what a query function said for the request in `slot`.
+fn store(core: &mut state::Core, slot: u32, r: MpiResult<crate::mem::St>) {
+    if let Some(g) = core
+        .requests
+        .get_mut(slot)
+        .and_then(|r| r.extra.as_mut())
+        .and_then(|x| x.grequest.as_mut())
+    {
+        g.queried = Some(r);
+    }
 }
 
 /// Runs the body of MPI function `name` that touches no state but datatypes (queries and

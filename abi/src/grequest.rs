@@ -5,8 +5,8 @@
 //! function fills the status when the request completes, its free function runs when the
 //! request is freed, and its cancel function on `MPI_Cancel`. The callbacks may call MPI,
 //! so they never run with the library lock held: the wait and test entry points run the
-//! query functions of completed requests before looking at them ([`pending`], [`run`],
-//! [`store`]), and free functions after (`Core::deferred_frees`). It never waits.
+//! query functions of completed requests before looking at them (`api::query_grequests`
+//! and [`run`]), and free functions after (`Core::deferred_frees`). It never waits.
 #![allow(unsafe_code)]
 
 use std::os::raw::{c_int, c_void};
@@ -54,21 +54,6 @@ pub fn query(g: &mut Grequest) -> MpiResult<Option<St>> {
     }
 }
 
-/// The query functions still to run for the completed generalized requests among `hs`:
-/// (request slot, function, extra state).
-pub fn pending(core: &crate::state::Core, hs: &[c_int]) -> Vec<(u32, Option<QueryFn>, usize)> {
-    hs.iter()
-        .filter_map(|&h| {
-            let i = match crate::handle::decode(h, crate::handle::Obj::Request)? {
-                (crate::handle::Kind::Direct, i) => i,
-                _ => return None,
-            };
-            let g = core.requests.get(i)?.extra.as_ref()?.grequest.as_ref()?;
-            (g.complete && g.queried.is_none()).then_some((i, g.query, g.extra))
-        })
-        .collect()
-}
-
 /// Runs a query function (the library lock released: it may call MPI).
 pub fn run(q: Option<QueryFn>, extra: usize) -> MpiResult<St> {
     let mut raw = MpiStatus::default();
@@ -81,18 +66,6 @@ pub fn run(q: Option<QueryFn>, extra: usize) -> MpiResult<St> {
         }
     }
     Ok(St::decode(&raw))
-}
-
-/// Keeps what a query function said for the request in `slot`.
-pub fn store(core: &mut crate::state::Core, slot: u32, r: MpiResult<St>) {
-    if let Some(g) = core
-        .requests
-        .get_mut(slot)
-        .and_then(|r| r.extra.as_mut())
-        .and_then(|x| x.grequest.as_mut())
-    {
-        g.queried = Some(r);
-    }
 }
 
 /// Runs a free function (the library lock released).
