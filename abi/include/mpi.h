@@ -975,6 +975,14 @@ KESTREL_MPI_FN(int, Scatterv_init_c,
                (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 
 /* MPI-3.1 completeness and MPI-4 additions. */
+KESTREL_MPI_FN(int, Parrived, (MPI_Request request, int partition, int *flag));
+KESTREL_MPI_FN(int, Pready, (int partition, MPI_Request request));
+KESTREL_MPI_FN(int, Pready_list, (int length, int array_of_partitions[], MPI_Request request));
+KESTREL_MPI_FN(int, Pready_range, (int partition_low, int partition_high, MPI_Request request));
+KESTREL_MPI_FN(int, Precv_init,
+               (void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+KESTREL_MPI_FN(int, Psend_init,
+               (const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 KESTREL_MPI_FN(int, Status_c2f, (const MPI_Status *c_status, MPI_Fint *f_status));
 KESTREL_MPI_FN(int, Status_f2c, (const MPI_Fint *f_status, MPI_Status *c_status));
 KESTREL_MPI_FN(int, Type_create_keyval,

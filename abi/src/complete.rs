@@ -402,6 +402,15 @@ pub fn start(core: &mut Core, h: c_int) -> MpiResult<()> {
         } => p2p::start_send(core, comm, region, *peer, *tag, *mode)?,
         Persistent::Recv { region, peer, tag } => p2p::start_recv(core, comm, region, *peer, *tag)?,
         Persistent::Coll { .. } => unreachable!("started above"),
+        Persistent::Psend { partitions, .. } => {
+            let mut r = requests::ReqRec::new(comm, core.comm(comm)?.ctx, false);
+            r.state = ReqState::Partitioned;
+            r.extra().ready = vec![false; *partitions];
+            r
+        }
+        Persistent::Precv {
+            region, peer, tag, ..
+        } => p2p::start_recv(core, comm, region, *peer, *tag)?,
     };
     fresh.extra().persistent = Some(p);
     if let Some(r) = core.requests.get_mut(i) {

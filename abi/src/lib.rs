@@ -39,6 +39,7 @@ pub mod icoll;
 pub mod isendrecv;
 pub mod mem;
 pub mod p2p;
+pub mod partitioned;
 pub mod requests;
 pub mod session;
 pub mod state;

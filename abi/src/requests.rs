@@ -63,6 +63,30 @@ pub enum Persistent {
         /// The engine's persistent collective request.
         id: ReqId,
     },
+    /// A partitioned send (`MPI_Psend_init`): the whole buffer goes once every partition
+    /// is ready.
+    Psend {
+        /// All partitions.
+        region: Region,
+        /// Destination rank.
+        peer: c_int,
+        /// Tag.
+        tag: c_int,
+        /// Partitions.
+        partitions: usize,
+    },
+    /// A partitioned receive (`MPI_Precv_init`): a partition has arrived once the whole
+    /// message has.
+    Precv {
+        /// All partitions.
+        region: Region,
+        /// Source rank.
+        peer: c_int,
+        /// Tag.
+        tag: c_int,
+        /// Partitions.
+        partitions: usize,
+    },
 }
 
 /// Where a request is.
@@ -76,6 +100,8 @@ pub enum ReqState {
     Inactive,
     /// A generalized request the program completes with `MPI_Grequest_complete`.
     Generalized,
+    /// A started partitioned send waiting for its partitions (`MPI_Pready`).
+    Partitioned,
 }
 
 /// A request.
@@ -128,6 +154,8 @@ pub struct Extra {
     pub companion: Option<Box<ReqRec>>,
     /// A generalized request's callbacks and state (`MPI_Grequest_start`).
     pub grequest: Option<crate::grequest::Grequest>,
+    /// The partitions of a started partitioned send marked ready so far.
+    pub ready: Vec<bool>,
 }
 
 impl ReqRec {
@@ -162,7 +190,10 @@ impl ReqRec {
 
     /// Whether it is running in the engine.
     pub fn is_active(&self) -> bool {
-        matches!(self.state, ReqState::Active(_) | ReqState::Generalized)
+        matches!(
+            self.state,
+            ReqState::Active(_) | ReqState::Generalized | ReqState::Partitioned
+        )
     }
 }
 
@@ -282,6 +313,7 @@ pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
         }
     }
     match rec.state {
+        ReqState::Partitioned => Ok(false),
         ReqState::Generalized => {
             let done = rec
                 .extra

@@ -77,6 +77,7 @@ pub mod icoll;
 pub mod info;
 pub mod neighbor;
 pub mod p2p;
+pub mod partitioned;
 pub mod topo;
 pub mod unsupported;
 
