@@ -975,6 +975,7 @@ KESTREL_MPI_FN(int, Scatterv_init_c,
                (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 
 /* MPI-3.1 completeness and MPI-4 additions. */
+KESTREL_MPI_FN(int, Comm_join, (int fd, MPI_Comm *intercomm));
 KESTREL_MPI_FN(int, Parrived, (MPI_Request request, int partition, int *flag));
 KESTREL_MPI_FN(int, Pready, (int partition, MPI_Request request));
 KESTREL_MPI_FN(int, Pready_list, (int length, int array_of_partitions[], MPI_Request request));

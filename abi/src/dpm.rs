@@ -411,3 +411,52 @@ mod tests {
         );
     }
 }
+
+/// `MPI_Comm_join`: the two processes at the ends of a connected socket meet. Each opens a
+/// port and sends its name (and a random tie-breaker) over the socket; the lower one
+/// accepts, the other connects, both over `MPI_COMM_SELF`.
+pub fn join(core: &mut Core, sock: &mut (impl std::io::Read + std::io::Write)) -> MpiResult<c_int> {
+    let io = |e: std::io::Error| {
+        MpiError::new(
+            error::ERR_OTHER,
+            format!("the socket given to MPI_Comm_join failed: {e}; pass a connected stream socket whose other end calls MPI_Comm_join too"),
+        )
+    };
+    let port = open_port(core)?;
+    let tie = kestrel_transport::set::new_job_key();
+    let mut w = kestrel_transport::codec::Writer::new();
+    w.raw(b"KJOIN1").string(&port).u64(tie);
+    let msg = w.into_vec();
+    sock.write_all(&(msg.len() as u32).to_le_bytes())
+        .map_err(io)?;
+    sock.write_all(&msg).map_err(io)?;
+    let mut len = [0u8; 4];
+    sock.read_exact(&mut len).map_err(io)?;
+    let n = u32::from_le_bytes(len) as usize;
+    if n > 4096 {
+        return Err(MpiError::new(error::ERR_OTHER, format!("MPI_Comm_join: the other end sent a {n}-byte greeting; it is not Kestrel's MPI_Comm_join")));
+    }
+    let mut theirs = vec![0u8; n];
+    sock.read_exact(&mut theirs).map_err(io)?;
+    let bad = |e: kestrel_transport::codec::DecodeError| {
+        MpiError::new(error::ERR_OTHER, format!("MPI_Comm_join: the other end's greeting is malformed ({e}); it is not Kestrel's MPI_Comm_join"))
+    };
+    let mut r = kestrel_transport::codec::Reader::new(&theirs, "join greeting");
+    if r.take(6, "magic").map_err(bad)? != b"KJOIN1" {
+        return Err(MpiError::new(
+            error::ERR_OTHER,
+            "MPI_Comm_join: the other end is not Kestrel's MPI_Comm_join",
+        ));
+    }
+    let their_port = r.string("port").map_err(bad)?;
+    let their_tie = r.u64("tie").map_err(bad)?;
+    r.finish("join greeting").map_err(bad)?;
+    let accepting = (tie, port.as_str()) < (their_tie, their_port.as_str());
+    let h = if accepting {
+        accept_or_connect(core, crate::handle::COMM_SELF, &port, 0, true)
+    } else {
+        accept_or_connect(core, crate::handle::COMM_SELF, &their_port, 0, false)
+    };
+    let _ = close_port(core, &port);
+    h
+}

@@ -332,3 +332,18 @@ mpi_fn! {
         })
     }
 }
+
+mpi_fn! {
+    /// `MPI_Comm_join`: `fd` is a connected stream socket whose other end calls it too.
+    fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut c_int) -> c_int {
+        api::call("MPI_Comm_join", handle::COMM_SELF, |l| {
+            use std::os::fd::FromRawFd;
+            // SAFETY: `fd` is an open socket the program owns (contract); the `File` only
+            // borrows it: ManuallyDrop keeps it from closing the descriptor.
+            let mut sock = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+            let h = crate::dpm::join(l.core()?, &mut *sock)?;
+            // SAFETY: out-parameter (contract).
+            unsafe { mem::put(intercomm, h, "intercomm") }
+        })
+    }
+}

@@ -59,7 +59,6 @@ pub extern "C" fn MPI_File_f2c(file: c_int) -> *mut std::os::raw::c_void {
 unsupported! {
     MPI_Accumulate / PMPI_Accumulate,
     MPI_Accumulate_c / PMPI_Accumulate_c,
-    MPI_Comm_join / PMPI_Comm_join,
     MPI_Compare_and_swap / PMPI_Compare_and_swap,
     MPI_Fetch_and_op / PMPI_Fetch_and_op,
     MPI_File_c2f / PMPI_File_c2f,
