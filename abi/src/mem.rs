@@ -334,9 +334,19 @@ impl VBuf {
         }
         // SAFETY: the hull spans the blocks of one allocation, all valid (caller).
         let hull = unsafe { UserBuf::for_recv(start as *mut u8, (hi - lo) as usize) };
+        // An empty block may lie anywhere (even before the hull): give it offset 0, which
+        // every reader of its zero bytes accepts.
+        let origins = counts
+            .iter()
+            .zip(displs)
+            .map(|(&c, &d)| match ty.span(c) {
+                Some(_) => (d - lo) as usize,
+                None => 0,
+            })
+            .collect();
         Ok(VBuf {
             hull,
-            origins: displs.iter().map(|&d| (d - lo) as usize).collect(),
+            origins,
             counts: counts.to_vec(),
             ty,
         })

@@ -212,6 +212,14 @@ pub fn dist_graph_create(core: &mut Core, comm: c_int, mine: &Edges) -> MpiResul
         .ok_or_else(|| MpiError::new(error::ERR_INTERN, "a distributed graph keeps every process"))
 }
 
+/// Whether `comm` has a Cartesian topology.
+pub fn is_cart(core: &Core, comm: c_int) -> bool {
+    core.comm(comm)
+        .ok()
+        .and_then(|c| c.topo.as_ref())
+        .is_some_and(|t| matches!(**t, Topology::Cart(_)))
+}
+
 /// The neighbors of this process for the neighborhood collectives.
 pub fn neighborhood(core: &Core, comm: c_int) -> MpiResult<Neighborhood> {
     let t = of(core, comm, None, "a neighborhood collective")?;

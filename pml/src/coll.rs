@@ -777,6 +777,11 @@ fn split_parts<'b>(
     let mut rest = buf;
     let mut at = 0;
     for r in order {
+        if counts[r] == 0 {
+            // An empty block takes no bytes, wherever its displacement points.
+            parts[r] = Some(&mut []);
+            continue;
+        }
         let skip = displs[r]
             .checked_sub(at)
             .ok_or_else(|| PmlError::Invalid(format!("{what}: blocks overlap at rank {r}")))?;

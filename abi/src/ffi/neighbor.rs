@@ -86,7 +86,6 @@ fn alltoall<T: Copy + Into<i64>>(
     rlay: Lay<T>,
     recvtype: c_int,
     comm: c_int,
-    uniform: bool,
     mode: Mode,
 ) -> c_int {
     run(name, comm, mode, |core, start| {
@@ -98,14 +97,7 @@ fn alltoall<T: Copy + Into<i64>>(
                 blocks(recvbuf, rlay, recvtype, ins)?,
             )
         };
-        nbr::alltoall(
-            core,
-            comm,
-            Side::Blocks(&s),
-            Side::Blocks(&r),
-            uniform,
-            start,
-        )
+        nbr::alltoall(core, comm, Side::Blocks(&s), Side::Blocks(&r), start)
     })
 }
 
@@ -161,14 +153,7 @@ fn alltoallw<T: Copy + Into<i64>>(
                 regions(recvbuf, recvcounts, rdispls, recvtypes, ins)?,
             )
         };
-        nbr::alltoall(
-            core,
-            comm,
-            Side::Regions(&s),
-            Side::Regions(&r),
-            false,
-            start,
-        )
+        nbr::alltoall(core, comm, Side::Regions(&s), Side::Regions(&r), start)
     })
 }
 
@@ -217,42 +202,42 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// `MPI_Neighbor_alltoall`.
     fn MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall, MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int) -> c_int {
-        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, true, Mode::Blocking)
+        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Mode::Blocking)
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Ineighbor_alltoall`.
     fn MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall, MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, true, Mode::Request(Start::Now, request))
+        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Mode::Request(Start::Now, request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Neighbor_alltoall_init`.
     fn MPI_Neighbor_alltoall_init / PMPI_Neighbor_alltoall_init, MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, true, Mode::Request(Start::Persistent, request))
+        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Mode::Request(Start::Persistent, request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Neighbor_alltoallv`.
     fn MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv, MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtype: c_int, comm: c_int) -> c_int {
-        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, false, Mode::Blocking)
+        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, Mode::Blocking)
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Ineighbor_alltoallv`.
     fn MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv, MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtype: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, false, Mode::Request(Start::Now, request))
+        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, Mode::Request(Start::Now, request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Neighbor_alltoallv_init`.
     fn MPI_Neighbor_alltoallv_init / PMPI_Neighbor_alltoallv_init, MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtype: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, false, Mode::Request(Start::Persistent, request))
+        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, Mode::Request(Start::Persistent, request))
     }
 }
 

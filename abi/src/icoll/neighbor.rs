@@ -42,7 +42,7 @@ pub fn allgatherv(
     let n = Neighbors {
         sources: &nb.sources,
         dests: &nb.dests,
-        reversed: false,
+        directional: topo::is_cart(core, comm),
     };
     let layout = Layout {
         counts: &r.counts,
@@ -63,14 +63,12 @@ pub enum Side<'a> {
 }
 
 /// `MPI_Neighbor_alltoall(v,w)`: block `i` of `send` to destination `i`, block `i` of
-/// `recv` from source `i`; `uniform` marks `MPI_Neighbor_alltoall` (receives posted in
-/// reverse, as MPICH does).
+/// `recv` from source `i`.
 pub fn alltoall(
     core: &mut Core,
     comm: c_int,
     send: Side<'_>,
     recv: Side<'_>,
-    uniform: bool,
     start: Start,
 ) -> MpiResult<ReqRec> {
     let nb = topo::neighborhood(core, comm)?;
@@ -98,7 +96,7 @@ pub fn alltoall(
     let n = Neighbors {
         sources: &nb.sources,
         dests: &nb.dests,
-        reversed: uniform,
+        directional: topo::is_cart(core, comm),
     };
     let sl = Layout {
         counts: &s.counts,

@@ -6,7 +6,10 @@
 //! coordinate arithmetic, shifts, `MPI_Cart_sub`'s colors and keys, the identity maps,
 //! neighbor lists in MPI's order, and MPICH 4.0.2's answers wherever MPI leaves a choice
 //! ([`dims_create`]'s factorization, [`dist_graph_create`]'s order, which block a repeated
-//! neighbor fills: [`RepeatOrder`]), each checked against MPICH and pinned by the tests.
+//! neighbor fills: [`RepeatOrder`]), each checked against MPICH and pinned by the tests. One
+//! exception: on a Cartesian grid where a process is a neighbor twice, Kestrel pairs blocks
+//! by direction as the MPI-4.0 errata require ([`RepeatOrder::Directional`]); MPICH 4.0.2
+//! does not.
 //!
 //! It must never communicate, block, do I/O, hold global state or use `unsafe`: the C
 //! library and the Rust API do the exchanges (the allgather of `MPI_Dist_graph_create`, the
@@ -429,9 +432,12 @@ impl Neighborhood {
 }
 
 /// How the blocks of a neighborhood collective pair up when a process appears more than
-/// once in a list (a periodic dimension of 1 or 2 processes, a repeated graph edge). All
-/// messages of one collective between two processes share a tag, so the k-th block one
+/// once in a list (a periodic dimension of 1 or 2 processes, a repeated graph edge). When
+/// all messages of one collective between two processes share a tag, the k-th block one
 /// sends to the other meets the k-th receive the other posted for it.
+///
+/// Kestrel: graphs pair [`RepeatOrder::InOrder`], Cartesian grids
+/// [`RepeatOrder::Directional`] (one tag per direction), for every neighborhood collective.
 ///
 /// MPICH 4.0.2 posts `MPI_Neighbor_alltoall`'s (and `MPI_Ineighbor_alltoall`'s) receives
 /// in reverse list order ([`RepeatOrder::Reversed`]) and those of the `v` and `w` variants
@@ -446,6 +452,10 @@ pub enum RepeatOrder {
     /// The k-th block sent to a process fills the k-th from the end of those received
     /// from it.
     Reversed,
+    /// Cartesian neighborhoods (MPI-4.0 errata, mpi-forum/mpi-issues#153): the block sent
+    /// to list position `i` (the negative or positive neighbor of dimension `i / 2`) fills
+    /// the receiver's block `i ^ 1`, the opposite direction of the same dimension.
+    Directional,
 }
 
 impl RepeatOrder {
@@ -456,6 +466,7 @@ impl RepeatOrder {
 
     /// The order (block indices) in which to post the receives of `n` blocks so that,
     /// with the sends posted in list order, blocks pair up this way.
+    /// (`Directional` pairs by tag, not order: list order.)
     pub fn recv_post_order(self, n: usize) -> impl Iterator<Item = usize> {
         let rev = self == RepeatOrder::Reversed;
         (0..n).map(move |i| if rev { n - 1 - i } else { i })
@@ -471,6 +482,11 @@ pub fn delivery(hoods: &[Neighborhood], order: RepeatOrder) -> Vec<Vec<Option<(u
     let block = |q: usize, i: usize| -> Option<(u32, usize)> {
         let srcs = &hoods[q].sources;
         let p = srcs[i]?;
+        if order == RepeatOrder::Directional {
+            let b = i ^ 1;
+            let dests = &hoods.get(p as usize)?.dests;
+            return (dests.get(b) == Some(&Some(q as u32))).then_some((p, b));
+        }
         // Receive number j of the m that q expects from p meets p's send number k to q.
         let j = srcs[..i].iter().filter(|&&s| s == Some(p)).count();
         let m = j + srcs[i..].iter().filter(|&&s| s == Some(p)).count();

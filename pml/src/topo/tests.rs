@@ -667,6 +667,28 @@ fn repeated_neighbors_pair_up_as_in_mpich() {
 }
 
 #[test]
+fn cartesian_blocks_pair_by_direction() {
+    // Periodic 1x1 grid: what goes to the -1 neighbor (itself) arrives from its +1 side.
+    let one = Cart::new(vec![1, 1], vec![true, true]).unwrap();
+    let d = delivery(&[one.neighbors(0).unwrap()], RepeatOrder::Directional);
+    assert_eq!(
+        d[0],
+        [Some((0, 1)), Some((0, 0)), Some((0, 3)), Some((0, 2))]
+    );
+    // Ring of 2: the other process is both neighbors.
+    let ring = Cart::new(vec![2], vec![true]).unwrap();
+    let hoods: Vec<_> = (0..2).map(|r| ring.neighbors(r).unwrap()).collect();
+    let d = delivery(&hoods, RepeatOrder::Directional);
+    assert_eq!(d[0], [Some((1, 1)), Some((1, 0))]);
+    // Where no process repeats, direction and order agree (3x2, periodic in both).
+    let grid = Cart::new(vec![3, 2], vec![true, false]).unwrap();
+    let hoods: Vec<_> = (0..6).map(|r| grid.neighbors(r).unwrap()).collect();
+    let by_dir = delivery(&hoods, RepeatOrder::Directional);
+    assert_eq!(by_dir, delivery(&hoods, RepeatOrder::InOrder));
+    assert!(by_dir[0].iter().any(|b| b.is_none()), "open dimension");
+}
+
+#[test]
 fn cart_coords_and_rank_round_trip_on_random_grids() {
     let mut rng = Rng(42);
     for _ in 0..300 {

@@ -87,15 +87,18 @@ enum Buf {
 
 #[derive(Debug, Clone, Copy)]
 enum Step {
+    /// `tag` indexes the schedule's tags ([`Schedule::tags`]).
     Send {
         ctx: u16,
         peer: u32,
         data: Span,
+        tag: u8,
     },
     Recv {
         ctx: u16,
         peer: u32,
         into: Span,
+        tag: u8,
     },
     Copy {
         from: Span,
@@ -116,7 +119,10 @@ enum Step {
 /// A collective as rounds of steps, with its buffers; built by the functions of
 /// [`algorithms`], [`inter`] and [`neighbor`] through a [`Builder`].
 pub struct Schedule {
-    tag: i32,
+    /// The tags its messages use: one per schedule, or one per direction when a message
+    /// between two ranks must be told apart by more than its order (Cartesian
+    /// neighborhoods where a neighbor is met twice).
+    tags: Vec<i32>,
     bufs: Vec<Buf>,
     steps: Vec<Step>,
     /// Round `r` is `steps[rounds[r]..rounds[r + 1]]` (the last ends at `steps.len()`).
@@ -128,7 +134,7 @@ pub struct Schedule {
 impl std::fmt::Debug for Schedule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Schedule")
-            .field("tag", &self.tag)
+            .field("tags", &self.tags)
             .field("rounds", &self.rounds.len())
             .field("steps", &self.steps.len())
             .finish_non_exhaustive()
@@ -170,10 +176,10 @@ pub struct Builder {
 }
 
 impl Builder {
-    fn new(tag: i32) -> Builder {
+    fn new(tags: Vec<i32>) -> Builder {
         Builder {
             s: Schedule {
-                tag,
+                tags,
                 bufs: Vec::new(),
                 steps: Vec::new(),
                 rounds: vec![0],
@@ -232,13 +238,35 @@ impl Builder {
 
     /// Sends `data` to rank `peer` of `ctx` in the current round.
     pub fn send(&mut self, ctx: u16, peer: u32, data: Span) {
-        self.s.steps.push(Step::Send { ctx, peer, data });
+        self.send_tagged(ctx, peer, data, 0);
+    }
+
+    /// Sends `data` with the schedule's tag number `tag` (see [`Engine::coll_builder_tags`]).
+    pub fn send_tagged(&mut self, ctx: u16, peer: u32, data: Span, tag: u8) {
+        debug_assert!(usize::from(tag) < self.s.tags.len());
+        self.s.steps.push(Step::Send {
+            ctx,
+            peer,
+            data,
+            tag,
+        });
     }
 
     /// Receives exactly `into.len` bytes from rank `peer` of `ctx` in the current round.
     pub fn recv(&mut self, ctx: u16, peer: u32, into: Span) {
+        self.recv_tagged(ctx, peer, into, 0);
+    }
+
+    /// Receives into `into` with the schedule's tag number `tag`.
+    pub fn recv_tagged(&mut self, ctx: u16, peer: u32, into: Span, tag: u8) {
         debug_assert!(self.writable(into), "receive into a read-only buffer");
-        self.s.steps.push(Step::Recv { ctx, peer, into });
+        debug_assert!(usize::from(tag) < self.s.tags.len());
+        self.s.steps.push(Step::Recv {
+            ctx,
+            peer,
+            into,
+            tag,
+        });
     }
 
     /// Copies `from` to `to` (same length, not overlapping) at the start of the round.
@@ -467,8 +495,19 @@ impl Engine {
     /// A builder for a new schedule on communicator context `ctx`: draws the next tag of its
     /// collective sequence (every member must build its collectives in the same order).
     pub fn coll_builder(&mut self, ctx: u16) -> Result<Builder, PmlError> {
-        let seq = self.next_coll_seq(ctx)?;
-        Ok(Builder::new(TAG_BASE + (seq % TAG_SPAN) as i32))
+        self.coll_builder_tags(ctx, 1)
+    }
+
+    /// A builder whose steps may use `n` tags (1 to 255), drawn in turn from the
+    /// collective sequence: every member must ask for the same `n`.
+    pub fn coll_builder_tags(&mut self, ctx: u16, n: usize) -> Result<Builder, PmlError> {
+        debug_assert!((1..=255).contains(&n));
+        let mut tags = Vec::with_capacity(n);
+        for _ in 0..n.max(1) {
+            let seq = self.next_coll_seq(ctx)?;
+            tags.push(TAG_BASE + (seq % TAG_SPAN) as i32);
+        }
+        Ok(Builder::new(tags))
     }
 
     /// Starts a schedule; returns its request.
@@ -615,21 +654,37 @@ impl Engine {
 
     fn post_step(&mut self, s: &mut Schedule, step: Step) -> Result<(), PmlError> {
         match step {
-            Step::Send { ctx, peer, data } if !self.is_eager(ctx, peer, data.len) => {
+            Step::Send {
+                ctx,
+                peer,
+                data,
+                tag,
+            } if !self.is_eager(ctx, peer, data.len) => {
                 // A rendezvous the round does not wait for: the engine sends a copy in the
                 // background, so this schedule goes on even if the peer reads it late.
-                self.isend_detached(ctx, peer, s.tag, s.read(data).to_vec())?;
+                let tag = s.tags[usize::from(tag)];
+                self.isend_detached(ctx, peer, tag, s.read(data).to_vec())?;
             }
-            Step::Send { ctx, peer, data } => {
+            Step::Send {
+                ctx,
+                peer,
+                data,
+                tag,
+            } => {
                 let b = s.user_buf(data, false);
-                let id = self.isend(ctx, peer, s.tag, b, false)?;
+                let id = self.isend(ctx, peer, s.tags[usize::from(tag)], b, false)?;
                 if id != DONE {
                     s.run.pending.push(Posted { id, recv: None });
                 }
             }
-            Step::Recv { ctx, peer, into } => {
+            Step::Recv {
+                ctx,
+                peer,
+                into,
+                tag,
+            } => {
                 let b = s.user_buf(into, true);
-                let id = self.irecv(ctx, Some(peer), Some(s.tag), b)?;
+                let id = self.irecv(ctx, Some(peer), Some(s.tags[usize::from(tag)]), b)?;
                 s.run.pending.push(Posted {
                     id,
                     recv: Some((ctx, peer, into.len)),

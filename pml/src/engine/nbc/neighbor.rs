@@ -5,12 +5,18 @@
 //! lists in the order MPI defines for the topology: for a Cartesian grid, per dimension the
 //! negative then the positive neighbor (`MPI_PROC_NULL` neighbors are `None` and exchange
 //! nothing, their blocks left alone); for a graph, the adjacency list; for a distributed
-//! graph, the sources and destinations as given. Sends are posted in list order and
-//! receives in list order or, for `MPI_Neighbor_alltoall`, in reverse ([`Neighbors`]),
-//! which is how MPICH 4.0.2 pairs the blocks of a neighbor listed twice (a periodic
-//! dimension of one or two processes). This module only describes rounds.
+//! graph, the sources and destinations as given.
+//!
+//! A neighbor listed twice (a periodic dimension of one or two processes) gets two blocks
+//! from the same rank. For a graph, they pair in list order (MPI's non-overtaking rule). For
+//! a Cartesian grid, MPI 4.0's errata fix the pairing by direction: the block sent to the
+//! negative neighbor of dimension `d` is the one that neighbor receives from its positive
+//! side. A [`Neighbors::directional`] schedule therefore gives every list position its own
+//! tag: the send to destination `i` uses tag `i`, the receive from source `j` the tag of the
+//! opposite direction, `j ^ 1`. This module only describes rounds.
 
 use crate::buf::UserBuf;
+use crate::engine::nbc::Builder;
 use crate::engine::{Engine, PmlError};
 
 use super::algorithms::{check_layout, Layout};
@@ -22,20 +28,43 @@ pub struct Neighbors<'a> {
     pub sources: &'a [Option<u32>],
     /// Where blocks go.
     pub dests: &'a [Option<u32>],
-    /// Post the receives in reverse list order: MPICH's `MPI_Neighbor_alltoall` does, so
-    /// a neighbor listed twice pairs its blocks the other way round (see
-    /// [`crate::topo::RepeatOrder`]).
-    pub reversed: bool,
+    /// A Cartesian neighborhood: positions `2d` and `2d + 1` are the negative and positive
+    /// neighbors of dimension `d` in both lists, and blocks pair by direction.
+    pub directional: bool,
 }
 
 impl Neighbors<'_> {
-    /// The order receives are posted in.
-    fn recv_order(&self) -> Box<dyn Iterator<Item = usize>> {
+    /// A builder with the tags this neighborhood needs (every member of a Cartesian
+    /// communicator has the same number of dimensions, so all draw the same number).
+    fn builder(&self, engine: &mut Engine, ctx: u16) -> Result<Builder, PmlError> {
+        if !self.directional {
+            return engine.coll_builder(ctx);
+        }
         let n = self.sources.len();
-        if self.reversed {
-            Box::new((0..n).rev())
+        if n != self.dests.len() || n % 2 != 0 || n > 254 {
+            return Err(PmlError::Invalid(format!(
+                "neighbor collective: a Cartesian neighborhood has a negative and a positive \
+                 neighbor per dimension (got {n} sources, {} destinations)",
+                self.dests.len()
+            )));
+        }
+        engine.coll_builder_tags(ctx, n.max(1))
+    }
+
+    /// The tag numbers of the send to destination `i` and of the receive from source `i`.
+    fn send_tag(&self, i: usize) -> u8 {
+        if self.directional {
+            i as u8
         } else {
-            Box::new(0..n)
+            0
+        }
+    }
+
+    fn recv_tag(&self, i: usize) -> u8 {
+        if self.directional {
+            (i ^ 1) as u8
+        } else {
+            0
         }
     }
 }
@@ -59,16 +88,18 @@ impl Engine {
             rlayout.displs,
             sources.len() as u32,
         )?;
-        let mut b = self.coll_builder(ctx)?;
+        let mut b = nb.builder(self, ctx)?;
         let s = b.input(send);
         let o = b.output(recv);
-        for i in nb.recv_order() {
-            if let Some(p) = sources[i] {
-                b.recv(ctx, p, rlayout.block(o, i as u32));
+        for (i, src) in sources.iter().enumerate() {
+            if let Some(p) = src {
+                b.recv_tagged(ctx, *p, rlayout.block(o, i as u32), nb.recv_tag(i));
             }
         }
-        for d in dests.iter().flatten() {
-            b.send(ctx, *d, s);
+        for (i, d) in dests.iter().enumerate() {
+            if let Some(p) = d {
+                b.send_tagged(ctx, *p, s, nb.send_tag(i));
+            }
         }
         b.round();
         Ok(b.finish())
@@ -100,17 +131,17 @@ impl Engine {
             rlayout.displs,
             sources.len() as u32,
         )?;
-        let mut b = self.coll_builder(ctx)?;
+        let mut b = nb.builder(self, ctx)?;
         let s = b.input(send);
         let o = b.output(recv);
-        for i in nb.recv_order() {
-            if let Some(p) = sources[i] {
-                b.recv(ctx, p, rlayout.block(o, i as u32));
+        for (i, src) in sources.iter().enumerate() {
+            if let Some(p) = src {
+                b.recv_tagged(ctx, *p, rlayout.block(o, i as u32), nb.recv_tag(i));
             }
         }
         for (i, d) in dests.iter().enumerate() {
             if let Some(p) = d {
-                b.send(ctx, *p, slayout.block(s, i as u32));
+                b.send_tagged(ctx, *p, slayout.block(s, i as u32), nb.send_tag(i));
             }
         }
         b.round();
