@@ -91,7 +91,7 @@ pub fn query_grequests(l: &mut Locked, hs: &[c_int]) -> MpiResult<()> {
     Ok(())
 }
 
-/// The query functions still to run for the completed generalized requests among `hs`:
+/// The query functions to run for the completed generalized requests among `hs`:
 /// (request slot, function, extra state).
 fn pending(
     core: &state::Core,
@@ -104,7 +104,9 @@ fn pending(
                 _ => return None,
             };
             let g = core.requests.get(i)?.extra.as_ref()?.grequest.as_ref()?;
-            (g.complete && g.queried.is_none()).then_some((i, g.query, g.extra))
+            // Every call that reports the status asks again (MPI: the query function runs
+            // for each MPI_Request_get_status and for the completing wait or test).
+            g.complete.then_some((i, g.query, g.extra))
         })
         .collect()
 }

@@ -337,6 +337,18 @@ pub fn cancel(core: &mut Core, h: c_int) -> MpiResult<()> {
 pub fn free(core: &mut Core, h: &mut c_int) -> MpiResult<()> {
     let i = slot_of(core, *h)?
         .ok_or_else(|| MpiError::new(error::ERR_REQUEST, "the request is MPI_REQUEST_NULL"))?;
+    let pending_grequest = core
+        .requests
+        .get_mut(i)
+        .and_then(|r| r.extra.as_mut())
+        .and_then(|x| x.grequest.as_mut())
+        .filter(|g| !g.complete);
+    if let Some(g) = pending_grequest {
+        // The program completes it later through a copy of the handle (MPI 3.1 §12.2).
+        g.freed = true;
+        *h = handle::REQUEST_NULL;
+        return Ok(());
+    }
     if let Some(mut r) = core.requests.remove(i) {
         if r.is_active() {
             core.detached.push(r);

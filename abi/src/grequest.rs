@@ -36,6 +36,9 @@ pub struct Grequest {
     pub complete: bool,
     /// What the query function said, once it ran.
     pub queried: Option<MpiResult<St>>,
+    /// `MPI_Request_free` was called before completion: the handle lives on only for
+    /// `MPI_Grequest_complete`, which releases it and runs the free function.
+    pub freed: bool,
 }
 
 fn callback_error(what: &str, rc: c_int) -> MpiError {

@@ -114,6 +114,45 @@ pub struct Contents {
     /// Datatype arguments: the handle passed, and for a derived type its map (the handle
     /// may be freed before the contents are asked for).
     pub datatypes: Vec<(c_int, Option<Arc<TypeInfo>>)>,
+    /// Large-count arguments (`MPI_Count`), for a type built by a `_c` constructor.
+    pub large: Vec<i64>,
+}
+
+impl Contents {
+    /// The contents as the `_c` (large-count) form of the constructor reports them
+    /// (MPI 4.0 §5.1.13): every count, block length, displacement, stride, bound and
+    /// extent argument moves to the large counts, in the order the constructor lists
+    /// them; what stays `int` in the C binding (dimensions, orders, distributions)
+    /// stays an integer.
+    pub fn into_large(mut self) -> Contents {
+        let ints = std::mem::take(&mut self.integers);
+        let addrs = std::mem::take(&mut self.addresses);
+        match self.combiner {
+            combiner::SUBARRAY if !ints.is_empty() => {
+                // ndims, sizes, subsizes, starts, order: ints keep ndims and order.
+                let n = ints.len();
+                self.integers = vec![ints[0], ints[n - 1]];
+                self.large = ints[1..n - 1].to_vec();
+            }
+            combiner::DARRAY if ints.len() >= 3 => {
+                // size, rank, ndims, gsizes, distribs, dargs, psizes, order: only gsizes
+                // is a large count.
+                let nd = usize::try_from(ints[2]).unwrap_or(0).min(ints.len());
+                self.integers = ints[..3].to_vec();
+                self.integers.extend_from_slice(&ints[3 + nd..]);
+                self.large = ints[3..3 + nd].to_vec();
+            }
+            combiner::DUP | combiner::NAMED => {
+                self.integers = ints;
+                self.addresses = addrs;
+            }
+            _ => {
+                self.large = ints;
+                self.large.extend(addrs.iter().map(|&a| a as i64));
+            }
+        }
+        self
+    }
 }
 
 /// A datatype's flattened type map.

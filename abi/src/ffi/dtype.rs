@@ -65,6 +65,7 @@ pub(super) fn recorded(
         integers,
         addresses,
         datatypes,
+        large: Vec::new(),
     }));
     Ok(t)
 }
@@ -100,7 +101,16 @@ pub(super) fn construct(
     body: impl FnOnce() -> MpiResult<TypeInfo>,
 ) -> c_int {
     api::call_types(name, || {
-        let info = body()?;
+        let mut info = body()?;
+        if name.ends_with("_c") {
+            // The large-count binding reports its counts as large counts.
+            if let Some(c) = info.contents.take() {
+                let c = Arc::unwrap_or_clone(c).into_large();
+                info.envelope.integers = c.integers.len() as c_int;
+                info.envelope.addresses = c.addresses.len() as c_int;
+                info.contents = Some(Arc::new(c));
+            }
+        }
         let h = register(info, false);
         // SAFETY: out-parameter (contract of the calling entry point).
         unsafe { mem::put(newtype, h, "newtype") }
@@ -494,6 +504,11 @@ mpi_fn! {
     }
 }
 
+/// How many large-count arguments the type's constructor took (`_c` constructors only).
+pub(super) fn large_counts(t: &Dt) -> usize {
+    t.contents.as_ref().map_or(0, |c| c.large.len())
+}
+
 pub(super) fn query<T>(
     name: &'static str,
     datatype: c_int,
@@ -563,7 +578,12 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Type_get_envelope`.
     fn MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: c_int, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner_: *mut c_int) -> c_int {
-        query("MPI_Type_get_envelope", datatype, |t| Ok(t.envelope),
+        query("MPI_Type_get_envelope", datatype, |t| {
+                if large_counts(t) > 0 {
+                    return Err(MpiError::new(error::ERR_TYPE, "the datatype was built by a large-count (_c) constructor; use MPI_Type_get_envelope_c"));
+                }
+                Ok(t.envelope)
+            },
             // SAFETY: out-parameters (contract).
             |e| unsafe {
                 mem::put(num_integers, e.integers, "num_integers")?;
@@ -575,15 +595,14 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Type_get_envelope_c`: Kestrel's constructors keep no large counts, so
-    /// `num_large_counts` is 0.
+    /// `MPI_Type_get_envelope_c`: types from the `_c` constructors have large counts.
     fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: c_int, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner_: *mut c_int) -> c_int {
-        query("MPI_Type_get_envelope_c", datatype, |t| Ok(t.envelope),
+        query("MPI_Type_get_envelope_c", datatype, |t| Ok((t.envelope, large_counts(t))),
             // SAFETY: out-parameters (contract).
-            |e| unsafe {
+            |(e, large)| unsafe {
                 mem::put(num_integers, i64::from(e.integers), "num_integers")?;
                 mem::put(num_addresses, i64::from(e.addresses), "num_addresses")?;
-                mem::put(num_large_counts, 0, "num_large_counts")?;
+                mem::put(num_large_counts, large as i64, "num_large_counts")?;
                 mem::put(num_datatypes, i64::from(e.datatypes), "num_datatypes")?;
                 mem::put(combiner_, e.combiner, "combiner")
             })

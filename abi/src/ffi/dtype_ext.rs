@@ -62,6 +62,9 @@ mpi_fn! {
     fn MPI_Type_get_contents / PMPI_Type_get_contents(datatype: c_int, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut isize, array_of_datatypes: *mut c_int) -> c_int {
         api::call_types("MPI_Type_get_contents", || {
             let c = contents(datatype)?;
+            if !c.large.is_empty() {
+                return Err(MpiError::new(error::ERR_TYPE, "the datatype was built by a large-count (_c) constructor; use MPI_Type_get_contents_c"));
+            }
             too_small("max_integers", max_integers.into(), c.integers.len())?;
             too_small("max_addresses", max_addresses.into(), c.addresses.len())?;
             too_small("max_datatypes", max_datatypes.into(), c.datatypes.len())?;
@@ -80,12 +83,13 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Type_get_contents_c`: Kestrel keeps no large counts (see `MPI_Type_get_envelope_c`).
-    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: c_int, max_integers: i64, max_addresses: i64, _max_large_counts: i64, max_datatypes: i64, array_of_integers: *mut c_int, array_of_addresses: *mut isize, _array_of_large_counts: *mut i64, array_of_datatypes: *mut c_int) -> c_int {
+    /// `MPI_Type_get_contents_c`: large counts for the types of the `_c` constructors.
+    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: c_int, max_integers: i64, max_addresses: i64, max_large_counts: i64, max_datatypes: i64, array_of_integers: *mut c_int, array_of_addresses: *mut isize, array_of_large_counts: *mut i64, array_of_datatypes: *mut c_int) -> c_int {
         api::call_types("MPI_Type_get_contents_c", || {
             let c = contents(datatype)?;
             too_small("max_integers", max_integers, c.integers.len())?;
             too_small("max_addresses", max_addresses, c.addresses.len())?;
+            too_small("max_large_counts", max_large_counts, c.large.len())?;
             too_small("max_datatypes", max_datatypes, c.datatypes.len())?;
             // SAFETY: the arrays hold at least the maxima given, checked above (contract).
             unsafe {
@@ -94,6 +98,7 @@ mpi_fn! {
                     *o = c_int::try_from(v).map_err(|_| MpiError::new(error::ERR_ARG, format!("integer argument {v} does not fit an int")))?;
                 }
                 mem::slice_mut(array_of_addresses, c.addresses.len(), "array_of_addresses")?.copy_from_slice(&c.addresses);
+                mem::slice_mut(array_of_large_counts, c.large.len(), "array_of_large_counts")?.copy_from_slice(&c.large);
                 mem::slice_mut(array_of_datatypes, c.datatypes.len(), "array_of_datatypes")?.copy_from_slice(&type_handles(&c));
             }
             Ok(())

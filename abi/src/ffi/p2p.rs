@@ -828,6 +828,7 @@ mpi_fn! {
                 extra: extra_state as usize,
                 complete: false,
                 queried: None,
+                freed: false,
             });
             let h = core.insert_request(rec);
             // SAFETY: out-parameter (contract).
@@ -846,7 +847,18 @@ mpi_fn! {
                 .and_then(|r| r.extra.as_mut())
                 .and_then(|x| x.grequest.as_mut())
                 .ok_or_else(|| MpiError::new(error::ERR_REQUEST, format!("{request:#x} is not a generalized request (MPI_Grequest_start)")))?;
+            if g.complete {
+                return Err(MpiError::new(error::ERR_REQUEST, format!("MPI_Grequest_complete was already called for {request:#x}")));
+            }
             g.complete = true;
+            if g.freed {
+                // Freed by the program before it completed: nobody will wait for it.
+                let f = g.free.take().map(|f| (f, g.extra));
+                core.deferred_frees.extend(f);
+                if let Some(i) = requests::slot(request) {
+                    core.requests.remove(i);
+                }
+            }
             Ok(())
         })
     }
