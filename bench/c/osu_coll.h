@@ -2,7 +2,9 @@
  * Shared by the collective C benchmarks (osu_allgather.c ... osu_scatter.c): options, help,
  * start-up, buffers and the OSU 7.4 report line, so that each benchmark file holds only its
  * loop. The including file defines TITLE (the benchmark's title line) and NAME (its program
- * name) first.
+ * name) first. osu_nbc.h includes it for the nonblocking ones with OSU_NBC defined (the help
+ * lists -t, and the blocking report line is left out) and, for osu_ibarrier, NO_SIZES (the
+ * help omits -m and -M, as osu_barrier.c's does).
  */
 #ifndef KESTREL_OSU_COLL_H
 #define KESTREL_OSU_COLL_H
@@ -20,20 +22,36 @@ static void help(void)
     printf("  -v, --version             print version info\n");
     printf("  -f, --full                print full format listing (MIN/MAX latency and ITERATIONS\n");
     printf("%28sdisplayed in addition to AVERAGE latency)\n", "");
+#ifndef NO_SIZES
     printf("  -m, --message-size        [MIN:]MAX - set the minimum and/or the maximum message size to MIN and/or MAX\n");
     printf("%28sbytes respectively. Examples:\n", "");
     printf("%28s-m 128      // min = default, max = 128\n", "");
     printf("%28s-m 2:128    // min = 2, max = 128\n", "");
     printf("%28s-m 2:       // min = 2, max = default\n", "");
+#endif
     printf("  -i, --iterations          ITER - set iterations per message size to ITER (default 1000 for small\n");
     printf("%28smessages, 100 for large messages)\n", "");
     printf("  -x, --warmup              ITER - set number of warmup\n");
     printf("%28siterations to skip before timing (default 200)\n", "");
+#ifndef NO_SIZES
     printf("  -M, --mem-limit           SIZE - set per process maximum memory consumption to SIZE bytes\n");
     printf("%28s(default 536870912)\n", "");
+#endif
+#ifdef OSU_NBC
+    printf("  -t, --num-test-calls      Non-blocking collectives-> CALLS - set the number of MPI_Test() "
+           "calls during the dummy computation,\n");
+    printf("%28sset CALLS to 100, 1000, or any number > 0.\n", "");
+    printf("%28sMulti-Threaded/Process-> SEND:[RECV] - set the sender and receiver number of "
+           "threads/processes(t/p)\n", "");
+    printf("%28smin: 1 default: (receiver t/p: 2 sender t/p: 1), max: 128.\n", "");
+    printf("%28sExamples:\n", "");
+    printf("%28s-t 4        // receiver t/p = 4 and sender t/p = 1\n", "");
+    printf("%28s-t 4:6      // sender t/p = 4 and receiver t/p = 6\n", "");
+    printf("%28s-t 2:       // not defined\n", "");
+#endif
 }
 
-/* OSU's set_message_size: MAX, MIN:MAX, MIN: or :MAX. */
+#ifndef NO_SIZES
 /* -M: the largest size whose buffers (BLOCKS bytes per message byte) fit in the limit. */
 static void limit_to_memory(int rank, size_t blocks)
 {
@@ -58,7 +76,9 @@ static char *alloc_buffer(int rank, size_t bytes, int fill)
     memset(p, fill, bytes + 1);
     return p;
 }
+#endif /* NO_SIZES */
 
+#ifndef OSU_NBC
 /* OSU's statistics: MIN, MAX and SUM of the ranks' mean latencies reduced to rank 0, which
  * prints the average (and with -f the minimum, maximum and timed iterations). */
 static void report(int rank, int nprocs, size_t size, double latency, long iters)
@@ -76,5 +96,6 @@ static void report(int rank, int nprocs, size_t size, double latency, long iters
     printf("\n");
     fflush(stdout);
 }
+#endif /* OSU_NBC */
 
 #endif /* KESTREL_OSU_COLL_H */

@@ -4,8 +4,9 @@
  *
  * The including file defines TITLE and NAME, and may define the defaults OSU_MIN_SIZE,
  * OSU_MAX_SIZE, OSU_ITERATIONS, OSU_ITERATIONS_LARGE, OSU_SKIP, OSU_SKIP_LARGE; it passes
- * parse() the optional options it takes ("f" for -f/--full, "W" for -W/--window-size) and
- * defines help() (declared here, used by begin()).
+ * parse() the optional options it takes ("f" for -f/--full, "W" for -W/--window-size, "t" for
+ * the nonblocking collectives' -t/--num-test-calls) and defines help() (declared here, used by
+ * begin()).
  */
 #ifndef KESTREL_OSU_OPTS_H
 #define KESTREL_OSU_OPTS_H
@@ -48,6 +49,7 @@ static size_t min_size = OSU_MIN_SIZE, max_size = OSU_MAX_SIZE;
 static long iterations = OSU_ITERATIONS, iterations_large = OSU_ITERATIONS_LARGE;
 static long skip = OSU_SKIP, skip_large = OSU_SKIP_LARGE;
 static long window = 64;
+static long num_probes = 0; /* -t: MPI_Test calls during a nonblocking test's computation */
 static long mem_limit = MEM_LIMIT_DEFAULT;
 static int mem_warning = 0, full = 0;
 
@@ -113,20 +115,22 @@ static int invalid_option(char **argv)
     return BAD;
 }
 
-/* Parses the options; OPTIONAL names the optional ones this benchmark takes ("f", "W"). */
+/* Parses the options; OPTIONAL names the optional ones this benchmark takes ("f", "W", "t"). */
 static int parse(int argc, char **argv, const char *optional)
 {
     int takes_full = strchr(optional, 'f') != NULL, takes_window = strchr(optional, 'W') != NULL;
+    int takes_probes = strchr(optional, 't') != NULL;
     static const struct option all[] = {
         {"help", no_argument, 0, 'h'},          {"version", no_argument, 0, 'v'},
         {"full", no_argument, 0, 'f'},          {"message-size", required_argument, 0, 'm'},
         {"warmup", required_argument, 0, 'x'},  {"iterations", required_argument, 0, 'i'},
         {"mem-limit", required_argument, 0, 'M'}, {"window-size", required_argument, 0, 'W'},
-        {0, 0, 0, 0}};
+        {"num-test-calls", required_argument, 0, 't'}, {0, 0, 0, 0}};
     struct option longs[sizeof all / sizeof all[0]];
     size_t n = 0;
     for (size_t k = 0; all[k].name; k++)
-        if ((all[k].val != 'f' || takes_full) && (all[k].val != 'W' || takes_window))
+        if ((all[k].val != 'f' || takes_full) && (all[k].val != 'W' || takes_window) &&
+            (all[k].val != 't' || takes_probes))
             longs[n++] = all[k];
     longs[n] = all[sizeof all / sizeof all[0] - 1];
     char shorts[32] = "+:hvm:x:i:M:";
@@ -134,6 +138,8 @@ static int parse(int argc, char **argv, const char *optional)
         strcat(shorts, "f");
     if (takes_window)
         strcat(shorts, "W:");
+    if (takes_probes)
+        strcat(shorts, "t:");
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
@@ -157,6 +163,10 @@ static int parse(int argc, char **argv, const char *optional)
         case 'W':
             if (atoi(optarg) < 1) { bad_message = "Invalid Window Size"; return BAD; }
             window = atoi(optarg);
+            break;
+        case 't':
+            if (atoi(optarg) < 0) { bad_message = "Invalid Number of Probes"; return BAD; }
+            num_probes = atoi(optarg);
             break;
         case 'M':
             mem_limit = atoll(optarg);

@@ -155,11 +155,63 @@ fn bench_c_programs_build_with_kestrel_mpicc_and_run_under_kestrel_run() {
             .count();
         let want = match name.as_str() {
             "hello" => 3,
-            "osu_barrier" => 1,
+            "osu_barrier" | "osu_ibarrier" => 1,
             // Sizes 1, 2, 4, ..., 65536 (the collectives start at 1 as well).
             _ => 17,
         };
         assert_eq!(rows, want, "{name}: {}", out.show());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `osu_iallreduce` in Rust and in C (built with Kestrel's `mpicc`) print OSU 7.4's overlap
+/// table: the nonblocking preamble and column header, then one row per size with the size in
+/// `%-10d` and four `%18.2f` columns (overall, compute, pure communication, overlap).
+#[test]
+fn osu_iallreduce_prints_osu_overlap_table_in_rust_and_c() {
+    let dir = scratch("nbc-bench");
+    let c_exe = dir.join("osu_iallreduce");
+    compile(mpicc(), &repo().join("bench/c/osu_iallreduce.c"), &c_exe);
+    for exe in [bin("osu_iallreduce"), c_exe] {
+        let exe = exe.to_str().unwrap();
+        let args = ["-n", "2", exe, "-m", "8", "-i", "10", "-x", "2"];
+        let out = run(kestrel_run(&args), DEADLINE);
+        assert!(out.success(), "{exe}: {}", out.show());
+        assert!(
+            out.stdout.starts_with(
+                "\n# OSU MPI Non-blocking Allreduce Latency Test v7.4\n\
+                 # Overall = Coll. Init + Compute + MPI_Test + MPI_Wait\n\
+                 \n\
+                 # Datatype: MPI_CHAR.\n\
+                 # Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)\n"
+            ),
+            "{exe}: {}",
+            out.show()
+        );
+        let rows: Vec<&str> = out
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+            .collect();
+        let sizes: Vec<&str> = rows.iter().map(|r| r[..10].trim_end()).collect();
+        assert_eq!(sizes, ["1", "2", "4", "8"], "{exe}: {}", out.show());
+        for row in &rows {
+            assert_eq!(row.len(), 10 + 4 * 18, "{exe}: row {row:?}");
+            let values: Vec<f64> = (0..4)
+                .map(|k| {
+                    let field = &row[10 + 18 * k..10 + 18 * (k + 1)];
+                    let v = field.trim_start();
+                    assert!(
+                        field.starts_with(' ')
+                            && v.split_once('.').is_some_and(|(_, d)| d.len() == 2),
+                        "{exe}: field {field:?} of {row:?} is not %18.2f"
+                    );
+                    v.parse().unwrap()
+                })
+                .collect();
+            assert!(values[..3].iter().all(|v| *v > 0.0), "{exe}: {row:?}");
+            assert!((0.0..=100.0).contains(&values[3]), "{exe}: {row:?}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -21,7 +21,8 @@
 //! | `-p`, `--num-pairs PAIRS` | mbw_mr | pairs (default ranks / 2) |
 //! | `-R`, `--print-rate 0\|1` | mbw_mr | print the message rate column (default 1) |
 //! | `-M`, `--mem-limit SIZE` | all | per-process buffer bytes (default 512 MiB, at least 1 MiB) |
-//! | `-f`, `--full` | collectives only (as in OSU) | min/max columns and the iteration count |
+//! | `-f`, `--full` | collectives only (as in OSU) | min/max columns and the iteration count (nonblocking: init, test, wait, min/max pure communication) |
+//! | `-t`, `--num-test-calls CALLS` | nonblocking collectives | `MPI_Test` calls during the dummy computation (default 0) |
 //!
 //! OSU's point-to-point tests do not take `-M` (OSU only applies it to collectives); Kestrel's
 //! do, and honour it: a rank never allocates more message-buffer bytes than the limit, and
@@ -31,8 +32,9 @@
 //! `ranks * size`. `osu_barrier` accepts `-m` and `-M` (OSU's option string has them) but has
 //! no messages, so they change nothing, and its usage omits them as OSU's does.
 //!
-//! Collectives default to OSU's collective counts: sizes 1 B to 1 MiB, 1000 timed iterations
-//! and 100 warm-up up to 8 KiB, 100 and 10 above.
+//! Collectives, blocking and nonblocking, default to OSU's collective counts: sizes 1 B to
+//! 1 MiB, 1000 timed iterations and 100 warm-up up to 8 KiB, 100 and 10 above (`osu_ibarrier`
+//! always uses the latter, as OSU's does).
 //!
 //! A bad option makes rank 0 print `<message> [-x <arg>]` and an empty line to stderr, then
 //! the usage to stdout (where OSU prints it), and every rank exits with status 1.
@@ -76,21 +78,28 @@
 //! over the ranks (a `SUM` reduction to rank 0 divided by the ranks), with `-f` their minimum
 //! and maximum (`MIN` and `MAX` reductions).
 //!
+//! The nonblocking collectives (`osu_iallreduce` ...) print OSU's overlap table: see `nbc`
+//! (the method, the columns and an example).
+//!
 //! # Where things are
 //!
 //! * `spec`: the benchmark families and the [`Spec`] of each test;
 //! * `options`: [`Options`], OSU's defaults and the command-line parser;
 //! * `output`: the usage, the preamble, headers and rows, and the values they print;
 //! * `run`: what every benchmark program does around its measurement loop (buffers, start-up
-//!   on every rank, collective statistics, exit).
+//!   on every rank, collective statistics, exit);
+//! * `nbc`: the nonblocking collectives' method (pure communication and overlap loops, the
+//!   dummy computation, their statistics, header and rows), with its own output section.
 //!
 //! Everything is re-exported here: the programs name `osu::X`.
 
+mod nbc;
 mod options;
 mod output;
 mod run;
 mod spec;
 
+pub use nbc::*;
 pub use options::*;
 pub use output::*;
 pub use run::*;

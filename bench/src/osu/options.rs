@@ -37,6 +37,9 @@ pub struct Options {
     pub pairs: Option<usize>,
     /// `-R` (mbw_mr): print the message rate.
     pub print_rate: bool,
+    /// `-t` (nonblocking collectives): `MPI_Test` calls during the dummy computation (OSU's
+    /// `num_probes`; default 0, no test).
+    pub num_probes: usize,
     /// Warnings for stderr that do not stop the run (e.g. a memory limit raised to 1 MiB).
     pub warnings: Vec<String>,
 }
@@ -46,12 +49,12 @@ impl Options {
     pub fn defaults(spec: &Spec) -> Options {
         let (iterations, skip, iterations_large, skip_large, min) = match (spec.bench, spec.subtype)
         {
-            (Bench::Collective(_), _) => (1_000, 100, 100, 10, 1),
+            (Bench::Collective(_) | Bench::Nonblocking(_), _) => (1_000, 100, 100, 10, 1),
             (_, Subtype::Lat) => (10_000, 100, 1_000, 10, 0),
             (_, Subtype::Bw) => (100, 10, 20, 2, 1),
         };
         let max = match spec.bench {
-            Bench::Collective(_) => MAX_MSG_SIZE_COLL,
+            Bench::Collective(_) | Bench::Nonblocking(_) => MAX_MSG_SIZE_COLL,
             _ => MAX_MESSAGE_SIZE,
         };
         Options {
@@ -66,6 +69,7 @@ impl Options {
             show_full: false,
             pairs: None,
             print_rate: true,
+            num_probes: 0,
             warnings: Vec::new(),
         }
     }
@@ -126,7 +130,7 @@ impl Options {
     /// [`Coll::buffer_bytes`](super::Coll::buffer_bytes)).
     pub fn buffer_bytes_ranks(&self, spec: &Spec, size: usize, nprocs: usize) -> usize {
         match (spec.bench, spec.subtype) {
-            (Bench::Collective(c), _) => c.buffer_bytes(size, nprocs),
+            (Bench::Collective(c) | Bench::Nonblocking(c), _) => c.buffer_bytes(size, nprocs),
             (_, Subtype::Lat) => size.saturating_mul(2),
             (_, Subtype::Bw) => size.saturating_mul(self.window_size.saturating_add(1)),
         }
@@ -276,6 +280,22 @@ const OPT_R: OptDef = OptDef {
     arg: true,
     help: &["[0|1] - Print uni-directional message rate (default 1)"],
 };
+const OPT_T: OptDef = OptDef {
+    short: 't',
+    long: "num-test-calls",
+    arg: true,
+    // OSU 7.4's text, shared with its multi-threaded latency test.
+    help: &[
+        "Non-blocking collectives-> CALLS - set the number of MPI_Test() calls during the dummy computation,",
+        "set CALLS to 100, 1000, or any number > 0.",
+        "Multi-Threaded/Process-> SEND:[RECV] - set the sender and receiver number of threads/processes(t/p)",
+        "min: 1 default: (receiver t/p: 2 sender t/p: 1), max: 128.",
+        "Examples:",
+        "-t 4        // receiver t/p = 4 and sender t/p = 1",
+        "-t 4:6      // sender t/p = 4 and receiver t/p = 6",
+        "-t 2:       // not defined",
+    ],
+};
 const OPT_P: OptDef = OptDef {
     short: 'p',
     long: "num-pairs",
@@ -284,10 +304,13 @@ const OPT_P: OptDef = OptDef {
 };
 
 /// The options of `spec`, in the order of OSU's option string for that test (which is the
-/// order of the usage text), with `-M` last. The collectives follow OSU's `hvfm:i:x:M:`.
+/// order of the usage text), with `-M` last but for the nonblocking collectives' `-t`. The
+/// collectives follow OSU's `hvfm:i:x:M:`, the nonblocking ones `hvfm:i:x:M:t:`.
 pub(super) fn option_defs(spec: &Spec) -> Vec<&'static OptDef> {
     let mut v: Vec<&'static OptDef> = match (spec.bench, spec.subtype) {
-        (Bench::Collective(_), _) => vec![&OPT_H, &OPT_V, &OPT_M, &OPT_I_COLL, &OPT_X],
+        (Bench::Collective(_) | Bench::Nonblocking(_), _) => {
+            vec![&OPT_H, &OPT_V, &OPT_M, &OPT_I_COLL, &OPT_X]
+        }
         (Bench::MbwMr, _) => vec![
             &OPT_P, &OPT_W, &OPT_R, &OPT_X, &OPT_I, &OPT_M, &OPT_H, &OPT_V,
         ],
@@ -300,6 +323,9 @@ pub(super) fn option_defs(spec: &Spec) -> Vec<&'static OptDef> {
         v.insert(at, &OPT_F);
     }
     v.push(&OPT_MEM);
+    if matches!(spec.bench, Bench::Nonblocking(_)) {
+        v.push(&OPT_T);
+    }
     v
 }
 
@@ -431,6 +457,13 @@ fn apply(o: &mut Options, c: char, arg: Option<&str>) -> Option<Parsed> {
                 return Some(bad("Invalid Number of Pairs", opt, arg));
             }
             o.pairs = Some(v as usize);
+        }
+        't' => {
+            let v = c_atoi(a);
+            if v < 0 {
+                return Some(bad("Invalid Number of Probes", opt, arg));
+            }
+            o.num_probes = v as usize;
         }
         _ => unreachable!("option -{c} has no handler"),
     }

@@ -33,9 +33,14 @@ pub fn version_text(spec: &Spec) -> String {
 }
 
 /// What precedes the column header: an empty line, the title, for mbw_mr the pairs line,
-/// and the datatype line (not for barrier, which sends no data).
+/// for the nonblocking collectives OSU's `# Overall = ...` line and an empty line (its
+/// `print_preamble_nbc`), and the datatype line (not for barrier and ibarrier, which send no
+/// data).
 pub fn preamble(spec: &Spec, opts: &Options, pairs: usize) -> String {
     let mut s = format!("\n{}", version_text(spec));
+    if let Bench::Nonblocking(_) = spec.bench {
+        s.push_str("# Overall = Coll. Init + Compute + MPI_Test + MPI_Wait\n\n");
+    }
     if spec.bench == Bench::MbwMr {
         let _ = writeln!(
             s,
@@ -49,8 +54,12 @@ pub fn preamble(spec: &Spec, opts: &Options, pairs: usize) -> String {
     s
 }
 
-/// The column header line (OSU's `print_only_header`), with its newline.
+/// The column header line (OSU's `print_only_header`; for the nonblocking collectives
+/// [`nbc_column_header`](super::nbc_column_header)), with its newline.
 pub fn column_header(spec: &Spec, opts: &Options) -> String {
+    if let Bench::Nonblocking(_) = spec.bench {
+        return super::nbc::nbc_column_header(spec, opts);
+    }
     let w = FIELD_WIDTH;
     let mut s = if spec.has_sizes() {
         format!("{:<10}", "# Size")
@@ -72,6 +81,7 @@ pub fn column_header(spec: &Spec, opts: &Options) -> String {
             let _ = write!(s, "{:>w$}", "Avg Latency(us)");
         }
         (Bench::Collective(_), Subtype::Bw) => unreachable!("collectives measure latency"),
+        (Bench::Nonblocking(_), _) => unreachable!("printed by nbc_column_header"),
     }
     if opts.show_full {
         let _ = write!(

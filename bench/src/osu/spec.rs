@@ -1,5 +1,5 @@
 //! The benchmarks: each family (point-to-point, multiple bandwidth / message rate, the
-//! collectives) and the [`Spec`] of every OSU test Kestrel reproduces.
+//! blocking and the nonblocking collectives) and the [`Spec`] of every OSU test Kestrel reproduces.
 //!
 //! It only describes tests (names, titles, what they measure, which options they take, how
 //! much memory a collective needs); it never parses, prints or communicates.
@@ -13,9 +13,12 @@ pub enum Bench {
     MbwMr,
     /// A blocking collective over all ranks.
     Collective(Coll),
+    /// A nonblocking collective over all ranks, measured with OSU's overlap method (see
+    /// [`nbc`](super::nbc)).
+    Nonblocking(Coll),
 }
 
-/// The collective a [`Bench::Collective`] test measures.
+/// The collective a [`Bench::Collective`] or [`Bench::Nonblocking`] test measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Coll {
     /// `MPI_Barrier`.
@@ -170,16 +173,78 @@ pub const GATHER: Spec = collective("osu_gather", "OSU MPI Gather Latency Test",
 /// `osu_scatter`: `MPI_Scatter` latency from rank 0.
 pub const SCATTER: Spec = collective("osu_scatter", "OSU MPI Scatter Latency Test", Coll::Scatter);
 
+/// Specification of a nonblocking collective: all have `-f` (and `-t`).
+const fn nonblocking(name: &'static str, title: &'static str, coll: Coll) -> Spec {
+    Spec {
+        name,
+        title,
+        bench: Bench::Nonblocking(coll),
+        subtype: Subtype::Lat,
+        full: true,
+    }
+}
+
+// The titles are OSU 7.4's, each as its program spells it (`osu_ibcast` says "Non-Blocking").
+
+/// `osu_ibarrier`: `MPI_Ibarrier` overlap (no message sizes).
+pub const IBARRIER: Spec = nonblocking(
+    "osu_ibarrier",
+    "OSU MPI Non-blocking Barrier Latency Test",
+    Coll::Barrier,
+);
+/// `osu_ibcast`: `MPI_Ibcast` overlap; the root rotates in the pure-communication loop only.
+pub const IBCAST: Spec = nonblocking(
+    "osu_ibcast",
+    "OSU MPI Non-Blocking Broadcast Latency Test",
+    Coll::Bcast,
+);
+/// `osu_ireduce`: `MPI_Ireduce` (`MPI_SUM` on `MPI_CHAR`) overlap, root rotating.
+pub const IREDUCE: Spec = nonblocking(
+    "osu_ireduce",
+    "OSU MPI Non-blocking Reduce Latency Test",
+    Coll::Reduce,
+);
+/// `osu_iallreduce`: `MPI_Iallreduce` (`MPI_SUM` on `MPI_CHAR`) overlap.
+pub const IALLREDUCE: Spec = nonblocking(
+    "osu_iallreduce",
+    "OSU MPI Non-blocking Allreduce Latency Test",
+    Coll::Allreduce,
+);
+/// `osu_iallgather`: `MPI_Iallgather` overlap.
+pub const IALLGATHER: Spec = nonblocking(
+    "osu_iallgather",
+    "OSU MPI Non-blocking Allgather Latency Test",
+    Coll::Allgather,
+);
+/// `osu_ialltoall`: `MPI_Ialltoall` overlap (`size` bytes to every rank).
+pub const IALLTOALL: Spec = nonblocking(
+    "osu_ialltoall",
+    "OSU MPI Non-blocking All-to-All Latency Test",
+    Coll::Alltoall,
+);
+/// `osu_igather`: `MPI_Igather` overlap, to rank 0.
+pub const IGATHER: Spec = nonblocking(
+    "osu_igather",
+    "OSU MPI Non-blocking Gather Latency Test",
+    Coll::Gather,
+);
+/// `osu_iscatter`: `MPI_Iscatter` overlap, from rank 0.
+pub const ISCATTER: Spec = nonblocking(
+    "osu_iscatter",
+    "OSU MPI Non-blocking Scatter Latency Test",
+    Coll::Scatter,
+);
+
 impl Spec {
-    /// The collective, for collective tests.
+    /// The collective, for collective tests (blocking or not).
     pub fn coll(&self) -> Option<Coll> {
         match self.bench {
-            Bench::Collective(c) => Some(c),
+            Bench::Collective(c) | Bench::Nonblocking(c) => Some(c),
             _ => None,
         }
     }
 
-    /// Whether the output has a size column (all but `osu_barrier`).
+    /// Whether the output has a size column (all but `osu_barrier` and `osu_ibarrier`).
     pub fn has_sizes(&self) -> bool {
         self.coll() != Some(Coll::Barrier)
     }

@@ -516,3 +516,153 @@ fn arithmetic() {
     assert_eq!(b.as_slice()[3], 255);
     assert_eq!(b.as_i8_slice().len(), 10000);
 }
+
+#[test]
+fn nonblocking_options_follow_osu() {
+    let o = run(&IALLREDUCE, &[]);
+    assert_eq!(
+        (
+            o.min_message_size,
+            o.max_message_size,
+            o.iterations,
+            o.skip,
+            o.iterations_large,
+            o.skip_large,
+            o.num_probes
+        ),
+        (1, 1048576, 1000, 100, 100, 10, 0)
+    );
+    assert_eq!(run(&IBARRIER, &["-t", "100"]).num_probes, 100);
+    assert_eq!(run(&IALLTOALL, &["--num-test-calls=7"]).num_probes, 7);
+    assert_eq!(
+        bad_usage(&IREDUCE, &["-t", "-1"]),
+        "Invalid Number of Probes [-t -1]"
+    );
+    // Only the nonblocking tests have -t (OSU's blocking option strings lack it).
+    assert_eq!(bad_usage(&ALLREDUCE, &["-t", "3"]), "Invalid option [-t]");
+    let f = run(&IGATHER, &["-f", "-m", "8", "-i", "10", "-x", "2"]);
+    assert!(f.show_full);
+    assert_eq!((f.max_message_size, f.iterations, f.skip), (8, 10, 2));
+    assert_eq!(f.sizes(&IGATHER), vec![1, 2, 4, 8]);
+    // -M is checked against what the test allocates, as for the blocking ones.
+    let mut m = run(&IALLTOALL, &["-M", "1048576"]);
+    m.limit_to_memory_ranks(&IALLTOALL, 4);
+    assert_eq!(m.max_message_size, 131072);
+}
+
+#[test]
+fn nonblocking_help_lists_num_test_calls_last() {
+    let h = help_text(&IALLREDUCE, false);
+    assert!(h.starts_with("Usage: osu_iallreduce [options]\nOptions:\n  -h, --help "));
+    let m = h.find("  -M, --mem-limit ").unwrap();
+    let t = h.find("  -t, --num-test-calls      Non-blocking collectives-> CALLS - set the number of MPI_Test() calls during the dummy computation,\n").unwrap();
+    assert!(m < t, "{h}");
+    assert!(h.ends_with("                            -t 2:       // not defined\n"));
+    let b = help_text(&IBARRIER, false);
+    assert!(b.contains("  -t, --num-test-calls "));
+    assert!(!b.contains("--message-size") && !b.contains("--mem-limit"));
+    assert_eq!(
+        version_text(&IBCAST),
+        "# OSU MPI Non-Blocking Broadcast Latency Test v7.4\n"
+    );
+}
+
+#[test]
+fn nbc_overlap_formula() {
+    // 100 - ((overall - compute) / pure_comm * 100), never below 0.
+    assert!((nbc_overlap(3.08, 1.63, 1.50) - 3.333_333).abs() < 1e-5);
+    assert_eq!(nbc_overlap(10.0, 5.0, 5.0), 0.0);
+    assert_eq!(nbc_overlap(10.0, 5.0, 4.0), 0.0);
+    assert_eq!(nbc_overlap(5.0, 5.0, 4.0), 100.0);
+    assert_eq!(nbc_overlap(6.0, 5.0, 4.0), 75.0);
+    // The compute column and the overlap leave the tests out of the computation.
+    let st = NbcStats {
+        overall: 6.0,
+        cpu: 5.5,
+        test: 0.5,
+        wait: 0.9,
+        init: 0.1,
+        comm: 4.0,
+        min_comm: 3.5,
+        max_comm: 4.5,
+    };
+    assert_eq!(st.compute(), 5.0);
+    assert_eq!(st.overlap(), 75.0);
+}
+
+#[test]
+fn golden_nonblocking_output() {
+    let o = run(&IALLREDUCE, &[]);
+    assert_eq!(
+        format!(
+            "{}{}",
+            preamble(&IALLREDUCE, &o, 1),
+            column_header(&IALLREDUCE, &o)
+        ),
+        "\n# OSU MPI Non-blocking Allreduce Latency Test v7.4\n\
+         # Overall = Coll. Init + Compute + MPI_Test + MPI_Wait\n\
+         \n\
+         # Datatype: MPI_CHAR.\n\
+         # Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)\n"
+    );
+    let st = NbcStats {
+        overall: 3.084,
+        cpu: 1.634,
+        test: 0.0,
+        wait: 1.2,
+        init: 0.25,
+        comm: 1.5,
+        min_comm: 1.456,
+        max_comm: 1.544,
+    };
+    assert_eq!(
+        nbc_row(&IALLREDUCE, &o, 1, &st),
+        "1                       3.08              1.63              1.50              3.33\n"
+    );
+    let full = run(&IALLREDUCE, &["-f"]);
+    assert_eq!(
+        column_header(&IALLREDUCE, &full),
+        "# Size           Overall(us)       Compute(us)    Coll. Init(us)      MPI_Test(us)      \
+         MPI_Wait(us)    Pure Comm.(us)     Min Comm.(us)     Max Comm.(us)        Overlap(%)\n"
+    );
+    assert_eq!(
+        nbc_row(&IALLREDUCE, &full, 1048576, &st),
+        "1048576                 3.08              1.63              0.25              0.00              \
+         1.20              1.50              1.46              1.54              3.33\n"
+    );
+    let b = run(&IBARRIER, &[]);
+    assert_eq!(
+        format!(
+            "{}{}",
+            preamble(&IBARRIER, &b, 1),
+            column_header(&IBARRIER, &b)
+        ),
+        "\n# OSU MPI Non-blocking Barrier Latency Test v7.4\n\
+         # Overall = Coll. Init + Compute + MPI_Test + MPI_Wait\n\
+         \n\
+         # Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)\n"
+    );
+    assert_eq!(
+        nbc_row(&IBARRIER, &b, 0, &st),
+        "         3.08              1.63              1.50              3.33\n"
+    );
+}
+
+#[test]
+fn nonblocking_roots_and_dummy_compute() {
+    assert_eq!(nbc_root(Coll::Bcast, Phase::Pure, 5, 3), 2);
+    assert_eq!(nbc_root(Coll::Bcast, Phase::Overlap, 5, 3), 0);
+    assert_eq!(nbc_root(Coll::Reduce, Phase::Overlap, 5, 3), 2);
+    assert_eq!(nbc_root(Coll::Gather, Phase::Pure, 5, 3), 0);
+    assert_eq!(nbc_root(Coll::Scatter, Phase::Overlap, 5, 3), 0);
+    let mut c = DummyCompute::default();
+    let t = std::time::Instant::now();
+    c.busy(0.002);
+    assert!(t.elapsed().as_secs_f64() >= 0.002);
+    let t = std::time::Instant::now();
+    c.busy(0.0);
+    c.busy(-1.0);
+    assert!(t.elapsed().as_secs_f64() < 0.001);
+    let (test, req) = c.dummy_compute(0.001, 4, None);
+    assert!(req.is_none() && test >= 0.0);
+}

@@ -1,0 +1,52 @@
+//! `osu_iallreduce`: OSU's nonblocking allreduce overlap test (OSU Micro-Benchmarks v7.4
+//! methodology and output) on Kestrel. `kestrel-run -n N target/release/osu_iallreduce
+//! [options]`
+//!
+//! Each iteration is an `MPI_Iallreduce`-equivalent (`MPI_SUM` of `size` C chars, OSU 7.4's
+//! default `MPI_CHAR`): first started and waited for at once (the pure communication time),
+//! then started, overlapped with a dummy computation as long as that time, and waited for.
+//! Rank 0 prints the overall time, the computation, the pure communication time and the
+//! overlap in percent (see `kestrel_bench::osu` and its `nbc` module for the method, the
+//! options and the output). Sizes 1 B to 1 MiB in powers of two. At least two ranks.
+
+use kestrel::collective::SystemOperation;
+use kestrel::immediate::ImmediateCollectives;
+use kestrel::request::{LocalScope, Request};
+use kestrel::SimpleCommunicator;
+use kestrel_bench::osu;
+
+const SPEC: osu::Spec = osu::IALLREDUCE;
+
+struct Iallreduce<'w> {
+    world: &'w SimpleCommunicator,
+    s_buf: osu::AlignedBuf,
+    r_buf: osu::AlignedBuf,
+}
+
+impl osu::NbcStart for Iallreduce<'_> {
+    fn start<'a>(&'a mut self, scope: &LocalScope<'a>, size: usize, _root: usize) -> Request<'a> {
+        let sb = &self.s_buf.as_i8_slice()[..size];
+        let rb = &mut self.r_buf.as_mut_i8_slice()[..size];
+        self.world
+            .immediate_all_reduce_into(scope, sb, rb, SystemOperation::sum())
+    }
+}
+
+fn main() {
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match osu::coll_begin(&SPEC, &world, &args) {
+        Ok(o) => o,
+        Err(code) => osu::exit(universe, code),
+    };
+    let max = opts.sizes(&SPEC).last().copied().unwrap_or(0);
+    let mut op = Iallreduce {
+        world: &world,
+        s_buf: osu::AlignedBuf::new(max),
+        r_buf: osu::AlignedBuf::new(max),
+    };
+    op.s_buf.as_mut_slice().fill(1);
+    osu::nbc_run(&world, &SPEC, &opts, &mut op);
+    osu::exit(universe, 0);
+}
