@@ -178,7 +178,9 @@ pub fn raise(l: &mut Locked, name: &str, comm: c_int, e: MpiError) -> c_int {
     };
     // MPI_ERR_IN_STATUS is returned as itself: programs compare against it, and the real
     // errors are in the statuses.
-    let code = if e.class == error::ERR_IN_STATUS {
+    let code = if let Some(c) = e.code {
+        c
+    } else if e.class == error::ERR_IN_STATUS {
         e.class
     } else {
         error::code_for(e.class, msg.clone())

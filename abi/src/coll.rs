@@ -735,8 +735,11 @@ pub fn allgatherv(
     send: Option<&Region>,
     recv: &mut VBuf,
 ) -> MpiResult<()> {
-    if let Some((ctx, remote_size)) = inter_of(core, comm)? {
-        return inter_allgather(core, ctx, remote_size, send, recv);
+    if inter_of(core, comm)?.is_some() {
+        return Err(MpiError::new(
+            error::ERR_INTERN,
+            "allgather on an inter-communicator runs as a schedule (icoll), not here (a Kestrel bug)",
+        ));
     }
     let (ctx, me, n) = ctx_of(core, comm)?;
     check_blocks(recv, n, "allgather")?;
@@ -753,44 +756,6 @@ pub fn allgatherv(
             .map_err(coll_err)?,
     }
     store_blocks(recv, &laid, None)
-}
-
-/// `MPI_Allgather` on an inter-communicator: `recv` gets one block per member of the other
-/// group. The engine's algorithm moves equal blocks, so every block must be as long as this
-/// process's contribution (always so for `MPI_Allgather` with matching type signatures).
-fn inter_allgather(
-    core: &mut Core,
-    ctx: u16,
-    remote_size: u32,
-    send: Option<&Region>,
-    recv: &mut VBuf,
-) -> MpiResult<()> {
-    let send = send.ok_or_else(|| no_inter_in_place("MPI_Allgather"))?;
-    check_blocks(recv, remote_size, "allgather on an inter-communicator")?;
-    let own: Cow<'_, [u8]> = if send.is_contiguous() {
-        Cow::Borrowed(send.bytes())
-    } else {
-        Cow::Owned(send.pack()?)
-    };
-    if let Some(r) = (0..recv.counts.len()).find(|&r| recv.packed_len(r) != own.len()) {
-        return Err(MpiError::new(
-            error::ERR_COUNT,
-            format!(
-                "allgather on an inter-communicator: the block of remote rank {r} has {} bytes \
-                 but this process sends {}; Kestrel needs equal blocks there",
-                recv.packed_len(r),
-                own.len()
-            ),
-        ));
-    }
-    let mut out = vec![0u8; own.len() * remote_size as usize];
-    core.engine
-        .inter_allgather(ctx, &own, &mut out)
-        .map_err(coll_err)?;
-    for r in 0..recv.counts.len() {
-        recv.unpack_block(r, &out[r * own.len()..(r + 1) * own.len()])?;
-    }
-    Ok(())
 }
 
 /// `MPI_Alltoall(v)`: `send` `None` for `MPI_IN_PLACE` (the data comes from `recv`).

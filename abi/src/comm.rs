@@ -126,7 +126,9 @@ pub fn dup(l: &mut Locked, comm: c_int) -> MpiResult<c_int> {
     Ok(new)
 }
 
-fn copy_attrs(l: &mut Locked, from: c_int, to: c_int) -> MpiResult<()> {
+/// Runs the copy functions of `from`'s attributes and attaches what they keep to `to`
+/// (`MPI_Comm_dup`, `MPI_Comm_idup`).
+pub fn copy_attrs(l: &mut Locked, from: c_int, to: c_int) -> MpiResult<()> {
     let core = l.core()?;
     let attrs = core.comm(from)?.attrs.clone();
     for (kv, value) in attrs {
@@ -588,11 +590,12 @@ fn check_key(key: &str) -> MpiResult<()> {
 /// `MPI_Info_set`.
 pub fn info_set(core: &mut Core, info: c_int, key: String, value: String) -> MpiResult<()> {
     check_key(&key)?;
-    if value.is_empty() || value.len() > MAX_INFO_VAL {
+    // An empty value is a value (MPICH accepts it, and MPI sets no lower bound).
+    if value.len() > MAX_INFO_VAL {
         return Err(MpiError::new(
             error::ERR_INFO_VALUE,
             format!(
-                "info value of {} bytes; values have 1..{MAX_INFO_VAL} bytes",
+                "info value of {} bytes; values have at most {MAX_INFO_VAL} bytes",
                 value.len()
             ),
         ));

@@ -208,7 +208,8 @@ pub fn idup(
     };
     let n = members.len();
     let mut plan = crate::icoll::Plan::default();
-    let (_, s) = plan.owned(core.engine.context_proposal().to_le_bytes().to_vec());
+    let proposal = core.engine.context_proposal().map_err(pml_err)?;
+    let (_, s) = plan.owned(proposal.to_le_bytes().to_vec());
     let (all, r) = plan.owned(vec![0; 2 * n]);
     let (counts, displs) = kestrel_pml::nbc::algorithms::uniform(n as u32, 2);
     let sched = core

@@ -265,15 +265,20 @@ pub fn match_size(class: c_int, size: c_int) -> MpiResult<c_int> {
     Ok(h)
 }
 
-/// `MPI_LONG`, `MPI_UNSIGNED_LONG`: 4 bytes in external32 (as MPICH writes them).
-const EXTERNAL_NARROW: &[(c_int, bool)] = &[(0x4c00_0807, true), (0x4c00_0808, false)];
+/// Types narrower in external32 than here (as MPI's table and MPICH have them): `MPI_LONG`
+/// and `MPI_UNSIGNED_LONG` take 4 bytes, `MPI_WCHAR` 2; (handle, bytes, signed).
+const EXTERNAL_NARROW: &[(c_int, usize, bool)] = &[
+    (0x4c00_0807, 4, true),
+    (0x4c00_0808, 4, false),
+    (0x4c00_040e, 2, false),
+];
 
 /// How one basic element travels in external32: its bytes there, the unit whose byte
 /// order is reversed (a complex number's parts separately), and sign extension when a
 /// narrowed integer comes back.
 fn external_form(handle: c_int, native: usize) -> (usize, usize, Option<bool>) {
-    if let Some(&(_, signed)) = EXTERNAL_NARROW.iter().find(|(h, _)| *h == handle) {
-        return (4, 4, Some(signed));
+    if let Some(&(_, ext, signed)) = EXTERNAL_NARROW.iter().find(|(h, ..)| *h == handle) {
+        return (ext, ext, Some(signed));
     }
     let name = crate::types::predefined_name(handle).unwrap_or("");
     let unit = if name.contains("COMPLEX") {
@@ -307,7 +312,7 @@ pub fn to_external(t: &Dt, count: usize, packed: &[u8]) -> MpiResult<Vec<u8>> {
                     .ok_or_else(|| MpiError::new(error::ERR_INTERN, "packed data too short"))?;
                 at += r.basic.size;
                 let bytes: &[u8] = if narrow.is_some() {
-                    &native[..4]
+                    &native[..ext]
                 } else {
                     native
                 };
@@ -338,10 +343,10 @@ pub fn from_external(t: &Dt, count: usize, ext_data: &[u8]) -> MpiResult<Vec<u8>
                     out.extend(chunk.iter().rev());
                 }
                 if let Some(signed) = narrow {
-                    let neg = signed && out[start + 3] & 0x80 != 0;
+                    let neg = signed && out[start + ext - 1] & 0x80 != 0;
                     out.extend(std::iter::repeat_n(
                         if neg { 0xff } else { 0 },
-                        r.basic.size - 4,
+                        r.basic.size - ext,
                     ));
                 }
             }

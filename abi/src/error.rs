@@ -85,6 +85,9 @@ pub struct ErrorInfo {
     pub msg: String,
     /// The communicator whose error handler sees the error (`None`: the call's own).
     pub comm: Option<c_int>,
+    /// The error code to report as is (`MPI_Comm_call_errhandler`'s); `None`: a new code
+    /// of `class` carrying `msg`.
+    pub code: Option<c_int>,
 }
 
 /// An error raised by an MPI call. Boxed, so that a call's `Result<(), MpiError>` is one
@@ -106,7 +109,18 @@ impl MpiError {
             class,
             msg: msg.into(),
             comm: None,
+            code: None,
         }))
+    }
+
+    /// The error the program names by `code` (a class or a code it got or added),
+    /// reported with that very code.
+    pub fn of_code(code: c_int) -> Self {
+        let class = class_of(code).unwrap_or(ERR_UNKNOWN);
+        let msg = string_of(code).unwrap_or_else(|| class_text(class).to_string());
+        let mut e = MpiError::new(class, msg);
+        e.0.code = Some(code);
+        e
     }
 
     /// The same error, reported on communicator `comm`'s handler.

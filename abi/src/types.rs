@@ -222,7 +222,7 @@ const PREDEFINED: &[(c_int, &str, Option<Dtype>)] = &[
     (0x4c00_043d, "MPI_UINT32_T", Some(Dtype::U32)),
     (0x4c00_083e, "MPI_UINT64_T", Some(Dtype::U64)),
     (0x4c00_013f, "MPI_C_BOOL", Some(Dtype::U8)),
-    (0x4c00_0840, "MPI_C_FLOAT_COMPLEX", None),
+    (0x4c00_0840, "MPI_C_COMPLEX", None), // MPI_C_FLOAT_COMPLEX too (one handle, MPICH's name)
     (0x4c00_1041, "MPI_C_DOUBLE_COMPLEX", None),
     (0x4c00_2042, "MPI_C_LONG_DOUBLE_COMPLEX", None),
     (0x4c00_0843, "MPI_AINT", Some(Dtype::I64)),

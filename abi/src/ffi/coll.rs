@@ -355,6 +355,11 @@ fn allgather<T: Copy + Into<i64>>(
                 core, comm, sendbuf, sendcount, sendtype, recvbuf, lay, recvtype,
             )
         }?;
+        if is_inter(core, comm)? {
+            // The two groups may send blocks of different lengths: direct messages.
+            let rec = icoll::allgatherv(core, comm, send.as_ref(), &recv, Start::Now);
+            return blocking(core, rec);
+        }
         coll::allgatherv(core, comm, send.as_ref(), &mut recv)
     })
 }

@@ -61,6 +61,10 @@ fn idup(
         let pairs = info_of(core, info)?;
         let (h, rec) = comm_create::idup(core, comm, pairs)?;
         let r = core.insert_request(rec);
+        // Attributes are copied and the topology kept at the call, as MPI_Comm_dup does.
+        let topo = core.comm(comm)?.topo.clone();
+        core.comm_mut(h)?.topo = topo;
+        comm::copy_attrs(l, comm, h)?;
         // SAFETY: out-parameters (contract).
         unsafe {
             mem::put(newcomm, h, "newcomm")?;

@@ -291,9 +291,7 @@ mpi_fn! {
         let Some(mut l) = Locked::acquire() else {
             return api::reentered("MPI_Comm_call_errhandler");
         };
-        let class = error::class_of(errorcode).unwrap_or(error::ERR_UNKNOWN);
-        let msg = error::string_of(errorcode).unwrap_or_else(|| error::class_text(class).to_string());
-        let e = MpiError::new(class, msg).on(comm);
+        let e = MpiError::of_code(errorcode).on(comm);
         // The handler returned (a fatal one does not): the call itself succeeded.
         let _ = api::raise(&mut l, "MPI_Comm_call_errhandler", comm, e);
         error::SUCCESS

@@ -199,11 +199,22 @@ impl Engine {
         Ok(best)
     }
 
-    /// The context id this process would propose for a new communicator now (its next
-    /// free id); a nonblocking creation gathers the members' proposals and then calls
+    /// This process's proposal for a nonblocking creation's context id (its next free
+    /// id, which it then reserves); the creation gathers the members' proposals and calls
     /// [`Engine::adopt_context`] with their maximum.
-    pub fn context_proposal(&self) -> u16 {
-        self.next_ctx
+    ///
+    /// Reserving makes a process's proposals strictly increase, so creations outstanding
+    /// together over the same members (several `MPI_Comm_idup`s, then blocking creations)
+    /// agree on distinct ids. Over different, overlapping member sets, two outstanding
+    /// creations can still agree on one id (each maximum comes from another process):
+    /// [`Engine::adopt_context`] reports that clash.
+    pub fn context_proposal(&mut self) -> Result<u16, PmlError> {
+        let p = self.next_ctx;
+        if p == u16::MAX {
+            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+        }
+        self.next_ctx = p + 1;
+        Ok(p)
     }
 
     /// Registers context `ctx` agreed by a nonblocking creation; an id this process has
