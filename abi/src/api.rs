@@ -96,7 +96,11 @@ pub fn query_grequests(l: &mut Locked, hs: &[c_int]) -> MpiResult<()> {
 fn pending(
     core: &state::Core,
     hs: &[c_int],
-) -> Vec<(u32, Option<crate::grequest::QueryFn>, usize)> {
+) -> Vec<(
+    u32,
+    Option<crate::grequest::QueryFn>,
+    crate::grequest::Extra,
+)> {
     hs.iter()
         .filter_map(|&h| {
             let i = match crate::handle::decode(h, crate::handle::Obj::Request)? {

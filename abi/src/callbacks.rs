@@ -15,7 +15,7 @@ use std::os::raw::{c_int, c_void};
 
 use kestrel_pml::op::{Reduction, UserOp};
 
-use crate::state::{CopyFn, DeleteFn, ErrFn, OpFn, OpRec};
+use crate::state::{AttrProxy, CopyFn, DeleteFn, ErrFn, OpFn, OpRec};
 use crate::types::Dt;
 
 /// Calls an error handler as `f(&comm, &code)`.
@@ -27,10 +27,15 @@ pub fn error_handler(f: ErrFn, comm: c_int, code: c_int) {
     unsafe { f(&mut comm, &mut code) };
 }
 
-/// Calls an attribute copy function; returns its error code, whether to copy, and the
-/// value for the new communicator.
+/// MPICH's `MPIR_ATTR_AINT`: the attribute type a proxy is told (an address-sized
+/// integer; the Fortran proxies do not look at it).
+const ATTR_AINT: c_int = 1;
+
+/// Calls an attribute copy function (through its key's proxy, if any); returns its error
+/// code, whether to copy, and the value for the new object.
 pub fn copy_attr(
     f: CopyFn,
+    proxy: Option<AttrProxy>,
     comm: c_int,
     keyval: c_int,
     extra: usize,
@@ -38,6 +43,23 @@ pub fn copy_attr(
 ) -> (c_int, bool, usize) {
     let mut out: *mut c_void = std::ptr::null_mut();
     let mut flag: c_int = 0;
+    if let Some(p) = proxy {
+        // SAFETY: the proxy the Fortran library registered for this key, called with the
+        // function it registered and MPICH's proxy arguments; `out` and `flag` are valid.
+        let rc = unsafe {
+            (p.copy)(
+                f,
+                comm,
+                keyval,
+                extra as *mut c_void,
+                ATTR_AINT,
+                value as *mut c_void,
+                &mut out,
+                &mut flag,
+            )
+        };
+        return (rc, flag != 0, out as usize);
+    }
     // SAFETY: `f` is the program's MPI_Comm_copy_attr_function; `out` receives a `void*`
     // (attribute_val_out is a `void**` in disguise) and `flag` an int.
     let rc = unsafe {
@@ -53,8 +75,29 @@ pub fn copy_attr(
     (rc, flag != 0, out as usize)
 }
 
-/// Calls an attribute delete function; returns its error code.
-pub fn delete_attr(f: DeleteFn, comm: c_int, keyval: c_int, value: usize, extra: usize) -> c_int {
+/// Calls an attribute delete function (through its key's proxy, if any); returns its
+/// error code.
+pub fn delete_attr(
+    f: DeleteFn,
+    proxy: Option<AttrProxy>,
+    comm: c_int,
+    keyval: c_int,
+    value: usize,
+    extra: usize,
+) -> c_int {
+    if let Some(p) = proxy {
+        // SAFETY: the Fortran library's delete proxy with the function it registered.
+        return unsafe {
+            (p.delete)(
+                f,
+                comm,
+                keyval,
+                ATTR_AINT,
+                value as *mut c_void,
+                extra as *mut c_void,
+            )
+        };
+    }
     // SAFETY: `f` is the program's MPI_Comm_delete_attr_function.
     unsafe { f(comm, keyval, value as *mut c_void, extra as *mut c_void) }
 }

@@ -60,6 +60,38 @@ fn attr_address(v: &'static AtomicI32) -> usize {
     v.as_ptr() as usize
 }
 
+/// The value of a predefined attribute (what Fortran reads, where C gets its address).
+pub fn predefined_attr_value(kv: c_int) -> Option<c_int> {
+    let addr = predefined_attr(kv)?;
+    [
+        &TAG_UB_VALUE,
+        &HOST_VALUE,
+        &IO_VALUE,
+        &WTIME_IS_GLOBAL_VALUE,
+        &UNIVERSE_SIZE_VALUE,
+        &LASTUSEDCODE_VALUE,
+        &APPNUM_VALUE,
+    ]
+    .into_iter()
+    .find(|v| attr_address(v) == addr)
+    .map(|v| v.load(Ordering::Relaxed))
+}
+
+/// Sets the language proxy of communicator key `kv` (`MPII_Keyval_set_proxy`); `false` if
+/// `kv` is not a communicator key.
+pub fn set_keyval_proxy(core: &mut Core, kv: c_int, proxy: crate::state::AttrProxy) -> bool {
+    match keyval_slot(core, kv)
+        .ok()
+        .and_then(|i| core.keyvals.get_mut(i))
+    {
+        Some(k) => {
+            k.proxy = Some(proxy);
+            true
+        }
+        None => false,
+    }
+}
+
 /// The address a predefined attribute's value is read from.
 fn predefined_attr(kv: c_int) -> Option<usize> {
     Some(attr_address(match kv {
@@ -140,7 +172,8 @@ pub fn copy_attrs(l: &mut Locked, from: c_int, to: c_int) -> MpiResult<()> {
             continue;
         };
         let Some(copy) = k.copy else { continue };
-        let (rc, keep, out) = l.unlocked(|| callbacks::copy_attr(copy, from, kv, k.extra, value));
+        let (rc, keep, out) =
+            l.unlocked(|| callbacks::copy_attr(copy, k.proxy, from, kv, k.extra, value));
         if rc != error::SUCCESS {
             return Err(MpiError::new(
                 error::class_of(rc).unwrap_or(error::ERR_OTHER),
@@ -168,7 +201,7 @@ fn delete_one(l: &mut Locked, comm: c_int, kv: c_int, value: usize) -> MpiResult
         return Ok(());
     };
     if let Some(del) = k.delete {
-        let rc = l.unlocked(|| callbacks::delete_attr(del, comm, kv, value, k.extra));
+        let rc = l.unlocked(|| callbacks::delete_attr(del, k.proxy, comm, kv, value, k.extra));
         if rc != error::SUCCESS {
             return Err(MpiError::new(
                 error::class_of(rc).unwrap_or(error::ERR_OTHER),

@@ -369,49 +369,6 @@ pub fn disconnect(l: &mut Locked, comm: c_int) -> MpiResult<()> {
     r
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_map_to_their_mpi_classes() {
-        let bad = PortName::parse("not-a-port").unwrap_err();
-        assert_eq!(class_of(&DpmError::from(bad)), ERR_PORT);
-        assert_eq!(parse_port("kestrel-port:v1:").unwrap_err().class, ERR_PORT);
-        assert_eq!(class_of(&DpmError::Spawn("x".into())), ERR_SPAWN);
-        assert_eq!(
-            class_of(&DpmError::ProcFailed("x".into())),
-            error::ERR_OTHER
-        );
-        let e = engine(error::ERR_ROOT)(PmlError::Invalid("root 9".into()));
-        assert_eq!(e.class, error::ERR_ROOT);
-    }
-
-    #[test]
-    fn spawn_info_keeps_launcher_keys_and_splits_env_lines() {
-        let c = SpawnCmd {
-            program: "p".into(),
-            args: vec!["a".into()],
-            procs: 3,
-            info: vec![
-                ("env".into(), "A=1\n\nB=2\n".into()),
-                ("wdir".into(), "/tmp".into()),
-                ("soft".into(), "1:3".into()),
-            ],
-        };
-        let r = c.request();
-        assert_eq!(r.procs, 3);
-        assert_eq!(
-            r.info,
-            vec![
-                ("env".to_string(), "A=1".to_string()),
-                ("env".to_string(), "B=2".to_string()),
-                ("wdir".to_string(), "/tmp".to_string()),
-            ]
-        );
-    }
-}
-
 /// `MPI_Comm_join`: the two processes at the ends of a connected socket meet. Each opens a
 /// port and sends its name (and a random tie-breaker) over the socket; the lower one
 /// accepts, the other connects, both over `MPI_COMM_SELF`.
@@ -459,4 +416,47 @@ pub fn join(core: &mut Core, sock: &mut (impl std::io::Read + std::io::Write)) -
     };
     let _ = close_port(core, &port);
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_their_mpi_classes() {
+        let bad = PortName::parse("not-a-port").unwrap_err();
+        assert_eq!(class_of(&DpmError::from(bad)), ERR_PORT);
+        assert_eq!(parse_port("kestrel-port:v1:").unwrap_err().class, ERR_PORT);
+        assert_eq!(class_of(&DpmError::Spawn("x".into())), ERR_SPAWN);
+        assert_eq!(
+            class_of(&DpmError::ProcFailed("x".into())),
+            error::ERR_OTHER
+        );
+        let e = engine(error::ERR_ROOT)(PmlError::Invalid("root 9".into()));
+        assert_eq!(e.class, error::ERR_ROOT);
+    }
+
+    #[test]
+    fn spawn_info_keeps_launcher_keys_and_splits_env_lines() {
+        let c = SpawnCmd {
+            program: "p".into(),
+            args: vec!["a".into()],
+            procs: 3,
+            info: vec![
+                ("env".into(), "A=1\n\nB=2\n".into()),
+                ("wdir".into(), "/tmp".into()),
+                ("soft".into(), "1:3".into()),
+            ],
+        };
+        let r = c.request();
+        assert_eq!(r.procs, 3);
+        assert_eq!(
+            r.info,
+            vec![
+                ("env".to_string(), "A=1".to_string()),
+                ("env".to_string(), "B=2".to_string()),
+                ("wdir".to_string(), "/tmp".to_string()),
+            ]
+        );
+    }
 }

@@ -30,8 +30,8 @@ pub struct Grequest {
     pub free: Option<FreeFn>,
     /// Runs on `MPI_Cancel`.
     pub cancel: Option<CancelFn>,
-    /// The program's `extra_state`.
-    pub extra: usize,
+    /// The program's `extra_state`, and the callbacks' language.
+    pub extra: Extra,
     /// `MPI_Grequest_complete` was called.
     pub complete: bool,
     /// What the query function said, once it ran.
@@ -40,6 +40,25 @@ pub struct Grequest {
     /// `MPI_Grequest_complete`, which releases it and runs the free function.
     pub freed: bool,
 }
+
+/// What the callbacks are called with: the program's `extra_state`, and whether they are
+/// Fortran subroutines (started through MPICH's Fortran library, which then calls
+/// `MPII_Grequest_set_lang_f77`): those take every argument by reference and return
+/// their error in a last `ierror` argument.
+#[derive(Debug, Clone, Copy)]
+pub struct Extra {
+    /// `extra_state` (for Fortran, the address of the program's variable).
+    pub state: usize,
+    /// Fortran callbacks.
+    pub fortran: bool,
+}
+
+/// `SUBROUTINE QUERY_FN(EXTRA_STATE, STATUS, IERROR)`.
+type FortranQuery = unsafe extern "C" fn(*mut c_void, *mut MpiStatus, *mut c_int);
+/// `SUBROUTINE FREE_FN(EXTRA_STATE, IERROR)`.
+type FortranFree = unsafe extern "C" fn(*mut c_void, *mut c_int);
+/// `SUBROUTINE CANCEL_FN(EXTRA_STATE, COMPLETE, IERROR)` (`COMPLETE` a default LOGICAL).
+type FortranCancel = unsafe extern "C" fn(*mut c_void, *mut c_int, *mut c_int);
 
 fn callback_error(what: &str, rc: c_int) -> MpiError {
     MpiError::new(
@@ -58,12 +77,23 @@ pub fn query(g: &mut Grequest) -> MpiResult<Option<St>> {
 }
 
 /// Runs a query function (the library lock released: it may call MPI).
-pub fn run(q: Option<QueryFn>, extra: usize) -> MpiResult<St> {
+pub fn run(q: Option<QueryFn>, extra: Extra) -> MpiResult<St> {
     let mut raw = MpiStatus::default();
     St::empty(crate::mem::ANY_SOURCE).encode(&mut raw, true);
     if let Some(q) = q {
-        // SAFETY: `q` is the program's MPI_Grequest_query_function; `raw` is a status.
-        let rc = unsafe { q(extra as *mut c_void, &mut raw) };
+        let rc = if extra.fortran {
+            let mut rc = error::SUCCESS;
+            // SAFETY: the program registered a Fortran query subroutine (see [`Extra`]);
+            // a Fortran status array has the C status's layout (five integers).
+            unsafe {
+                let f: FortranQuery = std::mem::transmute(q);
+                f(extra.state as *mut c_void, &mut raw, &mut rc);
+            }
+            rc
+        } else {
+            // SAFETY: `q` is the program's MPI_Grequest_query_function; `raw` is a status.
+            unsafe { q(extra.state as *mut c_void, &mut raw) }
+        };
         if rc != error::SUCCESS {
             return Err(callback_error("query", rc));
         }
@@ -72,9 +102,19 @@ pub fn run(q: Option<QueryFn>, extra: usize) -> MpiResult<St> {
 }
 
 /// Runs a free function (the library lock released).
-pub fn run_free(f: FreeFn, extra: usize) -> MpiResult<()> {
-    // SAFETY: the program's MPI_Grequest_free_function with its extra state.
-    let rc = unsafe { f(extra as *mut c_void) };
+pub fn run_free(f: FreeFn, extra: Extra) -> MpiResult<()> {
+    let rc = if extra.fortran {
+        let mut rc = error::SUCCESS;
+        // SAFETY: a Fortran free subroutine (see [`Extra`]).
+        unsafe {
+            let f: FortranFree = std::mem::transmute(f);
+            f(extra.state as *mut c_void, &mut rc);
+        }
+        rc
+    } else {
+        // SAFETY: the program's MPI_Grequest_free_function with its extra state.
+        unsafe { f(extra.state as *mut c_void) }
+    };
     if rc != error::SUCCESS {
         return Err(callback_error("free", rc));
     }
@@ -82,9 +122,20 @@ pub fn run_free(f: FreeFn, extra: usize) -> MpiResult<()> {
 }
 
 /// Runs a cancel function (the library lock released).
-pub fn run_cancel(f: CancelFn, extra: usize, complete: bool) -> MpiResult<()> {
-    // SAFETY: the program's MPI_Grequest_cancel_function with its extra state.
-    let rc = unsafe { f(extra as *mut c_void, c_int::from(complete)) };
+pub fn run_cancel(f: CancelFn, extra: Extra, complete: bool) -> MpiResult<()> {
+    let rc = if extra.fortran {
+        let (mut rc, mut logical) = (error::SUCCESS, c_int::from(complete));
+        // SAFETY: a Fortran cancel subroutine (see [`Extra`]); gfortran's default LOGICAL
+        // is a 4-byte integer, 1 for .TRUE.
+        unsafe {
+            let f: FortranCancel = std::mem::transmute(f);
+            f(extra.state as *mut c_void, &mut logical, &mut rc);
+        }
+        rc
+    } else {
+        // SAFETY: the program's MPI_Grequest_cancel_function with its extra state.
+        unsafe { f(extra.state as *mut c_void, c_int::from(complete)) }
+    };
     if rc != error::SUCCESS {
         return Err(callback_error("cancel", rc));
     }

@@ -122,6 +122,31 @@ pub type CopyFn =
     unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
 /// `MPI_Comm_delete_attr_function`.
 pub type DeleteFn = unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+/// MPICH's copy proxy (`MPII_Keyval_set_proxy`): calls a copy function of another language
+/// as `proxy(f, object, keyval, extra_state, attribute_type, value_in, &value_out, &flag)`.
+pub type CopyProxy = unsafe extern "C" fn(
+    CopyFn,
+    c_int,
+    c_int,
+    *mut c_void,
+    c_int,
+    *mut c_void,
+    *mut *mut c_void,
+    *mut c_int,
+) -> c_int;
+/// MPICH's delete proxy: `proxy(f, object, keyval, attribute_type, value, extra_state)`.
+pub type DeleteProxy =
+    unsafe extern "C" fn(DeleteFn, c_int, c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+
+/// How a key's copy and delete functions are called when they are not C functions (the
+/// Fortran library registers its functions with proxies).
+#[derive(Debug, Clone, Copy)]
+pub struct AttrProxy {
+    /// Calls the copy function.
+    pub copy: CopyProxy,
+    /// Calls the delete function.
+    pub delete: DeleteProxy,
+}
 
 /// A communicator.
 #[derive(Debug, Clone)]
@@ -211,6 +236,8 @@ pub struct KeyvalRec {
     pub uses: usize,
     /// `MPI_Comm_free_keyval` was called.
     pub freed: bool,
+    /// Calls the functions through a language proxy (`None`: C functions).
+    pub proxy: Option<AttrProxy>,
 }
 
 /// A message taken by `MPI_Mprobe`/`MPI_Improbe`.
@@ -270,7 +297,7 @@ pub struct Core {
     pub sessions: Slab<SessionRec>,
     /// Free functions of generalized requests freed during this call, run once the call
     /// releases the library lock (they may call MPI).
-    pub deferred_frees: Vec<(crate::grequest::FreeFn, usize)>,
+    pub deferred_frees: Vec<(crate::grequest::FreeFn, crate::grequest::Extra)>,
     /// Generalized requests started so far (the wait and test functions look for their
     /// query functions only when there were some).
     pub grequests: usize,

@@ -40,6 +40,19 @@ pub fn create(k: KeyvalRec) -> c_int {
     handle::make(Kind::Indirect, Obj::Keyval, i)
 }
 
+/// Sets the language proxy of datatype key `kv` (`MPII_Keyval_set_proxy`); `false` if
+/// `kv` is not a datatype key.
+pub fn set_proxy(kv: c_int, proxy: state::AttrProxy) -> bool {
+    let Ok(i) = slot(kv) else { return false };
+    state::with_types(|t| match t.keyvals.get_mut(i) {
+        Some(k) => {
+            k.proxy = Some(proxy);
+            true
+        }
+        None => false,
+    })
+}
+
 /// `MPI_Type_free_keyval`: the key goes once no type holds it.
 pub fn free_keyval(kv: c_int) -> MpiResult<()> {
     let i = slot(kv)?;
@@ -61,7 +74,14 @@ fn delete_one(datatype: c_int, kv: c_int, value: usize) -> MpiResult<()> {
     };
     let k = state::with_types(|t| t.keyvals.get(i).copied());
     if let Some(del) = k.and_then(|k| k.delete) {
-        let rc = callbacks::delete_attr(del, datatype, kv, value, k.map_or(0, |k| k.extra));
+        let rc = callbacks::delete_attr(
+            del,
+            k.and_then(|k| k.proxy),
+            datatype,
+            kv,
+            value,
+            k.map_or(0, |k| k.extra),
+        );
         if rc != error::SUCCESS {
             return Err(MpiError::new(
                 error::class_of(rc).unwrap_or(error::ERR_OTHER),
@@ -155,7 +175,7 @@ pub fn copy_all(from: c_int, to: c_int) -> MpiResult<()> {
             continue;
         };
         let Some(copy) = k.copy else { continue };
-        let (rc, keep, out) = callbacks::copy_attr(copy, from, kv, k.extra, v);
+        let (rc, keep, out) = callbacks::copy_attr(copy, k.proxy, from, kv, k.extra, v);
         if rc != error::SUCCESS {
             return Err(MpiError::new(
                 error::class_of(rc).unwrap_or(error::ERR_OTHER),

@@ -364,6 +364,53 @@ fn c_error_classes_codes_and_handlers() {
     mpich_then_kestrel("errors_more", &[2]);
 }
 
+/// Builds `tests/fortran/<name>.f90` with MPICH's `mpif90` and runs the one binary on
+/// MPICH, then on Kestrel: MPICH's own Fortran library (`libmpichfort.so.12`) on top of
+/// Kestrel's `libmpich.so.12`, as a Fortran user of an MPICH installation would run it.
+fn fortran_mpich_then_kestrel(name: &str, ranks: &[u32]) {
+    let dir = scratch(name);
+    let exe = dir.join(name);
+    let src = repo().join("tests/fortran").join(format!("{name}.f90"));
+    let out = Command::new(tool("mpif90.mpich", "libmpich-dev"))
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run mpif90.mpich");
+    assert!(
+        out.status.success(),
+        "compiling {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lib = libdir();
+    for &n in ranks {
+        let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+        c.args(["-n", &n.to_string()]).arg(&exe);
+        assert_passed(&run(c, DEADLINE), name, n, "MPICH");
+        let mut k = kestrel_run(&["-n", &n.to_string(), "--timeout", "100", "env"]);
+        k.arg(format!("LD_LIBRARY_PATH={}", lib.display()))
+            .arg(&exe);
+        assert_passed(&run(k, DEADLINE), name, n, "Kestrel");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fortran_mpif_h_program_runs_on_mpich_fortran_library_over_kestrel() {
+    fortran_mpich_then_kestrel("hello_mpifh", &[2, 3]);
+}
+
+#[test]
+fn fortran_use_mpi_program_runs_on_mpich_fortran_library_over_kestrel() {
+    fortran_mpich_then_kestrel("basic_usempi", &[3]);
+}
+
+#[test]
+fn fortran_attributes_and_generalized_requests_call_fortran_subroutines() {
+    fortran_mpich_then_kestrel("attrs_grequest", &[2]);
+}
+
 #[test]
 fn header_values_match_mpich() {
     let dir = scratch("abi-values");

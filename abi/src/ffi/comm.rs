@@ -442,6 +442,7 @@ fn create_keyval(
                 extra: extra as usize,
                 uses: 0,
                 freed: false,
+                proxy: None,
             },
         );
         // SAFETY: out-parameter (contract of the calling entry point).

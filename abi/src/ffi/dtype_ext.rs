@@ -299,7 +299,7 @@ mpi_fn! {
     /// `MPI_Type_create_keyval`.
     fn MPI_Type_create_keyval / PMPI_Type_create_keyval(copy: Option<crate::state::CopyFn>, delete: Option<crate::state::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
         api::call_types("MPI_Type_create_keyval", || {
-            let h = crate::type_attr::create(crate::state::KeyvalRec { copy, delete, extra: extra_state as usize, uses: 0, freed: false });
+            let h = crate::type_attr::create(crate::state::KeyvalRec { copy, delete, extra: extra_state as usize, uses: 0, freed: false, proxy: None });
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(keyval, h, "keyval") }
         })

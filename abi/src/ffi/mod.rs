@@ -73,8 +73,10 @@ pub mod dpm;
 pub mod dtype;
 pub mod dtype_ext;
 pub mod env;
+pub mod fortran;
 pub mod icoll;
 pub mod info;
+pub mod mpich_ext;
 pub mod neighbor;
 pub mod p2p;
 pub mod partitioned;
@@ -91,14 +93,26 @@ unsafe impl Sync for Sentinel {}
 static UNWEIGHTED_OBJ: c_int = 0;
 static WEIGHTS_EMPTY_OBJ: c_int = 0;
 
-/// `MPI_F_STATUS_IGNORE` (Fortran status ignore; null as in MPICH until Fortran is used).
+/// A pointer-sized exported variable that another library writes: MPICH's Fortran
+/// library (`libmpichfort.so.12`, used unchanged on top of Kestrel) stores the addresses
+/// of its Fortran `MPI_STATUS_IGNORE` and `MPI_STATUSES_IGNORE` here in `MPI_Init`, then
+/// compares its arguments against them. Interior mutability places it in writable memory.
+#[repr(transparent)]
+pub struct ForeignWritten(std::cell::UnsafeCell<*mut c_int>);
+
+// SAFETY: Kestrel never reads or writes these; the Fortran library writes them once, in
+// its MPI_Init wrapper before any other MPI call, and reads them afterwards.
+unsafe impl Sync for ForeignWritten {}
+
+/// `MPI_F_STATUS_IGNORE` (null, as in MPICH, until the Fortran library sets it).
 #[no_mangle]
-pub static MPI_F_STATUS_IGNORE: Sentinel = Sentinel(std::ptr::null_mut());
+pub static MPI_F_STATUS_IGNORE: ForeignWritten =
+    ForeignWritten(std::cell::UnsafeCell::new(std::ptr::null_mut()));
 /// `MPI_F_STATUSES_IGNORE`.
 #[no_mangle]
-pub static MPI_F_STATUSES_IGNORE: Sentinel = Sentinel(std::ptr::null_mut());
-/// `MPI_UNWEIGHTED`: a unique address for graph topology calls (which Kestrel lacks), so
-/// binaries referring to it load.
+pub static MPI_F_STATUSES_IGNORE: ForeignWritten =
+    ForeignWritten(std::cell::UnsafeCell::new(std::ptr::null_mut()));
+/// `MPI_UNWEIGHTED`: a unique address for the graph topology calls.
 #[no_mangle]
 pub static MPI_UNWEIGHTED: Sentinel = Sentinel(&UNWEIGHTED_OBJ as *const c_int as *mut c_int);
 /// `MPI_WEIGHTS_EMPTY`.
@@ -126,8 +140,8 @@ pub(crate) unsafe fn region(
 pub(crate) const BYTE: c_int = crate::mem::BYTE;
 
 // The rest of the data objects MPICH exports (Fortran 2008 bindings and the tool
-// interface), with MPICH's sizes, so that any binary referring to them loads; Kestrel has
-// no Fortran bindings and no tool interface, so nothing reads them.
+// interface), with MPICH's sizes, so that any binary referring to them loads; Kestrel's
+// own code never reads them.
 
 /// `MPIR_F08_MPI_STATUS_IGNORE_OBJ`: an `MPI_F08_status` (5 ints).
 #[no_mangle]

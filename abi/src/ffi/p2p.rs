@@ -825,7 +825,7 @@ mpi_fn! {
                 query: query_fn,
                 free: free_fn,
                 cancel: cancel_fn,
-                extra: extra_state as usize,
+                extra: crate::grequest::Extra { state: extra_state as usize, fortran: false },
                 complete: false,
                 queried: None,
                 freed: false,

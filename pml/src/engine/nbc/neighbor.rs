@@ -41,7 +41,7 @@ impl Neighbors<'_> {
             return engine.coll_builder(ctx);
         }
         let n = self.sources.len();
-        if n != self.dests.len() || n % 2 != 0 || n > 254 {
+        if n != self.dests.len() || !n.is_multiple_of(2) || n > 254 {
             return Err(PmlError::Invalid(format!(
                 "neighbor collective: a Cartesian neighborhood has a negative and a positive \
                  neighbor per dimension (got {n} sources, {} destinations)",
