@@ -132,6 +132,27 @@ impl std::fmt::Debug for ShmBtl {
 
 const NOT_LOCAL: u32 = u32::MAX;
 
+/// The counters the shm transport reports (`Btl::counters`), in this order. They come from
+/// state the transport keeps anyway, so the fast-box path does no extra work for them.
+pub const COUNTERS: &[kestrel_transport::btl::CounterSpec] = &[
+    kestrel_transport::btl::CounterSpec {
+        name: "shm_queue_sends",
+        description: "Messages sent as fragments through a receiver's queue (those no fast box took).",
+    },
+    kestrel_transport::btl::CounterSpec {
+        name: "shm_fast_boxes_out",
+        description: "Fast boxes this process writes (one per peer, set up after shm_fbox_threshold messages).",
+    },
+    kestrel_transport::btl::CounterSpec {
+        name: "shm_fast_boxes_in",
+        description: "Fast boxes this process reads.",
+    },
+    kestrel_transport::btl::CounterSpec {
+        name: "shm_corrupt_messages",
+        description: "Malformed messages read from shared memory and dropped (memory corruption in a peer).",
+    },
+];
+
 impl ShmBtl {
     /// The card peers need to map this process's segment.
     pub fn own_card(&self) -> ShmCard {
@@ -631,6 +652,16 @@ impl Btl for ShmBtl {
 
     fn reaches(&self, peer: u32) -> bool {
         peer != self.rank && self.local(peer).is_some()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let v = [
+            self.out.iter().map(|o| o.sends).sum(),
+            self.out.iter().filter(|o| o.producer.is_some()).count() as u64,
+            self.inboxes.len() as u64,
+            self.corrupt,
+        ];
+        COUNTERS.iter().map(|c| c.name).zip(v).collect()
     }
 
     fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError> {
