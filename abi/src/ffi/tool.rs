@@ -123,7 +123,10 @@ unsafe fn put_indices(len: c_int, indices: *mut c_int, from: &[c_int]) -> ToolRe
 
 /// `MPI_T_PVAR_ALL_HANDLES` or one handle.
 fn target(h: Handle) -> Target {
-    if h as usize == super::MPI_T_PVAR_ALL_HANDLES.0 as usize {
+    if std::ptr::eq(
+        h as *const c_void,
+        super::MPI_T_PVAR_ALL_HANDLES.0 as *const c_void,
+    ) {
         Target::All
     } else {
         Target::One(h as usize)
