@@ -799,6 +799,28 @@ mod tests {
     }
 
     #[test]
+    fn counters_report_the_declared_names_and_fast_boxes_after_the_threshold() {
+        let mut eps = node(2, &[("KESTREL_SHM_FBOX_THRESHOLD", "2")]);
+        let names: Vec<&str> = COUNTERS.iter().map(|c| c.name).collect();
+        let get = |b: &dyn Btl, name: &str| {
+            let c = b.counters();
+            assert_eq!(c.iter().map(|(n, _)| *n).collect::<Vec<_>>(), names);
+            c.iter().find(|(n, _)| *n == name).unwrap().1
+        };
+        assert_eq!(get(&*eps[0], "shm_queue_sends"), 0);
+        for _ in 0..4 {
+            eps[0].send(1, 1, b"hdr", b"payload").unwrap();
+            eps[1].progress(&mut |_| {});
+            eps[0].progress(&mut |_| {});
+        }
+        // The first two go through the queue; then a fast box takes over.
+        assert_eq!(get(&*eps[0], "shm_queue_sends"), 2);
+        assert_eq!(get(&*eps[0], "shm_fast_boxes_out"), 1);
+        assert_eq!(get(&*eps[1], "shm_fast_boxes_in"), 1);
+        assert_eq!(get(&*eps[1], "shm_corrupt_messages"), 0);
+    }
+
+    #[test]
     fn cards_decode_strictly() {
         let c = ShmCard {
             local_rank: 2,
