@@ -40,11 +40,16 @@ pub const COUNTERS: &[CounterSpec] = &[
 ];
 
 /// The engine's event counts (see [`COUNTERS`] for their meaning).
+///
+/// `repr(C)` with the two counters each path bumps apart: adjacent, LLVM merges the message
+/// and byte adds into one vector read-modify-write of six instructions; apart, they stay two
+/// plain `add`s to memory.
 #[derive(Debug, Default, Clone, Copy)]
+#[repr(C)]
 pub(crate) struct Counters {
     pub(crate) sent: u64,
-    pub(crate) sent_bytes: u64,
     pub(crate) received: u64,
+    pub(crate) sent_bytes: u64,
     pub(crate) received_bytes: u64,
     pub(crate) unexpected: u64,
 }
