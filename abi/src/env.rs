@@ -3,7 +3,8 @@
 //! This module owns the library's life cycle: resolving Kestrel's parameters, starting
 //! logging, connecting to the launcher and starting the engine (as the Rust facade does),
 //! creating `MPI_COMM_WORLD` and `MPI_COMM_SELF` (and, in a spawned job, the parent
-//! inter-communicator), and tearing it all down in order. It
+//! inter-communicator), and tearing it all down in order, telling the tool interface
+//! ([`crate::tool`]) the parameters it started with and the counters it ended with. It
 //! never runs before `MPI_Init` or after `MPI_Finalize` except for the calls MPI allows
 //! then (`MPI_Initialized`, `MPI_Finalized`, `MPI_Get_version`, `MPI_Wtime`).
 
@@ -14,7 +15,6 @@ use std::time::Instant;
 use kestrel_pml::engine::{CTX_SELF, CTX_WORLD};
 use kestrel_pml::Engine;
 use kestrel_runtime::Runtime;
-use kestrel_transport::params::Params;
 
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle;
@@ -78,7 +78,8 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
     }
     clock_zero();
     kestrel::components::prepare_process();
-    let params = Params::from_env(&kestrel::all_param_specs()).map_err(startup)?;
+    // The environment, with control variables written through MPI_T on top.
+    let params = crate::tool::params_for_init(&kestrel::all_param_specs()).map_err(startup)?;
     let label = match std::env::var("PMI_RANK") {
         Ok(r) => format!("kestrel r{r}"),
         Err(_) => "kestrel".to_string(),
@@ -151,6 +152,7 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         let core = l.core()?;
         core.parent = core.new_comm(ctx, handle::ERRORS_ARE_FATAL)?;
     }
+    crate::tool::library_started(params);
     Ok(provided)
 }
 
@@ -171,6 +173,7 @@ pub fn finalize(l: &mut Locked) -> MpiResult<()> {
         core.engine.idle_step(&mut idle);
     }
     core.reap_detached();
+    crate::tool::library_finalized(core.engine.counters());
     let Phase::Running(mut core) = std::mem::replace(l.phase(), Phase::After) else {
         unreachable!("checked by l.core() above");
     };

@@ -264,12 +264,42 @@ pub fn class_of(code: c_int) -> Option<c_int> {
     (class <= LAST_CLASS).then_some(class)
 }
 
+/// The tool interface's classes (`MPI_T_ERR_*`): MPI_T calls return them bare.
+fn is_tool_class(class: c_int) -> bool {
+    matches!(class, 59..=74 | 78)
+}
+
+/// The last message of each tool-interface class (see [`keep_tool_message`]).
+static TOOL_MESSAGES: Mutex<std::collections::BTreeMap<c_int, String>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+/// Keeps `msg` as the string of tool-interface error `class`: MPI_T calls return the bare
+/// class (tools compare it with `MPI_T_ERR_*`), so `MPI_Error_string` of that class says
+/// what the most recent such error in this process was about.
+pub fn keep_tool_message(class: c_int, msg: String) {
+    if is_tool_class(class) {
+        TOOL_MESSAGES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(class, msg);
+    }
+}
+
 /// The string of an error code: the occurrence's own message while it is kept, else the
-/// class's description.
+/// class's description. A bare tool-interface class gives its last message.
 pub fn string_of(code: c_int) -> Option<String> {
     let class = class_of(code)?;
     if code & DYNAMIC != 0 {
         return Some(user().strings.get(&code).cloned().unwrap_or_default());
+    }
+    if code == class && is_tool_class(class) {
+        if let Some(m) = TOOL_MESSAGES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&class)
+        {
+            return Some(m.clone());
+        }
     }
     let n = (code >> 7) as u32;
     if n != 0 {
@@ -345,7 +375,23 @@ pub fn class_text(class: c_int) -> &'static str {
         75 => "invalid session",
         76 => "a process aborted",
         77 => "value too large to store",
-        59..=74 | 78 => "tool interface error",
+        59 => "tool interface: out of memory",
+        60 => "tool interface not initialized (call MPI_T_init_thread first)",
+        61 => "tool interface cannot be initialized now",
+        62 => "tool interface: index out of range",
+        63 => "tool interface: item index out of range",
+        64 => "tool interface: invalid handle",
+        65 => "tool interface: no more handles",
+        66 => "tool interface: no more sessions",
+        67 => "tool interface: invalid session",
+        68 => "control variable cannot be set now",
+        69 => "control variable can never be set",
+        70 => "performance variable cannot be started or stopped",
+        71 => "performance variable cannot be written or reset",
+        72 => "performance variable cannot be read and reset atomically",
+        73 => "tool interface: no variable or category of that name",
+        74 => "tool interface: invalid use or invalid value",
+        78 => "tool interface: not supported",
         _ => "unknown error class",
     }
 }

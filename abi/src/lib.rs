@@ -13,6 +13,8 @@
 //!   in safe Rust over [`mem::Region`]s and the engine.
 //! * [`types`]: datatypes and packing; [`handle`]: MPICH's handle bits; [`error`]: error
 //!   classes and codes; [`state`]: the tables behind the handles.
+//! * [`tool`]: the tool information interface (MPI_T): Kestrel's parameters as control
+//!   variables, its counters as performance variables, under a lock of its own.
 //!
 //! `unsafe` code is confined to [`ffi`] (C entry points), [`mem`] (C pointers to bounded
 //! views), [`callbacks`] (calls into the program's C functions), [`requests`] (library
@@ -43,6 +45,7 @@ pub mod partitioned;
 pub mod requests;
 pub mod session;
 pub mod state;
+pub mod tool;
 pub mod topo;
 pub mod type_attr;
 pub mod types;

@@ -93,6 +93,47 @@ fn standard_eager_send_completes_before_the_receive_is_posted() {
 }
 
 #[test]
+fn counters_count_messages_bytes_and_unexpected_arrivals() {
+    let mut c = Cluster::new(2, NetConfig::default());
+    let count = |c: &Cluster, e: usize, name: &str| {
+        c.engines[e]
+            .counters()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no counter {name}"))
+    };
+    // Sent before its receive is posted: unexpected at rank 1.
+    let data = pattern(64, 3);
+    let s = c.isend(0, 1, 0, &data, false);
+    c.complete(&[(0, s)]);
+    for _ in 0..10 {
+        c.step();
+    }
+    let mut got = vec![0u8; 64];
+    let r = c.irecv(1, None, None, &mut got);
+    c.complete(&[(1, r)]);
+    assert_eq!(count(&c, 0, "pml_messages_sent"), 1);
+    assert_eq!(count(&c, 0, "pml_bytes_sent"), 64);
+    assert_eq!(count(&c, 1, "pml_messages_received"), 1);
+    assert_eq!(count(&c, 1, "pml_bytes_received"), 64);
+    assert_eq!(count(&c, 1, "pml_unexpected_messages"), 1);
+    // A rendezvous whose receive was posted first: expected, and counted by its length.
+    let big = pattern(1 << 20, 4);
+    let mut got = vec![0u8; 1 << 20];
+    let r = c.irecv(1, Some(0), Some(1), &mut got);
+    let s = c.isend(0, 1, 1, &big, false);
+    c.complete(&[(0, s), (1, r)]);
+    assert_eq!(count(&c, 0, "pml_messages_sent"), 2);
+    assert_eq!(count(&c, 0, "pml_bytes_sent"), 64 + (1 << 20));
+    assert_eq!(count(&c, 1, "pml_messages_received"), 2);
+    assert_eq!(count(&c, 1, "pml_bytes_received"), 64 + (1 << 20));
+    assert_eq!(count(&c, 1, "pml_unexpected_messages"), 1);
+    assert_eq!(count(&c, 1, "pml_protocol_errors"), 0);
+    assert_eq!(count(&c, 1, "pml_messages_sent"), 0);
+}
+
+#[test]
 fn truncation_is_reported_for_eager_and_rendezvous() {
     for len in [200usize, 50_000] {
         let mut c = Cluster::new(2, NetConfig::default());

@@ -132,6 +132,27 @@ impl std::fmt::Debug for ShmBtl {
 
 const NOT_LOCAL: u32 = u32::MAX;
 
+/// The counters the shm transport reports (`Btl::counters`), in this order. They come from
+/// state the transport keeps anyway, so the fast-box path does no extra work for them.
+pub const COUNTERS: &[kestrel_transport::btl::CounterSpec] = &[
+    kestrel_transport::btl::CounterSpec {
+        name: "shm_queue_sends",
+        description: "Messages sent as fragments through a receiver's queue (those no fast box took).",
+    },
+    kestrel_transport::btl::CounterSpec {
+        name: "shm_fast_boxes_out",
+        description: "Fast boxes this process writes (one per peer, set up after shm_fbox_threshold messages).",
+    },
+    kestrel_transport::btl::CounterSpec {
+        name: "shm_fast_boxes_in",
+        description: "Fast boxes this process reads.",
+    },
+    kestrel_transport::btl::CounterSpec {
+        name: "shm_corrupt_messages",
+        description: "Malformed messages read from shared memory and dropped (memory corruption in a peer).",
+    },
+];
+
 impl ShmBtl {
     /// The card peers need to map this process's segment.
     pub fn own_card(&self) -> ShmCard {
@@ -633,6 +654,16 @@ impl Btl for ShmBtl {
         peer != self.rank && self.local(peer).is_some()
     }
 
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let v = [
+            self.out.iter().map(|o| o.sends).sum(),
+            self.out.iter().filter(|o| o.producer.is_some()).count() as u64,
+            self.inboxes.len() as u64,
+            self.corrupt,
+        ];
+        COUNTERS.iter().map(|c| c.name).zip(v).collect()
+    }
+
     fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError> {
         let local = match self.local(peer) {
             Some(l) if l != self.me_local => l,
@@ -765,6 +796,28 @@ mod tests {
                 ],
             )
         });
+    }
+
+    #[test]
+    fn counters_report_the_declared_names_and_fast_boxes_after_the_threshold() {
+        let mut eps = node(2, &[("KESTREL_SHM_FBOX_THRESHOLD", "2")]);
+        let names: Vec<&str> = COUNTERS.iter().map(|c| c.name).collect();
+        let get = |b: &dyn Btl, name: &str| {
+            let c = b.counters();
+            assert_eq!(c.iter().map(|(n, _)| *n).collect::<Vec<_>>(), names);
+            c.iter().find(|(n, _)| *n == name).unwrap().1
+        };
+        assert_eq!(get(&*eps[0], "shm_queue_sends"), 0);
+        for _ in 0..4 {
+            eps[0].send(1, 1, b"hdr", b"payload").unwrap();
+            eps[1].progress(&mut |_| {});
+            eps[0].progress(&mut |_| {});
+        }
+        // The first two go through the queue; then a fast box takes over.
+        assert_eq!(get(&*eps[0], "shm_queue_sends"), 2);
+        assert_eq!(get(&*eps[0], "shm_fast_boxes_out"), 1);
+        assert_eq!(get(&*eps[1], "shm_fast_boxes_in"), 1);
+        assert_eq!(get(&*eps[1], "shm_corrupt_messages"), 0);
     }
 
     #[test]

@@ -46,6 +46,9 @@ impl Component for ShmComponent {
     fn node_collectives(&self) -> Option<&'static dyn NodeCollectives> {
         Some(&ShmCollectives)
     }
+    fn counters(&self) -> &'static [kestrel_transport::btl::CounterSpec] {
+        crate::btl::COUNTERS
+    }
 }
 
 impl Module for ShmBtl {

@@ -251,6 +251,12 @@ fn assert_passed(out: &Outcome, name: &str, n: u32, stack: &str) {
 /// Runs C test `name` on MPICH (proving the test) and then on Kestrel, with each of
 /// `ranks`.
 fn mpich_then_kestrel(name: &str, ranks: &[u32]) {
+    mpich_then_kestrel_with(name, ranks, &[]);
+}
+
+/// [`mpich_then_kestrel`], with `kestrel_env` set for the Kestrel runs only (a test's
+/// checks of Kestrel's own behaviour).
+fn mpich_then_kestrel_with(name: &str, ranks: &[u32], kestrel_env: &[(&str, &str)]) {
     let dir = scratch(name);
     let on_mpich = dir.join(format!("{name}.mpich"));
     let on_kestrel = dir.join(format!("{name}.kestrel"));
@@ -260,16 +266,15 @@ fn mpich_then_kestrel(name: &str, ranks: &[u32]) {
         let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
         c.args(["-n", &n.to_string()]).arg(&on_mpich);
         assert_passed(&run(c, DEADLINE), name, n, "MPICH");
-        let out = run(
-            kestrel_run(&[
-                "-n",
-                &n.to_string(),
-                "--timeout",
-                "100",
-                on_kestrel.to_str().unwrap(),
-            ]),
-            DEADLINE,
-        );
+        let mut k = kestrel_run(&[
+            "-n",
+            &n.to_string(),
+            "--timeout",
+            "100",
+            on_kestrel.to_str().unwrap(),
+        ]);
+        k.envs(kestrel_env.iter().copied());
+        let out = run(k, DEADLINE);
         assert_passed(&out, name, n, "Kestrel");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -409,6 +414,12 @@ fn fortran_use_mpi_program_runs_on_mpich_fortran_library_over_kestrel() {
 #[test]
 fn fortran_attributes_and_generalized_requests_call_fortran_subroutines() {
     fortran_mpich_then_kestrel("attrs_grequest", &[2]);
+}
+
+#[test]
+fn c_tool_information_interface() {
+    // Kestrel's own variables (btl, coll_shm, pml_messages_sent) only on Kestrel.
+    mpich_then_kestrel_with("mpit", &[2], &[("KESTREL_TEST_KESTREL", "1")]);
 }
 
 #[test]

@@ -85,6 +85,18 @@ pub struct RemoteRegion {
     pub len: u64,
 }
 
+/// A counter a transport keeps, declared by its component ([`crate::component::Component::counters`])
+/// so that tools can list it before any module opens; the C library exposes each as an MPI_T
+/// performance variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterSpec {
+    /// Lower-snake-case name starting with the component's name (`usnic_segments_resent`),
+    /// as [`Btl::counters`] reports it.
+    pub name: &'static str,
+    /// One line saying what it counts.
+    pub description: &'static str,
+}
+
 /// One delivered message.
 #[derive(Debug)]
 pub struct Incoming<'a> {
@@ -124,6 +136,13 @@ pub trait Btl {
     /// here on when peers stop answering (they have finalized); it returns true instead.
     fn quiesce(&mut self) -> bool {
         self.quiet()
+    }
+    /// The transport's counters since it opened, by the names its component declares
+    /// ([`crate::component::Component::counters`]); counters never decrease. Computed when
+    /// asked (a tool reads them), so keeping them must cost nothing on the send and receive
+    /// paths beyond a plain increment. Default: none.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
     }
     /// Whether [`Btl::get`] from `peer` works (probed per peer where permissions can differ).
     fn can_get(&mut self, peer: u32) -> bool {

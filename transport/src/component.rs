@@ -146,6 +146,11 @@ pub trait Component: Sync {
     fn node_collectives(&self) -> Option<&'static dyn NodeCollectives> {
         None
     }
+    /// The counters its modules report through [`crate::btl::Btl::counters`] (each name
+    /// starting with the component's name). Default: none.
+    fn counters(&self) -> &'static [crate::btl::CounterSpec] {
+        &[]
+    }
 }
 
 impl fmt::Debug for dyn Component {

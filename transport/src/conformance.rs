@@ -108,7 +108,49 @@ pub fn run_component(
         mods.into_iter().map(|m| m as Box<dyn Btl>).collect()
     };
     run(component.name(), &make);
+    counters_are_the_declared_ones(component, &make);
     true
+}
+
+/// A module reports only counters its component declares, each once, under names starting
+/// with the component's name, and never less after traffic than before.
+fn counters_are_the_declared_ones(
+    component: &dyn crate::component::Component,
+    make: &dyn Fn() -> Vec<Box<dyn Btl>>,
+) {
+    let name = component.name();
+    let declared: Vec<&str> = component.counters().iter().map(|c| c.name).collect();
+    for d in &declared {
+        assert!(
+            d.starts_with(&format!("{name}_")),
+            "conformance: {name} declares counter {d}, which does not start with '{name}_'"
+        );
+    }
+    let mut eps = make();
+    let before = eps[0].counters();
+    for (a, b) in pairs(&eps) {
+        let _ = eps[a as usize].send(b, 1, b"hdr", b"counted");
+    }
+    for _ in 0..100 {
+        for e in eps.iter_mut() {
+            e.progress(&mut |_| {});
+        }
+    }
+    let after = eps[0].counters();
+    for (n, v) in &after {
+        assert!(
+            declared.contains(n),
+            "conformance: {name} reports counter {n}, which Component::counters does not declare"
+        );
+        assert_eq!(
+            after.iter().filter(|(m, _)| m == n).count(),
+            1,
+            "conformance: {name} reports counter {n} twice"
+        );
+        if let Some((_, old)) = before.iter().find(|(m, _)| m == n) {
+            assert!(v >= old, "conformance: {name}'s counter {n} went down");
+        }
+    }
 }
 
 /// Runs every applicable check. `make` builds endpoints; `ranks` is how many it builds.

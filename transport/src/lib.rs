@@ -24,6 +24,6 @@ pub mod node_coll;
 pub mod params;
 pub mod set;
 
-pub use btl::{Btl, Incoming, Limits, RemoteRegion, SelfBtl, SendError};
+pub use btl::{Btl, CounterSpec, Incoming, Limits, RemoteRegion, SelfBtl, SendError};
 pub use components::{Selection, SelectionError};
 pub use params::{Param, ParamError, ParamKind, ParamSpec, Params, Source};

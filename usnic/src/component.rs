@@ -28,6 +28,9 @@ impl Component for UsnicComponent {
     fn params(&self) -> Vec<&'static ParamSpec> {
         params::specs()
     }
+    fn counters(&self) -> &'static [kestrel_transport::btl::CounterSpec] {
+        crate::btl::COUNTERS
+    }
     fn prepare_process(&self) {
         // libfabric is linked into every Kestrel process, and its psm provider libraries take
         // the crash signals at load time: a rank's segfault must stay a segfault.

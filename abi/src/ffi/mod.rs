@@ -80,6 +80,7 @@ pub mod mpich_ext;
 pub mod neighbor;
 pub mod p2p;
 pub mod partitioned;
+pub mod tool;
 pub mod topo;
 pub mod unsupported;
 
@@ -169,6 +170,9 @@ pub static MPIR_C_MPI_UNWEIGHTED: Sentinel = Sentinel(std::ptr::null_mut());
 /// `MPIR_C_MPI_WEIGHTS_EMPTY`.
 #[no_mangle]
 pub static MPIR_C_MPI_WEIGHTS_EMPTY: Sentinel = Sentinel(std::ptr::null_mut());
-/// `MPI_T_PVAR_ALL_HANDLES`.
+static PVAR_ALL_HANDLES_OBJ: c_int = 0;
+/// `MPI_T_PVAR_ALL_HANDLES`: a unique address that no handle takes (handles carry their
+/// kind above bit 48), accepted by `MPI_T_pvar_start`, `_stop` and `_reset`.
 #[no_mangle]
-pub static MPI_T_PVAR_ALL_HANDLES: Sentinel = Sentinel(std::ptr::null_mut());
+pub static MPI_T_PVAR_ALL_HANDLES: Sentinel =
+    Sentinel(&PVAR_ALL_HANDLES_OBJ as *const c_int as *mut c_int);

@@ -14,9 +14,9 @@ fn unsupported(name: &'static str) -> c_int {
     api::call(name, handle::COMM_WORLD, |_| {
         Err(MpiError::new(
             error::ERR_UNSUPPORTED_OPERATION,
-            "Kestrel's MPI library does not implement this function (one-sided, file I/O, \
-             topologies, nonblocking and persistent collectives, sessions \
-             and the tool interface are not provided); see abi/include/mpi.h for what is",
+            "Kestrel's MPI library does not implement this function (one-sided \
+             communication, MPI-IO and the tool interface's events and sources are not \
+             provided yet); see abi/include/mpi.h for what is",
         ))
     })
 }
@@ -166,24 +166,8 @@ unsupported! {
     MPI_Rget_c / PMPI_Rget_c,
     MPI_Rput / PMPI_Rput,
     MPI_Rput_c / PMPI_Rput_c,
-    MPI_T_category_changed / PMPI_T_category_changed,
-    MPI_T_category_get_categories / PMPI_T_category_get_categories,
-    MPI_T_category_get_cvars / PMPI_T_category_get_cvars,
     MPI_T_category_get_events / PMPI_T_category_get_events,
-    MPI_T_category_get_index / PMPI_T_category_get_index,
-    MPI_T_category_get_info / PMPI_T_category_get_info,
-    MPI_T_category_get_num / PMPI_T_category_get_num,
     MPI_T_category_get_num_events / PMPI_T_category_get_num_events,
-    MPI_T_category_get_pvars / PMPI_T_category_get_pvars,
-    MPI_T_cvar_get_index / PMPI_T_cvar_get_index,
-    MPI_T_cvar_get_info / PMPI_T_cvar_get_info,
-    MPI_T_cvar_get_num / PMPI_T_cvar_get_num,
-    MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc,
-    MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free,
-    MPI_T_cvar_read / PMPI_T_cvar_read,
-    MPI_T_cvar_write / PMPI_T_cvar_write,
-    MPI_T_enum_get_info / PMPI_T_enum_get_info,
-    MPI_T_enum_get_item / PMPI_T_enum_get_item,
     MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info,
     MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info,
     MPI_T_event_copy / PMPI_T_event_copy,
@@ -199,21 +183,6 @@ unsupported! {
     MPI_T_event_read / PMPI_T_event_read,
     MPI_T_event_register_callback / PMPI_T_event_register_callback,
     MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler,
-    MPI_T_finalize / PMPI_T_finalize,
-    MPI_T_init_thread / PMPI_T_init_thread,
-    MPI_T_pvar_get_index / PMPI_T_pvar_get_index,
-    MPI_T_pvar_get_info / PMPI_T_pvar_get_info,
-    MPI_T_pvar_get_num / PMPI_T_pvar_get_num,
-    MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc,
-    MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free,
-    MPI_T_pvar_read / PMPI_T_pvar_read,
-    MPI_T_pvar_readreset / PMPI_T_pvar_readreset,
-    MPI_T_pvar_reset / PMPI_T_pvar_reset,
-    MPI_T_pvar_session_create / PMPI_T_pvar_session_create,
-    MPI_T_pvar_session_free / PMPI_T_pvar_session_free,
-    MPI_T_pvar_start / PMPI_T_pvar_start,
-    MPI_T_pvar_stop / PMPI_T_pvar_stop,
-    MPI_T_pvar_write / PMPI_T_pvar_write,
     MPI_T_source_get_info / PMPI_T_source_get_info,
     MPI_T_source_get_num / PMPI_T_source_get_num,
     MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp,

@@ -132,7 +132,7 @@ impl Engine {
                 spins += 1;
             }
             for &s in &c.btls {
-                self.btls[s] = Box::new(Retired);
+                self.btls[s] = Box::new(Retired::after(&*self.btls[s]));
             }
             for &p in &c.procs {
                 let (job, rank) = self.dpm.identity(p);

@@ -194,7 +194,7 @@ impl Engine {
                 let c = self.dpm.conns.remove(i);
                 self.dpm.lifelines.retire(&c.procs);
                 for &s in &c.btls {
-                    self.btls[s] = Box::new(Retired);
+                    self.btls[s] = Box::new(Retired::after(&*self.btls[s]));
                 }
                 tracing::debug!(target: "dpm", conn = format_args!("{:x}", c.id), "every process of the connection is gone; its transports are closed");
             }

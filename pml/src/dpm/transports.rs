@@ -174,7 +174,7 @@ impl Engine {
         self.dpm.lifelines.say_bye(&procs);
         self.dpm.lifelines.retire(&procs);
         for &slot in slots {
-            self.btls[slot] = Box::new(Retired);
+            self.btls[slot] = Box::new(Retired::after(&*self.btls[slot]));
         }
         for &p in &procs {
             let (job, rank) = self.dpm.identity(p);

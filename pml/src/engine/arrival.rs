@@ -113,6 +113,8 @@ impl State {
                     seq,
                 };
                 let payload = &data[used..];
+                self.counters.received += 1;
+                self.counters.received_bytes += payload.len() as u64;
                 match c.matcher.match_in_order(env) {
                     Ok(Some(RecvId(id))) => {
                         // The fast path: straight from the transport into the user's buffer.
@@ -176,6 +178,8 @@ impl State {
                     tag,
                     seq,
                 };
+                self.counters.received += 1;
+                self.counters.received_bytes += len;
                 self.arrive(
                     peer,
                     ctx,
@@ -342,7 +346,11 @@ impl State {
         let Some(c) = self.ctxs.get_mut(ctx as usize).and_then(|c| c.as_mut()) else {
             return;
         };
-        if let Err(e) = c.matcher.arrive(env, arrived, &mut matched) {
+        let queued = c.matcher.unexpected_len();
+        let r = c.matcher.arrive(env, arrived, &mut matched);
+        // Messages this arrival (and the parked ones it released) left unexpected.
+        self.counters.unexpected += c.matcher.unexpected_len().saturating_sub(queued) as u64;
+        if let Err(e) = r {
             self.protocol_error(peer, e);
         }
         for (RecvId(id), env, a) in matched.drain(..) {

@@ -41,6 +41,7 @@ use crate::matching::{Envelope, MatchEngine, RecvId, Selector};
 
 mod arrival;
 mod contexts;
+pub mod counters;
 mod detached;
 mod exchange;
 pub mod nbc;
@@ -268,6 +269,8 @@ pub(crate) struct State {
     probed: Vec<Option<(u16, Envelope, Arrived)>>,
     scratch: Vec<u8>,
     protocol_errors: u64,
+    /// Event counts read by tools (see `counters`).
+    pub(crate) counters: counters::Counters,
     /// Background sends (see `engine::detached`): the request and the data it sends.
     detached: Vec<(ReqId, Box<[u8]>)>,
 }

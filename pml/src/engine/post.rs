@@ -93,6 +93,9 @@ impl Engine {
         };
         let limits = self.btls[b as usize].limits();
         let len = buf.len();
+        // Tools' counters (engine::counters): two plain adds to the engine's own state.
+        self.st.counters.sent += 1;
+        self.st.counters.sent_bytes += len as u64;
         if !sync && len + hdr::MATCH_LEN <= limits.eager_limit {
             let h = hdr::match_header(ctx, me, tag, seq);
             if self.st.outbox.is_empty() {

@@ -126,6 +126,7 @@ impl Engine {
                 probed: Vec::new(),
                 scratch: Vec::new(),
                 protocol_errors: 0,
+                counters: Default::default(),
                 detached: Vec::new(),
             },
             next_ctx: 2,

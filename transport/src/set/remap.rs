@@ -86,6 +86,9 @@ impl Btl for Remapped {
             }
         })
     }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.inner.counters()
+    }
     fn quiet(&self) -> bool {
         self.inner.quiet()
     }
@@ -129,8 +132,21 @@ impl Btl for Remapped {
     }
 }
 
-/// What is left in a transport slot after its connection ended: reaches nobody.
-pub struct Retired;
+/// What is left in a transport slot after its connection ended: reaches nobody, and keeps
+/// the counters the instance had (so that counters summed over slots never decrease).
+#[derive(Debug, Default)]
+pub struct Retired {
+    counters: Vec<(&'static str, u64)>,
+}
+
+impl Retired {
+    /// The slot of `old`, whose connection ended.
+    pub fn after(old: &dyn Btl) -> Retired {
+        Retired {
+            counters: old.counters(),
+        }
+    }
+}
 
 impl Btl for Retired {
     fn name(&self) -> &'static str {
@@ -154,6 +170,9 @@ impl Btl for Retired {
     }
     fn progress(&mut self, _deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
         0
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.counters.clone()
     }
 }
 
@@ -182,8 +201,9 @@ mod tests {
         let mut n = 0;
         stray.progress(&mut |_| n += 1);
         assert_eq!((n, stray.dropped), (0, 1));
-        let mut r = Retired;
+        let mut r = Retired::after(&stray);
         assert!(!r.reaches(0));
+        assert!(r.counters().is_empty());
         assert_eq!(r.progress(&mut |_| {}), 0);
     }
 }

@@ -55,7 +55,7 @@ mod stats;
 
 use pairing::{describe_pairs, no_pair_message};
 pub use probe::PathReport;
-pub use stats::{BadDatagrams, PathCounters};
+pub use stats::{BadDatagrams, PathCounters, COUNTERS};
 
 /// Active-message tags at or above this value belong to the transport itself.
 const AM_INTERNAL: u8 = 0xF0;
@@ -416,6 +416,10 @@ impl Btl for UsnicBtl {
 
     fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError> {
         self.send_message(peer, am, header, payload)
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.counter_values()
     }
 
     fn progress(&mut self, deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {

@@ -1,10 +1,14 @@
 //! The usnic transport's counters: per path ([`PathCounters`]), per rail ([`BadDatagrams`]),
-//! and the `usnic_stats` table printed at finalize.
+//! the sums tools read ([`COUNTERS`], through `Btl::counters`), and the `usnic_stats` table
+//! printed at finalize.
 //!
-//! This module owns the report's layout. It must never change transport state: it only reads
-//! the counters the other parts keep and the connections' own statistics.
+//! This module owns the report's layout and the counters' names. It must never change
+//! transport state: it only reads the counters the other parts keep and the connections' own
+//! statistics.
 
 use std::fmt::Write as _;
+
+use kestrel_transport::btl::CounterSpec;
 
 use super::{PathState, UsnicBtl};
 
@@ -36,7 +40,86 @@ impl BadDatagrams {
     }
 }
 
+/// The counters the usnic transport reports (`Btl::counters`), summed over every path to
+/// every peer, in this order.
+pub const COUNTERS: &[CounterSpec] = &[
+    CounterSpec {
+        name: "usnic_messages_sent",
+        description: "Messages handed to a network path (a message resent on another path after a failover counts again).",
+    },
+    CounterSpec {
+        name: "usnic_segments_sent",
+        description: "Data segments (datagrams) sent for the first time.",
+    },
+    CounterSpec {
+        name: "usnic_bytes_sent",
+        description: "Payload bytes of those segments.",
+    },
+    CounterSpec {
+        name: "usnic_segments_resent",
+        description: "Data segments sent again (retransmission timeout, early retransmit or tail-loss probe).",
+    },
+    CounterSpec {
+        name: "usnic_timeouts",
+        description: "Expiries of the retransmission timer.",
+    },
+    CounterSpec {
+        name: "usnic_segments_received",
+        description: "New data segments accepted within the receive window.",
+    },
+    CounterSpec {
+        name: "usnic_duplicates",
+        description: "Data segments received again (already delivered or already buffered).",
+    },
+    CounterSpec {
+        name: "usnic_out_of_window",
+        description: "Data segments received beyond the receive window (dropped).",
+    },
+    CounterSpec {
+        name: "usnic_acks_sent",
+        description: "Standalone acknowledgements sent.",
+    },
+    CounterSpec {
+        name: "usnic_acks_received",
+        description: "Standalone acknowledgements received.",
+    },
+    CounterSpec {
+        name: "usnic_probes_sent",
+        description: "Connectivity probes sent at first contact.",
+    },
+    CounterSpec {
+        name: "usnic_probe_replies",
+        description: "Answers to those probes received.",
+    },
+    CounterSpec {
+        name: "usnic_bad_datagrams",
+        description: "Datagrams dropped before reaching a connection (another job's key, malformed, unknown sender).",
+    },
+];
+
 impl UsnicBtl {
+    /// [`COUNTERS`], summed over paths and rails.
+    pub fn counter_values(&self) -> Vec<(&'static str, u64)> {
+        let mut v = [0u64; 13];
+        for path in self.peers.iter().flatten().flat_map(|p| &p.paths) {
+            let st = path.conn.stats();
+            v[0] += path.counters.messages;
+            v[1] += st.segments_sent;
+            v[2] += st.payload_bytes_sent;
+            v[3] += st.resent_timeout + st.resent_fast + st.resent_probe;
+            v[4] += st.rto_events;
+            v[5] += st.segments_received;
+            v[6] += st.duplicates;
+            v[7] += st.out_of_window;
+            v[8] += st.acks_sent;
+            v[9] += st.acks_received;
+            v[10] += path.counters.probes_sent;
+            v[11] += path.counters.probe_replies;
+        }
+        v[12] = self.bad_datagrams().total();
+        COUNTERS.iter().map(|c| c.name).zip(v).collect()
+    }
+
     /// Datagrams dropped per rail before reaching any connection.
     pub fn bad_datagrams(&self) -> BadDatagrams {
         let mut t = BadDatagrams::default();
