@@ -2,7 +2,8 @@
  * Dynamic processes through the C ABI: a server job and a client job, started by two
  * separate kestrel-run invocations, meet through the name service (MPI_Publish_name /
  * MPI_Lookup_name), connect, exchange messages both ways on the inter-communicator, run
- * its collectives (barrier, bcast with MPI_ROOT / MPI_PROC_NULL, allreduce, allgather),
+ * its collectives (barrier, bcast with MPI_ROOT / MPI_PROC_NULL, allreduce, allgather,
+ * reduce to the server's rank 0),
  * merge into one intra-communicator and allreduce there, then disconnect and go on alone.
  *
  * Usage: dpm_connect server|client SERVICE. Any sizes work (the acceptance test runs a
@@ -159,8 +160,13 @@ int main(int argc, char **argv)
     for (int r = 0; r < rsize; r++)
         CHECK(got[r] == 10 * r, "inter allgather block %d is %d", r, got[r]);
 
-    /* Other collectives are refused on an inter-communicator, with an error. */
-    FAILS(MPI_ERR_COMM, MPI_Reduce(&mine, &sum, 1, MPI_INT, MPI_SUM, 0, inter));
+    /* Reduce: the server's rank 0 gets the sum of the client's contributions. */
+    root = server ? (me == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+    sum = -1;
+    OK(MPI_Reduce(&mine, &sum, 1, MPI_INT, MPI_SUM, root, inter));
+    if (server && me == 0)
+        CHECK(sum == rsize * (rsize + 1) / 2, "inter reduce %d with a remote group of %d", sum,
+              rsize);
 
     /* Merge: the server first (high = 0), then the client. */
     MPI_Comm merged;

@@ -16,9 +16,8 @@ int main(int argc, char **argv)
     test_start(&argc, &argv);
     int in = 1, out = 0;
     if (argc > 1 && strcmp(argv[1], "fatal") == 0) {
-        MPI_Request r;
-        MPI_Ibarrier(MPI_COMM_WORLD, &r);
-        CHECK(0, "MPI_Ibarrier returned under MPI_ERRORS_ARE_FATAL");
+        MPIX_Comm_revoke(MPI_COMM_WORLD);
+        CHECK(0, "MPIX_Comm_revoke returned under MPI_ERRORS_ARE_FATAL");
     }
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     FAILS(MPI_ERR_COUNT, MPI_Allreduce(&in, &out, -1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
@@ -66,15 +65,16 @@ int main(int argc, char **argv)
             CHECK(flag, "keyval %#x: no error but no value", h);
     }
 
-    MPI_Request r;
-    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    /* A function MPICH's library exports and Kestrel's does not implement (a fault-tolerance
+     * extension, declared in MPICH's header only): it fails naming itself. */
+    int rc = MPIX_Comm_revoke(MPI_COMM_WORLD);
     int cls = -1, len = 0;
     char text[MPI_MAX_ERROR_STRING];
     MPI_Error_class(rc, &cls);
     MPI_Error_string(rc, text, &len);
-    CHECK(cls == MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Ibarrier gave class %d", cls);
-    CHECK(strstr(text, "MPI_Ibarrier") != NULL, "the message does not name the function: %s",
-          text);
+    CHECK(cls == MPI_ERR_UNSUPPORTED_OPERATION, "MPIX_Comm_revoke gave class %d", cls);
+    CHECK(strstr(text, "MPIX_Comm_revoke") != NULL,
+          "the message does not name the function: %s", text);
     test_pass("kestrel_only");
     return 0;
 }

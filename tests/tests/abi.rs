@@ -446,7 +446,7 @@ fn header_values_match_mpich() {
 fn kestrel_rejects_what_mpich_crashes_on_and_names_unsupported_calls() {
     let dir = scratch("kestrel-only");
     let exe = dir.join("kestrel_only");
-    // Built against MPICH's header: it calls MPI_Ibarrier, which Kestrel's mpi.h lacks.
+    // Built against MPICH's header: it calls MPIX_Comm_revoke, which Kestrel's mpi.h lacks.
     compile_test(mpich_cc(), "kestrel_only", &exe);
     let lib = format!("LD_LIBRARY_PATH={}", libdir().display());
     let exe = exe.to_str().unwrap();
@@ -461,7 +461,7 @@ fn kestrel_rejects_what_mpich_crashes_on_and_names_unsupported_calls() {
     assert_eq!(out.code, Some(44), "{}", out.show());
     assert!(
         out.stderr
-            .contains("MPI_Ibarrier: Kestrel's MPI library does not implement"),
+            .contains("MPIX_Comm_revoke: Kestrel's MPI library does not implement"),
         "{}",
         out.show()
     );
