@@ -60,6 +60,18 @@ pub static ALLREDUCE_RING_MIN: Param<u64> = Param::new(ParamSpec {
         "Message size from which auto allreduce uses the ring algorithm (commutative ops).",
 });
 
+/// `KESTREL_COLL_IALLREDUCE_DIRECT_MAX`.
+pub static IALLREDUCE_DIRECT_MAX: Param<u64> = Param::new(ParamSpec {
+    name: "coll_iallreduce_direct_max",
+    component: "coll",
+    kind: ParamKind::Size {
+        min: 0,
+        max: 1 << 30,
+    },
+    default: "4K",
+    description: "Nonblocking allreduce sends every contribution straight to every rank (one round; a rank that computes without MPI calls holds nobody back) while (ranks - 1) x (message + 64 B) is at most this; 0 turns it off.",
+});
+
 /// `KESTREL_COLL_ALLGATHER`.
 pub static ALLGATHER: Param<String> = Param::new(ParamSpec {
     name: "coll_allgather",
@@ -123,6 +135,7 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         REDUCE.spec(),
         ALLREDUCE.spec(),
         ALLREDUCE_RING_MIN.spec(),
+        IALLREDUCE_DIRECT_MAX.spec(),
         ALLGATHER.spec(),
         ALLTOALL.spec(),
         SHM.spec(),

@@ -232,6 +232,34 @@ pub fn allreduce_rd(b: &mut Builder, c: Comm, acc: Span) {
     b.round();
 }
 
+/// Allreduce in one round: every rank sends its contribution in `acc` to every other and
+/// reduces what it receives in rank order (`x0 OP x1 OP ... OP x(n-1)`, so non-commutative
+/// reductions come out as with the other algorithms). For small messages: `n - 1` messages
+/// per rank, and no rank depends on another's later progress.
+pub fn allreduce_direct(b: &mut Builder, c: Comm, acc: Span) {
+    let Comm { ctx, me, n } = c;
+    let len = acc.len;
+    let tmp = b.temp(len * (n as usize - 1));
+    let slot = |r: u32| -> Span {
+        let i = if r < me { r } else { r - 1 } as usize;
+        tmp.sub(i * len, len)
+    };
+    for r in (0..n).filter(|&r| r != me) {
+        b.send(ctx, r, acc);
+        b.recv(ctx, r, slot(r));
+    }
+    b.round();
+    // Lower ranks from the nearest down (x(me-1) OP acc, then x(me-2) OP that, ...), then
+    // higher ranks in order (acc OP x(me+1), ...).
+    for r in (0..me).rev() {
+        b.reduce(slot(r), acc);
+    }
+    for r in me + 1..n {
+        b.reduce_low(acc, slot(r));
+    }
+    b.round();
+}
+
 /// Ring allreduce of a commutative reduction in `acc` of `count` elements of `es` bytes
 /// (`count >= n`): a reduce-scatter around the ring, then an allgather around it.
 pub fn allreduce_ring(b: &mut Builder, c: Comm, acc: Span, es: usize) {
@@ -599,9 +627,14 @@ impl Engine {
             b.copy(s, acc);
         }
         let count = acc.len / dtype.size().max(1);
-        // Two ranks exchange everything in one round at any size: a rank whose peer is busy
-        // computing then completes as soon as the peer's data is readable.
-        if n > 2 && commutative && acc.len >= ring_min && count >= n as usize {
+        let direct_max = params::IALLREDUCE_DIRECT_MAX.get(self.params()) as usize;
+        let direct = (n as usize - 1).saturating_mul(acc.len + 64) <= direct_max;
+        // Two ranks exchange everything in one round at any size, and small messages go
+        // straight to everyone: a rank whose peer is busy computing then completes as soon
+        // as the peer's data is readable, with nothing left for the busy one to forward.
+        if n > 2 && direct {
+            allreduce_direct(&mut b, Comm { ctx, me, n }, acc);
+        } else if n > 2 && commutative && acc.len >= ring_min && count >= n as usize {
             allreduce_ring(&mut b, Comm { ctx, me, n }, acc, dtype.size());
         } else if n > 1 {
             allreduce_rd(&mut b, Comm { ctx, me, n }, acc);
