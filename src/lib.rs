@@ -23,7 +23,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::cell::{Cell, RefCell, RefMut};
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::rc::Rc;
 
@@ -33,19 +33,25 @@ pub mod components;
 #[allow(unsafe_code)]
 pub mod datatype;
 pub mod dpm;
+pub mod environment;
+mod error;
 #[allow(unsafe_code)]
 pub mod immediate;
 #[allow(unsafe_code)]
 pub mod request;
+mod status;
 
 pub use datatype::{Buffer, BufferMut, Equivalence};
+pub use environment::{init, initialize, Universe};
+pub use error::Error;
 pub use kestrel_pml::group::{Group, GroupRelation};
 pub use kestrel_pml::Engine;
 pub use kestrel_runtime::{Runtime, RuntimeError};
 pub use kestrel_transport::params::{ParamError, ParamSpec, Params};
 pub use kestrel_transport::Selection;
+pub use status::Status;
 
-use kestrel_pml::engine::{CTX_SELF, CTX_WORLD};
+use kestrel_pml::engine::CTX_SELF;
 
 /// A rank in a communicator.
 pub type Rank = i32;
@@ -66,45 +72,6 @@ pub fn all_param_specs() -> Vec<&'static ParamSpec> {
     }
     specs.extend(kestrel_pml::params::specs());
     specs
-}
-
-/// Why [`initialize`] failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Error {
-    /// A parameter has a bad value or name.
-    Param(ParamError),
-    /// The verbosity filter is malformed.
-    Logging(kestrel_transport::logging::FilterError),
-    /// The runtime (PMI, modex) failed.
-    Runtime(RuntimeError),
-    /// The messaging layer or a transport could not start.
-    Messaging(kestrel_pml::PmlError),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Param(e) => write!(f, "{e}"),
-            Error::Logging(e) => write!(f, "{e}"),
-            Error::Runtime(e) => write!(f, "{e}"),
-            Error::Messaging(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl From<ParamError> for Error {
-    fn from(e: ParamError) -> Self {
-        Error::Param(e)
-    }
-}
-
-impl From<RuntimeError> for Error {
-    fn from(e: RuntimeError) -> Self {
-        Error::Runtime(e)
-    }
 }
 
 /// Prints `kestrel: <error>` to stderr and exits with status 1: the usual reaction of a
@@ -134,204 +101,6 @@ impl Inner {
             Ok(mut rt) => rt.abort(1, msg),
             Err(_) => std::process::exit(1),
         }
-    }
-}
-
-/// The job as one process sees it. Dropping it finalizes the runtime.
-pub struct Universe {
-    inner: Rc<Inner>,
-    finalized: bool,
-}
-
-impl fmt::Debug for Universe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Universe(rank {} of {})", self.rank(), self.size())
-    }
-}
-
-/// Initializes Kestrel: resolves every parameter (environment and `kestrel-run --mca`),
-/// starts logging, connects to the launcher, and starts the transports.
-pub fn initialize() -> Result<Universe, Error> {
-    components::prepare_process();
-    let params = Params::from_env(&all_param_specs())?;
-    let label = match std::env::var("PMI_RANK") {
-        Ok(r) => format!("kestrel r{r}"),
-        Err(_) => "kestrel".to_string(),
-    };
-    kestrel_transport::logging::init(
-        &kestrel_transport::core_params::VERBOSE.get(&params),
-        &label,
-    )
-    .map_err(Error::Logging)?;
-    let mut runtime = Runtime::init(&params)?;
-    let mut engine =
-        Engine::new(&params, &mut runtime, components::registry()).map_err(Error::Messaging)?;
-    let node_id = runtime.node_id().to_string();
-    // A spawned job connects back to its parent's root before the program runs.
-    let parent = match std::env::var(dpm::PARENT_PORT_VAR) {
-        Ok(port) if !port.is_empty() => Some(
-            engine
-                .connect(CTX_WORLD, 0, &port)
-                .map_err(Error::Messaging)?,
-        ),
-        _ => None,
-    };
-    Ok(Universe {
-        inner: Rc::new(Inner {
-            engine: RefCell::new(engine),
-            runtime: RefCell::new(runtime),
-            params,
-            node_id,
-            parent: Cell::new(parent),
-        }),
-        finalized: false,
-    })
-}
-
-/// The same as [`initialize`] (the name the first Kestrel examples used).
-pub fn init() -> Result<Universe, Error> {
-    initialize()
-}
-
-impl Universe {
-    /// The communicator of every rank of the job.
-    pub fn world(&self) -> SimpleCommunicator {
-        SimpleCommunicator::from_context(&self.inner, CTX_WORLD)
-    }
-
-    /// A communicator of this rank alone.
-    pub fn self_comm(&self) -> SimpleCommunicator {
-        SimpleCommunicator::from_context(&self.inner, CTX_SELF)
-    }
-
-    /// This process's rank in the world.
-    pub fn rank(&self) -> u32 {
-        self.inner.engine.borrow().rank()
-    }
-
-    /// Ranks in the job.
-    pub fn size(&self) -> u32 {
-        self.inner.engine.borrow().size()
-    }
-
-    /// This process's node id (ranks with the same id share memory).
-    pub fn node_id(&self) -> &str {
-        &self.inner.node_id
-    }
-
-    /// The transports in use (`self,shm`).
-    pub fn transports(&self) -> String {
-        self.inner.engine.borrow().transports().to_string()
-    }
-
-    /// The resolved parameters.
-    pub fn params(&self) -> &Params {
-        &self.inner.params
-    }
-
-    /// The runtime: modex, PMI barrier, allgather, abort.
-    pub fn runtime(&self) -> RefMut<'_, Runtime> {
-        self.inner.runtime.borrow_mut()
-    }
-
-    /// Waits for every rank (through the runtime).
-    pub fn barrier(&mut self) -> Result<(), Error> {
-        Ok(self.inner.runtime.borrow_mut().barrier()?)
-    }
-
-    /// Stops the whole job with `code`, printing `message` from the launcher.
-    pub fn abort(&self, code: i32, message: &str) -> ! {
-        self.inner.runtime.borrow_mut().abort(code, message)
-    }
-
-    /// Finalizes explicitly (dropping the universe does it too, ignoring errors).
-    pub fn finalize(mut self) -> Result<(), Error> {
-        self.finalized = true;
-        self.do_finalize()
-    }
-
-    fn do_finalize(&mut self) -> Result<(), Error> {
-        let mut rt = self.inner.runtime.borrow_mut();
-        self.inner
-            .engine
-            .borrow_mut()
-            .finalize(&mut rt)
-            .map_err(Error::Messaging)?;
-        Ok(rt.finalize()?)
-    }
-}
-
-impl Drop for Universe {
-    fn drop(&mut self) {
-        if !self.finalized {
-            self.finalized = true;
-            if let Err(e) = self.do_finalize() {
-                tracing::warn!(target: "pml", "finalize failed: {e}");
-            }
-        }
-    }
-}
-
-/// What a completed receive (or a probe) reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Status {
-    source: Rank,
-    tag: Tag,
-    bytes: usize,
-    truncated_from: Option<usize>,
-    cancelled: bool,
-}
-
-impl Status {
-    fn from_pml(s: kestrel_pml::Status) -> Status {
-        Status {
-            source: s.source,
-            tag: s.tag,
-            bytes: s.count,
-            truncated_from: s.truncated_from,
-            cancelled: s.cancelled,
-        }
-    }
-
-    fn null() -> Status {
-        Status {
-            source: PROC_NULL,
-            tag: ANY_TAG,
-            bytes: 0,
-            truncated_from: None,
-            cancelled: false,
-        }
-    }
-
-    /// The sender's rank in the communicator.
-    pub fn source_rank(&self) -> Rank {
-        self.source
-    }
-
-    /// The message's tag.
-    pub fn tag(&self) -> Tag {
-        self.tag
-    }
-
-    /// Bytes received (for a probe: bytes of the message).
-    pub fn count_bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Elements of `T` received.
-    pub fn count<T: Equivalence>(&self) -> usize {
-        self.bytes / std::mem::size_of::<T>().max(1)
-    }
-
-    /// The message was longer than the buffer (`MPI_ERR_TRUNCATE`): its full length in bytes.
-    /// The buffer holds the first part; the rest was consumed and dropped.
-    pub fn truncated_from(&self) -> Option<usize> {
-        self.truncated_from
-    }
-
-    /// The receive was cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled
     }
 }
 
