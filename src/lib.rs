@@ -29,6 +29,7 @@ use std::rc::Rc;
 
 #[allow(unsafe_code)]
 pub mod collective;
+mod comm_create;
 pub mod components;
 #[allow(unsafe_code)]
 pub mod datatype;
@@ -180,6 +181,26 @@ pub trait Communicator {
             .split(c.ctx, color.0, key)
             .unwrap_or_else(|e| c.inner.fatal(&e.to_string()));
         ctx.map(|ctx| SimpleCommunicator::from_context(&c.inner, ctx))
+    }
+
+    /// `MPI_Comm_create` (collective over this communicator): a communicator of `group`'s
+    /// members, a subset of this one's, ranked in group order; `None` for the others. Ranks
+    /// may pass different groups if those are disjoint: one communicator per group.
+    fn split_by_subgroup_collective(&self, group: &Group) -> Option<SimpleCommunicator> {
+        comm_create::create(self.handle(), group)
+    }
+
+    /// `MPI_Comm_create_group` with tag 0: as
+    /// [`split_by_subgroup_collective`](Self::split_by_subgroup_collective), but collective
+    /// over `group`'s members only; any other process gets `None` at once.
+    fn split_by_subgroup(&self, group: &Group) -> Option<SimpleCommunicator> {
+        self.split_by_subgroup_with_tag(group, 0)
+    }
+
+    /// `MPI_Comm_create_group`: [`split_by_subgroup`](Self::split_by_subgroup) with a tag
+    /// (>= 0) that keeps apart creations under way at once over overlapping groups.
+    fn split_by_subgroup_with_tag(&self, group: &Group, tag: Tag) -> Option<SimpleCommunicator> {
+        comm_create::create_group(self.handle(), group, tag)
     }
 
     /// The group of the communicator's processes (as world ranks).
