@@ -41,6 +41,7 @@ pub mod immediate;
 #[allow(unsafe_code)]
 pub mod request;
 mod status;
+pub mod topology;
 
 pub use datatype::{Buffer, BufferMut, Equivalence};
 pub use environment::{init, initialize, Universe};
@@ -201,6 +202,87 @@ pub trait Communicator {
     /// (>= 0) that keeps apart creations under way at once over overlapping groups.
     fn split_by_subgroup_with_tag(&self, group: &Group, tag: Tag) -> Option<SimpleCommunicator> {
         comm_create::create_group(self.handle(), group, tag)
+    }
+
+    /// `MPI_Cart_create` (collective): the first `dims[0] x dims[1] x ...` ranks, in order,
+    /// form a grid (periodic along dimension `i` if `periodic[i]`); `None` for the ranks
+    /// left over. `reorder` is accepted and ignored: ranks keep their order (as in MPICH).
+    fn create_cartesian_communicator(
+        &self,
+        dims: &[i32],
+        periodic: &[bool],
+        reorder: bool,
+    ) -> Option<topology::CartesianCommunicator> {
+        let _ = reorder;
+        topology::cart_create(self.handle(), dims, periodic)
+    }
+
+    /// `MPI_Cart_map`: this process's rank in the grid
+    /// [`create_cartesian_communicator`](Self::create_cartesian_communicator) would make
+    /// (its own rank; `None` past the grid's size).
+    fn cartesian_map(&self, dims: &[i32], periodic: &[bool]) -> Option<Rank> {
+        topology::cart_map(self.handle(), dims, periodic)
+    }
+
+    /// `MPI_Graph_create` (collective): the first `index.len()` ranks are the nodes of the
+    /// graph whose node `i` neighbors `edges[index[i - 1]..index[i]]`; `None` for the ranks
+    /// left over. `reorder` is ignored, as in MPICH.
+    fn create_graph_communicator(
+        &self,
+        index: &[i32],
+        edges: &[i32],
+        reorder: bool,
+    ) -> Option<topology::GraphCommunicator> {
+        let _ = reorder;
+        topology::graph_create(self.handle(), index, edges)
+    }
+
+    /// `MPI_Graph_map`: this process's rank in the graph
+    /// [`create_graph_communicator`](Self::create_graph_communicator) would make.
+    fn graph_map(&self, index: &[i32], edges: &[i32]) -> Option<Rank> {
+        topology::graph_map(self.handle(), index, edges)
+    }
+
+    /// `MPI_Dist_graph_create_adjacent` (collective), unweighted: this process receives
+    /// from `sources` and sends to `destinations`, in that order. `reorder` is ignored.
+    fn create_dist_graph_communicator_adjacent(
+        &self,
+        sources: &[Rank],
+        destinations: &[Rank],
+        reorder: bool,
+    ) -> topology::DistributedGraphCommunicator {
+        let _ = reorder;
+        topology::dist_graph_adjacent(self.handle(), sources, destinations, None)
+    }
+
+    /// `MPI_Dist_graph_create_adjacent` with one weight per source and per destination.
+    fn create_dist_graph_communicator_adjacent_weighted(
+        &self,
+        sources: &[Rank],
+        source_weights: &[i32],
+        destinations: &[Rank],
+        destination_weights: &[i32],
+        reorder: bool,
+    ) -> topology::DistributedGraphCommunicator {
+        let _ = reorder;
+        let w = Some((source_weights, destination_weights));
+        topology::dist_graph_adjacent(self.handle(), sources, destinations, w)
+    }
+
+    /// `MPI_Dist_graph_create` (collective): this process names edges from `sources[i]`
+    /// to the next `degrees[i]` entries of `destinations` (weighted by the same entries of
+    /// `weights`, if given); every process learns the edges into and out of it.
+    fn create_dist_graph_communicator(
+        &self,
+        sources: &[Rank],
+        degrees: &[i32],
+        destinations: &[Rank],
+        weights: Option<&[i32]>,
+        reorder: bool,
+    ) -> topology::DistributedGraphCommunicator {
+        let _ = reorder;
+        let c = self.handle();
+        topology::dist_graph_create(c, sources, degrees, destinations, weights)
     }
 
     /// The group of the communicator's processes (as world ranks).
