@@ -475,7 +475,7 @@ impl std::fmt::Debug for PersistentCollective<'_, '_> {
 }
 
 impl<'a, 's> PersistentCollective<'a, 's> {
-    fn new(scope: &'s LocalScope<'a>, inner: &Rc<Inner>, s: Schedule) -> Self {
+    pub(crate) fn new(scope: &'s LocalScope<'a>, inner: &Rc<Inner>, s: Schedule) -> Self {
         let id = inner.engine.borrow_mut().coll_persist(s);
         PersistentCollective {
             scope,

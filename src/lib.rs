@@ -39,6 +39,8 @@ mod error;
 #[allow(unsafe_code)]
 pub mod immediate;
 #[allow(unsafe_code)]
+pub mod neighbor;
+#[allow(unsafe_code)]
 pub mod request;
 mod status;
 pub mod topology;
