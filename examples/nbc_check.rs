@@ -216,6 +216,80 @@ fn full(world: &SimpleCommunicator) {
     }
 }
 
+/// The other persistent collectives (allgather, alltoall, and reduce, gather and scatter at
+/// every root): each run with new data, started twice.
+fn persistent_rooted(world: &SimpleCommunicator) {
+    let (me, size) = (world.rank(), world.size());
+    let (n, all) = (5usize, 5 * size as usize);
+    let block = |v: &[i64], r: i32| v[r as usize * n..(r as usize + 1) * n].to_vec();
+    for run in 10..13usize {
+        let send = data(me, run, n);
+        let many = data(me, run + 20, all);
+        let (mut gathered, mut exchanged) = (vec![0i64; all], vec![0i64; all]);
+        request::scope(|s| {
+            let mut a = world.all_gather_init(s, &send, &mut gathered);
+            let mut b = world.all_to_all_init(s, &many, &mut exchanged);
+            for _ in 0..2 {
+                a.start();
+                b.start();
+                b.wait();
+                while !a.test() {}
+            }
+        });
+        for q in 0..size {
+            if block(&gathered, q) != data(q, run, n) {
+                fail(me, format!("persistent allgather run {run}: block {q}"));
+            }
+            if block(&exchanged, q) != block(&data(q, run + 20, all), me) {
+                fail(me, format!("persistent alltoall run {run}: block {q}"));
+            }
+        }
+        for root in 0..size {
+            let p = world.process_at_rank(root);
+            let (mut sum, mut gath, mut part) = (vec![0i64; n], vec![0i64; all], vec![0i64; n]);
+            let spread = data(root, run + 40, all);
+            request::scope(|s| {
+                let mut ops = if me == root {
+                    [
+                        p.reduce_init_root(s, &send, &mut sum, SystemOperation::sum()),
+                        p.gather_init_root(s, &send, &mut gath),
+                        p.scatter_init_root(s, &spread, &mut part),
+                    ]
+                } else {
+                    [
+                        p.reduce_init(s, &send, SystemOperation::sum()),
+                        p.gather_init(s, &send),
+                        p.scatter_init(s, &mut part),
+                    ]
+                };
+                for _ in 0..2 {
+                    ops.iter_mut().for_each(|o| o.start());
+                    ops.iter_mut().rev().for_each(|o| o.wait());
+                }
+            });
+            if part != block(&spread, me) {
+                fail(me, format!("persistent scatter run {run} from {root}"));
+            }
+            if me == root {
+                let want: Vec<i64> = (0..n)
+                    .map(|i| (0..size).map(|q| data(q, run, n)[i]).sum())
+                    .collect();
+                if sum != want {
+                    fail(me, format!("persistent reduce run {run} at {root}"));
+                }
+                for q in 0..size {
+                    if block(&gath, q) != data(q, run, n) {
+                        fail(
+                            me,
+                            format!("persistent gather run {run} at {root}: block {q}"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Rank 0 computes for 100 ms between start and wait; the others must not wait for it.
 fn overlap(world: &SimpleCommunicator, bytes: usize) {
     let me = world.rank();
@@ -282,7 +356,10 @@ fn main() {
     let world = universe.world();
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("full") => full(&world),
+        Some("full") => {
+            full(&world);
+            persistent_rooted(&world);
+        }
         Some("overlap") => {
             let bytes = args.get(2).and_then(|b| b.parse().ok()).unwrap_or(8);
             overlap(&world, bytes)

@@ -206,6 +206,49 @@ pub trait ImmediateCollectives: Communicator {
         PersistentCollective::new(scope, &c.inner, built(c, sched))
     }
 
+    /// `MPI_Allgather_init`: a persistent allgather of `send` into `recv` (`size` blocks of
+    /// `send.len()` elements).
+    fn all_gather_init<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.handle();
+        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(send));
+        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
+        // bound to the scope in this same call.
+        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+        let sched = c
+            .inner
+            .engine
+            .borrow_mut()
+            .nbc_allgatherv(c.ctx, Some(s), r, &counts, &displs);
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
+    }
+
+    /// `MPI_Alltoall_init`: a persistent alltoall (block i of `send` goes to rank i).
+    fn all_to_all_init<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.handle();
+        let n = c.size as usize;
+        let (sc, sd) = uniform(n, std::mem::size_of_val(send) / n.max(1));
+        let (rc, rd) = uniform(n, std::mem::size_of_val(recv) / n.max(1));
+        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
+        // bound to the scope in this same call.
+        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+        let sched =
+            c.inner
+                .engine
+                .borrow_mut()
+                .nbc_alltoallv(c.ctx, Some(s), &sc, &sd, r, &rc, &rd);
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
+    }
+
     /// `MPI_Barrier_init`: a persistent barrier.
     fn barrier_init<'a, 's>(&self, scope: &'s LocalScope<'a>) -> PersistentCollective<'a, 's> {
         let c = self.handle();
@@ -290,6 +333,47 @@ pub trait ImmediateRoot<'p> {
         &self,
         scope: &'s LocalScope<'a>,
         buf: &'a mut [T],
+    ) -> PersistentCollective<'a, 's>;
+    /// `MPI_Reduce_init` at the root (call on the root itself): a persistent reduce.
+    fn reduce_init_root<'a, 's, T: Equivalence, O: Operation<T>>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+        op: O,
+    ) -> PersistentCollective<'a, 's>;
+    /// `MPI_Reduce_init` from a non-root rank.
+    fn reduce_init<'a, 's, T: Equivalence, O: Operation<T>>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        op: O,
+    ) -> PersistentCollective<'a, 's>;
+    /// `MPI_Gather_init` at the root: `recv` holds `size` blocks.
+    fn gather_init_root<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+    ) -> PersistentCollective<'a, 's>;
+    /// `MPI_Gather_init` from a non-root rank.
+    fn gather_init<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+    ) -> PersistentCollective<'a, 's>;
+    /// `MPI_Scatter_init` at the root: block r of `send` goes to rank r.
+    fn scatter_init_root<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+    ) -> PersistentCollective<'a, 's>;
+    /// `MPI_Scatter_init` at a non-root rank.
+    fn scatter_init<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's>;
 }
 
@@ -452,6 +536,129 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
             .borrow_mut()
             .nbc_bcast(c.ctx, self.rank as u32, b);
         PersistentCollective::new(scope, &c.inner, built(c, s))
+    }
+
+    fn reduce_init_root<'a, 's, T: Equivalence, O: Operation<T>>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+        op: O,
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.comm;
+        let (red, dt) = op.reduction();
+        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
+        // bound to the scope in this same call.
+        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+        let root = self.rank as u32;
+        let sched = c
+            .inner
+            .engine
+            .borrow_mut()
+            .nbc_reduce(c.ctx, root, Some(s), Some(r), dt, red);
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
+    }
+
+    fn reduce_init<'a, 's, T: Equivalence, O: Operation<T>>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        op: O,
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.comm;
+        let (red, dt) = op.reduction();
+        // SAFETY: borrowed for 'a; the schedule using it is kept by a persistent collective
+        // bound to the scope in this same call.
+        let s = unsafe { request::send_buf(send.as_bytes()) };
+        let root = self.rank as u32;
+        let sched = c
+            .inner
+            .engine
+            .borrow_mut()
+            .nbc_reduce(c.ctx, root, Some(s), None, dt, red);
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
+    }
+
+    fn gather_init_root<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.comm;
+        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(send));
+        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
+        // bound to the scope in this same call.
+        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+        let root = self.rank as u32;
+        let sched = c.inner.engine.borrow_mut().nbc_gatherv(
+            c.ctx,
+            root,
+            Some(s),
+            Some(r),
+            &counts,
+            &displs,
+        );
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
+    }
+
+    fn gather_init<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.comm;
+        // SAFETY: borrowed for 'a; the schedule using it is kept by a persistent collective
+        // bound to the scope in this same call.
+        let s = unsafe { request::send_buf(send.as_bytes()) };
+        let root = self.rank as u32;
+        let sched = c
+            .inner
+            .engine
+            .borrow_mut()
+            .nbc_gatherv(c.ctx, root, Some(s), None, &[], &[]);
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
+    }
+
+    fn scatter_init_root<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.comm;
+        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(recv));
+        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
+        // bound to the scope in this same call.
+        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+        let root = self.rank as u32;
+        let sched = c.inner.engine.borrow_mut().nbc_scatterv(
+            c.ctx,
+            root,
+            Some(s),
+            &counts,
+            &displs,
+            Some(r),
+        );
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
+    }
+
+    fn scatter_init<'a, 's, T: Equivalence>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        recv: &'a mut [T],
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.comm;
+        // SAFETY: borrowed for 'a; the schedule using it is kept by a persistent collective
+        // bound to the scope in this same call.
+        let r = unsafe { request::recv_buf(recv) };
+        let root = self.rank as u32;
+        let sched = c
+            .inner
+            .engine
+            .borrow_mut()
+            .nbc_scatterv(c.ctx, root, None, &[], &[], Some(r));
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
     }
 }
 
