@@ -94,3 +94,27 @@ fn shared_memory_fragments_smaller_than_messages() {
         &["full"],
     );
 }
+
+/// Process topologies, neighborhood collectives (blocking, immediate, persistent) and
+/// subgroup communicators through the Rust API (`examples/topo_check`), on 1, 2, 3, 4 and 6
+/// ranks: grids with a process its own or its neighbor's neighbor twice (1 or 2 ranks along
+/// a periodic dimension), prime sizes (3-by-1 grids), and a 3-by-2 grid.
+#[test]
+fn topologies_and_neighborhood_collectives_on_one_to_six_ranks() {
+    let prog = example("topo_check");
+    for ranks in [1u32, 2, 3, 4, 6] {
+        let n = ranks.to_string();
+        let out = run(
+            kestrel_run(&["-n", &n, prog.to_str().unwrap()]),
+            Duration::from_secs(120),
+        );
+        assert!(
+            out.success()
+                && out
+                    .stdout
+                    .contains(&format!("topo_check passed on {ranks} ranks")),
+            "topo_check on {ranks} ranks: {}",
+            out.show()
+        );
+    }
+}
