@@ -128,19 +128,17 @@ where
     launch(c, call, sched, start)
 }
 
-/// The blocks of one side of a neighbor alltoall, in elements.
-struct Blocks<'b> {
-    counts: &'b [usize],
-    displs: &'b [usize],
-}
+/// One side of a neighbor alltoall: the buffer, its block counts and displacements (in
+/// elements).
+type Side<'b, B> = (B, &'b [usize], &'b [usize]);
 
 /// `MPI_(I)neighbor_alltoallv(_init)`: block `i` of `send` to destination `i`, block `i` of
 /// `recv` from source `i`.
 fn all_to_all<'a, C, T, R>(
     comm: &C,
     call: &str,
-    (send, sb): (&'a [T], Blocks<'_>),
-    (recv, rb): (&'a mut [T], Blocks<'_>),
+    (send, scounts, sdispls): Side<'_, &'a [T]>,
+    (recv, rcounts, rdispls): Side<'_, &'a mut [T]>,
     start: impl FnOnce(&SimpleCommunicator, Schedule) -> R,
 ) -> R
 where
@@ -149,12 +147,12 @@ where
 {
     let c = comm.handle();
     let hood = comm.neighborhood();
-    for (side, b, n) in [
-        ("send", &sb, hood.dests.len()),
-        ("receive", &rb, hood.sources.len()),
+    for (side, counts, displs, n) in [
+        ("send", scounts, sdispls, hood.dests.len()),
+        ("receive", rcounts, rdispls, hood.sources.len()),
     ] {
-        if b.counts.len() != n || b.displs.len() != n {
-            let (k, d) = (b.counts.len(), b.displs.len());
+        if counts.len() != n || displs.len() != n {
+            let (k, d) = (counts.len(), displs.len());
             let who = if side == "send" {
                 "destination"
             } else {
@@ -164,10 +162,10 @@ where
         }
     }
     let (sc, sd, rc, rd) = (
-        bytes::<T>(sb.counts),
-        bytes::<T>(sb.displs),
-        bytes::<T>(rb.counts),
-        bytes::<T>(rb.displs),
+        bytes::<T>(scounts),
+        bytes::<T>(sdispls),
+        bytes::<T>(rcounts),
+        bytes::<T>(rdispls),
     );
     let nb = Neighbors {
         sources: &hood.sources,
@@ -196,23 +194,38 @@ where
     launch(c, call, sched, start)
 }
 
-/// Uniform blocks for `neighbor_all_gather`: `recv` must hold one `send` per source.
-fn gather_counts<C, T>(comm: &C, call: &str, send: &[T], recv: &[T]) -> Vec<usize>
+/// `neighbor_all_gather` of uniform blocks: `recv` must hold one `send` per source.
+fn uniform_gather<'a, C, T, R>(
+    comm: &C,
+    call: &str,
+    send: &'a [T],
+    recv: &'a mut [T],
+    start: impl FnOnce(&SimpleCommunicator, Schedule) -> R,
+) -> R
 where
     C: TopologyCommunicator + ?Sized,
+    T: Equivalence,
 {
     let n = comm.in_degree();
     if recv.len() != n * send.len() {
         let (r, s) = (recv.len(), send.len());
         shape(comm.handle(), call, format!("recv holds {r} elements, but {n} sources send {s} each; make recv in_degree() x send.len() = {} long", n * s));
     }
-    vec![send.len(); n]
+    all_gather(comm, call, send, recv, &vec![send.len(); n], start)
 }
 
-/// Uniform blocks for `neighbor_all_to_all`: (counts and displacements of send, of recv).
-fn uniform_blocks<C, T>(comm: &C, call: &str, send: &[T], recv: &[T]) -> [Vec<usize>; 4]
+/// `neighbor_all_to_all` of uniform blocks: `send` holds `out_degree()` blocks and `recv`
+/// `in_degree()` blocks, all of one size.
+fn uniform_all_to_all<'a, C, T, R>(
+    comm: &C,
+    call: &str,
+    send: &'a [T],
+    recv: &'a mut [T],
+    start: impl FnOnce(&SimpleCommunicator, Schedule) -> R,
+) -> R
 where
     C: TopologyCommunicator + ?Sized,
+    T: Equivalence,
 {
     let (outs, ins) = (comm.out_degree(), comm.in_degree());
     let block = match (outs, ins) {
@@ -226,7 +239,7 @@ where
     }
     let (sc, sd) = kestrel_pml::nbc::algorithms::uniform(outs as u32, block);
     let (rc, rd) = kestrel_pml::nbc::algorithms::uniform(ins as u32, block);
-    [sc, sd, rc, rd]
+    all_to_all(comm, call, (send, &sc, &sd), (recv, &rc, &rd), start)
 }
 
 /// Neighborhood collectives on a communicator with a topology (Cartesian grid, graph or
@@ -236,10 +249,8 @@ pub trait NeighborCollectives: TopologyCommunicator {
     /// `MPI_Neighbor_allgather`: `send` goes to every destination; `recv` holds one block
     /// of `send.len()` elements per source, in source order.
     fn neighbor_all_gather_into<T: Equivalence>(&self, send: &[T], recv: &mut [T]) {
-        request::scope(|s| {
-            self.immediate_neighbor_all_gather_into(s, send, recv)
-                .wait()
-        });
+        const CALL: &str = "neighbor_all_gather_into (MPI_Neighbor_allgather)";
+        request::scope(|s| uniform_gather(self, CALL, send, recv, now(s)).wait());
     }
 
     /// `MPI_Neighbor_allgatherv`: `counts[i]` elements from source `i`, stored contiguously
@@ -250,19 +261,15 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &mut [T],
         counts: &[usize],
     ) {
-        request::scope(|s| {
-            self.immediate_neighbor_all_gather_varcount_into(s, send, recv, counts)
-                .wait()
-        });
+        const CALL: &str = "neighbor_all_gather_varcount_into (MPI_Neighbor_allgatherv)";
+        request::scope(|s| all_gather(self, CALL, send, recv, counts, now(s)).wait());
     }
 
     /// `MPI_Neighbor_alltoall`: block `i` of `send` goes to destination `i`, block `i` of
     /// `recv` comes from source `i`; blocks are of one size, `send.len() / out_degree()`.
     fn neighbor_all_to_all_into<T: Equivalence>(&self, send: &[T], recv: &mut [T]) {
-        request::scope(|s| {
-            self.immediate_neighbor_all_to_all_into(s, send, recv)
-                .wait()
-        });
+        const CALL: &str = "neighbor_all_to_all_into (MPI_Neighbor_alltoall)";
+        request::scope(|s| uniform_all_to_all(self, CALL, send, recv, now(s)).wait());
     }
 
     /// `MPI_Neighbor_alltoallv`: `scounts[i]` elements at `sdispls[i]` of `send` go to
@@ -276,12 +283,9 @@ pub trait NeighborCollectives: TopologyCommunicator {
         rcounts: &[usize],
         rdispls: &[usize],
     ) {
-        request::scope(|s| {
-            self.immediate_neighbor_all_to_all_varcount_into(
-                s, send, scounts, sdispls, recv, rcounts, rdispls,
-            )
-            .wait()
-        });
+        const CALL: &str = "neighbor_all_to_all_varcount_into (MPI_Neighbor_alltoallv)";
+        let (sside, rside) = ((send, scounts, sdispls), (recv, rcounts, rdispls));
+        request::scope(|s| all_to_all(self, CALL, sside, rside, now(s)).wait());
     }
 
     /// `MPI_Ineighbor_allgather`: [`neighbor_all_gather_into`](Self::neighbor_all_gather_into)
@@ -293,8 +297,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &'a mut [T],
     ) -> Request<'a> {
         const CALL: &str = "immediate_neighbor_all_gather_into (MPI_Ineighbor_allgather)";
-        let counts = gather_counts(self, CALL, send, recv);
-        all_gather(self, CALL, send, recv, &counts, now(scope))
+        uniform_gather(self, CALL, send, recv, now(scope))
     }
 
     /// `MPI_Ineighbor_allgatherv`.
@@ -317,16 +320,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &'a mut [T],
     ) -> Request<'a> {
         const CALL: &str = "immediate_neighbor_all_to_all_into (MPI_Ineighbor_alltoall)";
-        let [sc, sd, rc, rd] = uniform_blocks(self, CALL, send, recv);
-        let sb = Blocks {
-            counts: &sc,
-            displs: &sd,
-        };
-        let rb = Blocks {
-            counts: &rc,
-            displs: &rd,
-        };
-        all_to_all(self, CALL, (send, sb), (recv, rb), now(scope))
+        uniform_all_to_all(self, CALL, send, recv, now(scope))
     }
 
     /// `MPI_Ineighbor_alltoallv`.
@@ -342,15 +336,8 @@ pub trait NeighborCollectives: TopologyCommunicator {
         rdispls: &[usize],
     ) -> Request<'a> {
         const CALL: &str = "immediate_neighbor_all_to_all_varcount_into (MPI_Ineighbor_alltoallv)";
-        let sb = Blocks {
-            counts: scounts,
-            displs: sdispls,
-        };
-        let rb = Blocks {
-            counts: rcounts,
-            displs: rdispls,
-        };
-        all_to_all(self, CALL, (send, sb), (recv, rb), now(scope))
+        let (sside, rside) = ((send, scounts, sdispls), (recv, rcounts, rdispls));
+        all_to_all(self, CALL, sside, rside, now(scope))
     }
 
     /// `MPI_Neighbor_allgather_init`: a persistent
@@ -363,8 +350,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
         const CALL: &str = "neighbor_all_gather_init (MPI_Neighbor_allgather_init)";
-        let counts = gather_counts(self, CALL, send, recv);
-        all_gather(self, CALL, send, recv, &counts, keep(scope))
+        uniform_gather(self, CALL, send, recv, keep(scope))
     }
 
     /// `MPI_Neighbor_allgatherv_init`.
@@ -387,16 +373,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
         const CALL: &str = "neighbor_all_to_all_init (MPI_Neighbor_alltoall_init)";
-        let [sc, sd, rc, rd] = uniform_blocks(self, CALL, send, recv);
-        let sb = Blocks {
-            counts: &sc,
-            displs: &sd,
-        };
-        let rb = Blocks {
-            counts: &rc,
-            displs: &rd,
-        };
-        all_to_all(self, CALL, (send, sb), (recv, rb), keep(scope))
+        uniform_all_to_all(self, CALL, send, recv, keep(scope))
     }
 
     /// `MPI_Neighbor_alltoallv_init`.
@@ -412,15 +389,8 @@ pub trait NeighborCollectives: TopologyCommunicator {
         rdispls: &[usize],
     ) -> PersistentCollective<'a, 's> {
         const CALL: &str = "neighbor_all_to_all_varcount_init (MPI_Neighbor_alltoallv_init)";
-        let sb = Blocks {
-            counts: scounts,
-            displs: sdispls,
-        };
-        let rb = Blocks {
-            counts: rcounts,
-            displs: rdispls,
-        };
-        all_to_all(self, CALL, (send, sb), (recv, rb), keep(scope))
+        let (sside, rside) = ((send, scounts, sdispls), (recv, rcounts, rdispls));
+        all_to_all(self, CALL, sside, rside, keep(scope))
     }
 }
 
