@@ -216,8 +216,8 @@ fn full(world: &SimpleCommunicator) {
     }
 }
 
-/// The other persistent collectives (allgather, alltoall, and reduce, gather and scatter at
-/// every root): each run with new data, started twice.
+/// The other persistent collectives (allgather, alltoall, reduce-scatter, scan, exscan, and
+/// reduce, gather and scatter at every root): each run with new data, started twice.
 fn persistent_rooted(world: &SimpleCommunicator) {
     let (me, size) = (world.rank(), world.size());
     let (n, all) = (5usize, 5 * size as usize);
@@ -236,6 +236,39 @@ fn persistent_rooted(world: &SimpleCommunicator) {
                 while !a.test() {}
             }
         });
+        // Reduce-scatter, scan and exscan (rank 0's exscan output stays -1).
+        let (mut part, mut incl, mut excl) = (vec![0i64; n], vec![0i64; n], vec![-1i64; n]);
+        request::scope(|s| {
+            let sum = SystemOperation::sum();
+            let mut ops = [
+                world.reduce_scatter_block_init(s, &many, &mut part, sum),
+                world.scan_init(s, &send, &mut incl, sum),
+                world.exclusive_scan_init(s, &send, &mut excl, sum),
+            ];
+            for _ in 0..2 {
+                ops.iter_mut().for_each(|o| o.start());
+                ops.iter_mut().for_each(|o| o.wait());
+            }
+        });
+        let summed = |ranks: std::ops::Range<i32>, k: usize, len: usize, at: usize| -> Vec<i64> {
+            (0..n)
+                .map(|i| ranks.clone().map(|q| data(q, k, len)[at + i]).sum())
+                .collect()
+        };
+        if part != summed(0..size, run + 20, all, me as usize * n) {
+            fail(me, format!("persistent reduce_scatter_block run {run}"));
+        }
+        if incl != summed(0..me + 1, run, n, 0) {
+            fail(me, format!("persistent scan run {run}"));
+        }
+        let want = if me == 0 {
+            vec![-1; n]
+        } else {
+            summed(0..me, run, n, 0)
+        };
+        if excl != want {
+            fail(me, format!("persistent exscan run {run}"));
+        }
         for q in 0..size {
             if block(&gathered, q) != data(q, run, n) {
                 fail(me, format!("persistent allgather run {run}: block {q}"));

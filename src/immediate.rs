@@ -249,6 +249,52 @@ pub trait ImmediateCollectives: Communicator {
         PersistentCollective::new(scope, &c.inner, built(c, sched))
     }
 
+    /// `MPI_Reduce_scatter_block_init`: a persistent reduce-scatter (rank r gets block r of
+    /// the reduction).
+    fn reduce_scatter_block_init<'a, 's, T: Equivalence, O: Operation<T>>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+        op: O,
+    ) -> PersistentCollective<'a, 's> {
+        let c = self.handle();
+        let (red, dt) = op.reduction();
+        let counts = vec![std::mem::size_of_val(recv); c.size as usize];
+        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
+        // bound to the scope in this same call.
+        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+        let sched =
+            c.inner
+                .engine
+                .borrow_mut()
+                .nbc_reduce_scatter(c.ctx, Some(s), r, &counts, dt, red);
+        PersistentCollective::new(scope, &c.inner, built(c, sched))
+    }
+
+    /// `MPI_Scan_init`: a persistent inclusive prefix reduction.
+    fn scan_init<'a, 's, T: Equivalence, O: Operation<T>>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+        op: O,
+    ) -> PersistentCollective<'a, 's> {
+        scan_init(self.handle(), scope, send, recv, op, false)
+    }
+
+    /// `MPI_Exscan_init`: a persistent exclusive prefix reduction (rank 0's `recv` is left
+    /// as it was).
+    fn exclusive_scan_init<'a, 's, T: Equivalence, O: Operation<T>>(
+        &self,
+        scope: &'s LocalScope<'a>,
+        send: &'a [T],
+        recv: &'a mut [T],
+        op: O,
+    ) -> PersistentCollective<'a, 's> {
+        scan_init(self.handle(), scope, send, recv, op, true)
+    }
+
     /// `MPI_Barrier_init`: a persistent barrier.
     fn barrier_init<'a, 's>(&self, scope: &'s LocalScope<'a>) -> PersistentCollective<'a, 's> {
         let c = self.handle();
@@ -277,6 +323,26 @@ fn immediate_scan<'a, T: Equivalence, O: Operation<T>>(
         .borrow_mut()
         .nbc_scan(c.ctx, Some(s), r, dt, red, exclusive);
     request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+}
+
+fn scan_init<'a, 's, T: Equivalence, O: Operation<T>>(
+    c: &SimpleCommunicator,
+    scope: &'s LocalScope<'a>,
+    send: &'a [T],
+    recv: &'a mut [T],
+    op: O,
+    exclusive: bool,
+) -> PersistentCollective<'a, 's> {
+    let (red, dt) = op.reduction();
+    // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
+    // bound to the scope in this same call.
+    let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+    let sched = c
+        .inner
+        .engine
+        .borrow_mut()
+        .nbc_scan(c.ctx, Some(s), r, dt, red, exclusive);
+    PersistentCollective::new(scope, &c.inner, built(c, sched))
 }
 
 /// Nonblocking rooted collectives: called on the root's [`Process`] by every rank.
