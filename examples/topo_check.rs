@@ -15,7 +15,7 @@
 //!   edge lists) and on a graph.
 //! - `split_by_subgroup_collective` (one group, then disjoint groups) and
 //!   `split_by_subgroup` (a reversed group, called by members and non-members): membership,
-//!   size, rank and order.
+//!   size, rank and order; `immediate_duplicate` (two under way at once).
 //!
 //! Prints `topo_check passed on N ranks` from rank 0; exits 1 naming the rank and the
 //! mismatch otherwise.
@@ -751,6 +751,54 @@ fn subgroups(world: &SimpleCommunicator) {
     world.barrier();
 }
 
+/// Nonblocking duplicates: two under way at once while a collective runs on the world,
+/// completed in reverse order (one by `test`); each is the world in a context of its own.
+fn duplicates(world: &SimpleCommunicator) {
+    let (me, n) = (world.rank(), world.size());
+    let first = world.immediate_duplicate();
+    let second = world.immediate_duplicate();
+    let mut sum = [0i32];
+    world.all_reduce_into(&[me], &mut sum, kestrel::collective::SystemOperation::sum());
+    same(
+        me,
+        "allreduce while duplicates are under way",
+        sum[0],
+        n * (n - 1) / 2,
+    );
+    let b = second.wait();
+    let mut pending = first;
+    let a = loop {
+        match pending.test() {
+            Ok(c) => break c,
+            Err(p) => pending = p,
+        }
+    };
+    let everyone: Vec<i32> = (0..n).collect();
+    members(me, "immediate_duplicate (first)", &a, &everyone);
+    members(me, "immediate_duplicate (second)", &b, &everyone);
+    // Same tag, same peers: each message stays in its own communicator.
+    let next = (me + 1) % n;
+    let prev = (me + n - 1) % n;
+    let (mut x, mut y) = (0i32, 0i32);
+    request::scope(|s| {
+        let ra = a.process_at_rank(prev).immediate_receive_into(s, &mut x);
+        let rb = b.process_at_rank(prev).immediate_receive_into(s, &mut y);
+        b.process_at_rank(next).send(&(me + 200));
+        a.process_at_rank(next).send(&(me + 100));
+        rb.wait();
+        ra.wait();
+    });
+    same(
+        me,
+        "immediate_duplicate: contexts apart",
+        (x, y),
+        (prev + 100, prev + 200),
+    );
+    // Dropped without waiting: completed and freed.
+    drop(world.immediate_duplicate());
+    world.barrier();
+}
+
 fn main() {
     let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
     let world = universe.world();
@@ -781,6 +829,7 @@ fn main() {
     dist_graphs(&world);
     graph(&world);
     subgroups(&world);
+    duplicates(&world);
 
     world.barrier();
     if me == 0 {

@@ -1,11 +1,19 @@
-//! Communicators of a subgroup: `MPI_Comm_create` (collective over the old communicator,
+//! Communicator creation beyond `duplicate` and `split_by_color`: communicators of a
+//! subgroup, `MPI_Comm_create` (collective over the old communicator,
 //! [`Communicator::split_by_subgroup_collective`]) and `MPI_Comm_create_group` (collective
-//! over the group's members only, [`Communicator::split_by_subgroup`]).
+//! over the group's members only, [`Communicator::split_by_subgroup`]), and the nonblocking
+//! duplicate `MPI_Comm_idup` ([`Communicator::immediate_duplicate`], a
+//! [`PendingDuplicate`]).
 //!
-//! It owns who takes part in each creation and with which tag; the engine agrees on the
-//! context id and registers it. It never moves message data itself and holds no state.
+//! It owns who takes part in each creation and with which tag, and the memory of a
+//! duplicate under way; the engine agrees on context ids, runs the exchange and registers
+//! the context. It never moves message data itself and holds no state between calls.
 
-use crate::{Communicator, Group, SimpleCommunicator, Tag};
+use std::rc::Rc;
+
+use kestrel_pml::ReqId;
+
+use crate::{request, Communicator, Group, Inner, SimpleCommunicator, Tag};
 
 /// An engine-internal tag for `MPI_Comm_create_group`'s agreement among the group (the
 /// range Kestrel's C library uses for the same call).
@@ -67,6 +75,112 @@ pub(crate) fn create_group(
     e.add_context(new, group.members().to_vec());
     drop(e);
     Some(SimpleCommunicator::from_context(&c.inner, new))
+}
+
+/// A nonblocking duplicate under way (`MPI_Comm_idup`, from
+/// [`Communicator::immediate_duplicate`]): every member's proposal for the new context id
+/// travels in a nonblocking allgather, which the engine advances while the program works;
+/// [`wait`](Self::wait) completes it and gives the communicator. Complete it before
+/// creating other communicators over the same processes (a blocking creation meanwhile may
+/// take the id it agrees on: [`wait`](Self::wait) then stops the job naming the clash).
+/// Dropping it without waiting completes it and frees the new communicator.
+#[must_use = "a pending duplicate must be waited for to give its communicator"]
+pub struct PendingDuplicate {
+    inner: Rc<Inner>,
+    id: ReqId,
+    members: Vec<u32>,
+    /// This process's proposal (2 bytes), then every member's (2 per member). The engine
+    /// reads and writes it until the request completes; it is freed only after that (a
+    /// leaked value leaks it too, so it stays valid).
+    ids: Vec<u8>,
+    done: bool,
+}
+
+impl std::fmt::Debug for PendingDuplicate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PendingDuplicate({:#x})", self.id)
+    }
+}
+
+/// `MPI_Comm_idup` (see [`Communicator::immediate_duplicate`]).
+pub(crate) fn idup(c: &SimpleCommunicator) -> PendingDuplicate {
+    const CALL: &str = "immediate_duplicate (MPI_Comm_idup)";
+    let fatal = |e: kestrel_pml::PmlError| -> ! { c.inner.fatal(&format!("{CALL}: {e}")) };
+    let members = c.group().members().to_vec();
+    let n = members.len();
+    let mut e = c.inner.engine.borrow_mut();
+    let proposal = e.context_proposal().unwrap_or_else(|err| fatal(err));
+    let mut ids = vec![0u8; 2 + 2 * n];
+    ids[..2].copy_from_slice(&proposal.to_le_bytes());
+    let (mine, all) = ids.split_at_mut(2);
+    let (counts, displs) = kestrel_pml::nbc::algorithms::uniform(n as u32, 2);
+    // SAFETY: both halves are the heap buffer of `ids`, which the returned value owns (moving
+    // the vector does not move the buffer) and frees only after the request completed
+    // (`wait` or drop); a leaked value leaks the buffer, which then stays valid.
+    let (s, r) = unsafe { (request::send_buf(mine), request::recv_buf(all)) };
+    let sched = e.nbc_allgatherv(c.ctx, Some(s), r, &counts, &displs);
+    let id = e.coll_run(sched.unwrap_or_else(|err| fatal(err)));
+    PendingDuplicate {
+        inner: c.inner.clone(),
+        id,
+        members,
+        ids,
+        done: false,
+    }
+}
+
+impl PendingDuplicate {
+    /// Completes the exchange and registers the agreed context: the largest proposal.
+    fn finish(&mut self) -> u16 {
+        self.done = true;
+        let st = self.inner.engine.borrow_mut().wait(self.id);
+        request::check_coll(&self.inner, self.id, st);
+        let agreed = self.ids[2..]
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .max()
+            .unwrap_or(u16::MAX);
+        let members = std::mem::take(&mut self.members);
+        let r = self
+            .inner
+            .engine
+            .borrow_mut()
+            .adopt_context(agreed, members);
+        r.unwrap_or_else(|e| {
+            self.inner
+                .fatal(&format!("immediate_duplicate (MPI_Comm_idup): {e}"))
+        });
+        agreed
+    }
+
+    /// `MPI_Wait` of the duplicate: blocks until every member's proposal arrived, and
+    /// gives the new communicator.
+    pub fn wait(mut self) -> SimpleCommunicator {
+        let ctx = self.finish();
+        SimpleCommunicator::from_context(&self.inner, ctx)
+    }
+
+    /// `MPI_Test`: the communicator if the exchange completed (after one round of
+    /// progress), else the pending duplicate back.
+    pub fn test(self) -> Result<SimpleCommunicator, PendingDuplicate> {
+        self.inner.engine.borrow_mut().progress();
+        if self.inner.engine.borrow().is_complete(self.id) {
+            Ok(self.wait())
+        } else {
+            Err(self)
+        }
+    }
+}
+
+impl Drop for PendingDuplicate {
+    fn drop(&mut self) {
+        if !self.done {
+            let ctx = self.finish();
+            if let Ok(mut e) = self.inner.engine.try_borrow_mut() {
+                e.free_context(ctx);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use std::rc::Rc;
 
 #[allow(unsafe_code)]
 pub mod collective;
+#[allow(unsafe_code)]
 mod comm_create;
 pub mod components;
 #[allow(unsafe_code)]
@@ -45,6 +46,7 @@ pub mod request;
 mod status;
 pub mod topology;
 
+pub use comm_create::PendingDuplicate;
 pub use datatype::{Buffer, BufferMut, Equivalence};
 pub use environment::{init, initialize, Universe};
 pub use error::Error;
@@ -167,6 +169,13 @@ pub trait Communicator {
             .dup(c.ctx)
             .unwrap_or_else(|e| c.inner.fatal(&e.to_string()));
         SimpleCommunicator::from_context(&c.inner, ctx)
+    }
+
+    /// `MPI_Comm_idup`: starts a duplicate (collective, nonblocking: every rank starts it
+    /// in the same order as its other collectives on this communicator);
+    /// [`PendingDuplicate::wait`] gives the communicator.
+    fn immediate_duplicate(&self) -> PendingDuplicate {
+        comm_create::idup(self.handle())
     }
 
     /// `MPI_Comm_split` with key = current rank (collective).
