@@ -31,9 +31,11 @@ extern "C" {
 #define KESTREL_MPI 1
 #define KESTREL_MPI_ABI "libmpich.so.12"
 
-/* The MPI standard version whose calls this library implements (a subset of them). */
-#define MPI_VERSION 3
-#define MPI_SUBVERSION 1
+/* The MPI standard version this library implements, as MPICH 4.0 (whose ABI it has) does:
+ * MPI 4.0 but one-sided communication, MPI-IO and the MPI_T events, which are declared
+ * unavailable at the end of this header. */
+#define MPI_VERSION 4
+#define MPI_SUBVERSION 0
 
 /* ---- Integer types ------------------------------------------------------------------ */
 
@@ -1306,6 +1308,204 @@ KESTREL_MPI_FN(int, T_category_get_cvars, (int cat_index, int len, int indices[]
 KESTREL_MPI_FN(int, T_category_get_pvars, (int cat_index, int len, int indices[]));
 KESTREL_MPI_FN(int, T_category_get_categories, (int cat_index, int len, int indices[]));
 KESTREL_MPI_FN(int, T_category_changed, (int *update_number));
+
+/* ---- Not implemented ------------------------------------------------------------------ */
+
+/* Exported by libmpich.so.12 for binary compatibility with MPICH (a binary built elsewhere
+ * loads, and fails with MPI_ERR_UNSUPPORTED_OPERATION naming the function when it calls
+ * one), but not implemented: a program compiled against this header that calls one stops
+ * at compile time with the reason, and configure scripts that probe for them find them
+ * missing. Compilers without the `unavailable` attribute see no declaration. */
+#if defined(__has_attribute)
+#  if __has_attribute(unavailable)
+#    define KESTREL_UNIMPLEMENTED(ret, name, why)                       \
+         ret MPI_##name() __attribute__((unavailable(why)));            \
+         ret PMPI_##name() __attribute__((unavailable(why)))
+#  endif
+#endif
+#ifndef KESTREL_UNIMPLEMENTED
+#  define KESTREL_UNIMPLEMENTED(ret, name, why) struct kestrel_unimplemented_##name
+#endif
+#define KESTREL_NO_RMA "Kestrel does not implement one-sided communication (windows, RMA) yet"
+#define KESTREL_NO_IO "Kestrel does not implement MPI-IO yet"
+#define KESTREL_NO_T_EVENTS "Kestrel does not implement the MPI_T events and sources yet"
+
+/* One-sided communication. */
+KESTREL_UNIMPLEMENTED(int, Accumulate, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Accumulate_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Compare_and_swap, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Fetch_and_op, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Get, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Get_accumulate, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Get_accumulate_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Get_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Put, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Put_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Raccumulate, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Raccumulate_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Rget, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Rget_accumulate, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Rget_accumulate_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Rget_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Rput, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Rput_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_allocate, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_allocate_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_allocate_shared, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_allocate_shared_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_attach, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_call_errhandler, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_complete, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_create, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_create_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_create_dynamic, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_create_errhandler, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_create_keyval, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_delete_attr, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_detach, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_fence, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_flush, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_flush_all, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_flush_local, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_flush_local_all, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_free, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_free_keyval, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_get_attr, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_get_errhandler, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_get_group, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_get_info, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_get_name, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_lock, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_lock_all, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_post, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_set_attr, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_set_errhandler, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_set_info, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_set_name, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_shared_query, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_shared_query_c, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_start, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_sync, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_test, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_unlock, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_unlock_all, KESTREL_NO_RMA);
+KESTREL_UNIMPLEMENTED(int, Win_wait, KESTREL_NO_RMA);
+
+/* MPI-IO. */
+KESTREL_UNIMPLEMENTED(MPI_Fint, File_c2f, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_call_errhandler, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_close, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_create_errhandler, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_delete, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(MPI_File, File_f2c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_amode, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_atomicity, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_byte_offset, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_errhandler, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_group, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_info, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_position, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_position_shared, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_size, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_type_extent, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_type_extent_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_get_view, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_all, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_all_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_at, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_at_all, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_at_all_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_at_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_shared, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iread_shared_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_all, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_all_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_at, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_at_all, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_at_all_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_at_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_shared, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_iwrite_shared_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_open, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_preallocate, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_all, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_all_begin, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_all_begin_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_all_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_all_end, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_at, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_at_all, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_at_all_begin, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_at_all_begin_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_at_all_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_at_all_end, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_at_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_ordered, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_ordered_begin, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_ordered_begin_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_ordered_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_ordered_end, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_shared, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_read_shared_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_seek, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_seek_shared, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_set_atomicity, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_set_errhandler, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_set_info, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_set_size, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_set_view, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_sync, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_all, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_all_begin, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_all_begin_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_all_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_all_end, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_at, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_at_all, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_at_all_begin, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_at_all_begin_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_at_all_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_at_all_end, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_at_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_ordered, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_ordered_begin, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_ordered_begin_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_ordered_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_ordered_end, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_shared, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, File_write_shared_c, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, Register_datarep, KESTREL_NO_IO);
+KESTREL_UNIMPLEMENTED(int, Register_datarep_c, KESTREL_NO_IO);
+
+/* Tool interface events and sources. */
+KESTREL_UNIMPLEMENTED(int, T_category_get_events, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_category_get_num_events, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_callback_get_info, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_callback_set_info, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_copy, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_get_index, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_get_info, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_get_num, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_get_source, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_get_timestamp, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_handle_alloc, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_handle_free, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_handle_get_info, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_handle_set_info, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_read, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_register_callback, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_event_set_dropped_handler, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_source_get_info, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_source_get_num, KESTREL_NO_T_EVENTS);
+KESTREL_UNIMPLEMENTED(int, T_source_get_timestamp, KESTREL_NO_T_EVENTS);
 
 #if defined(__cplusplus)
 }
