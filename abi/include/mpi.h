@@ -323,6 +323,8 @@ typedef int(MPI_Type_delete_attr_function)(MPI_Datatype datatype, int keyval,
 
 /* MPI_Comm_split_type. */
 #define MPI_COMM_TYPE_SHARED 1
+#define MPI_COMM_TYPE_HW_GUIDED 2
+#define MPI_COMM_TYPE_HW_UNGUIDED 3
 
 /* Topology kinds (MPI_Topo_test reports MPI_UNDEFINED: Kestrel has no topologies). */
 #define MPI_GRAPH 1

@@ -29,6 +29,16 @@ pub const SIMILAR: c_int = 2;
 pub const UNEQUAL: c_int = 3;
 /// `MPI_COMM_TYPE_SHARED`.
 pub const COMM_TYPE_SHARED: c_int = 1;
+/// `MPI_COMM_TYPE_HW_GUIDED` (MPI 4.0): the resource the info key `mpi_hw_resource_type`
+/// names.
+pub const COMM_TYPE_HW_GUIDED: c_int = 2;
+/// `MPI_COMM_TYPE_HW_UNGUIDED` (MPI 4.0): the next hardware level strictly below the
+/// communicator.
+pub const COMM_TYPE_HW_UNGUIDED: c_int = 3;
+/// The hardware resource Kestrel knows: one node's shared memory (MPI 4.0 requires it).
+const HW_SHARED_MEMORY: &str = "mpi_shared_memory";
+/// The info key of the hardware-guided splits.
+const HW_RESOURCE_TYPE: &str = "mpi_hw_resource_type";
 /// `MPI_MAX_OBJECT_NAME`.
 pub const MAX_OBJECT_NAME: usize = 128;
 /// `MPI_MAX_INFO_KEY`.
@@ -285,35 +295,67 @@ pub fn split(core: &mut Core, comm: c_int, color: c_int, key: c_int) -> MpiResul
     }
 }
 
-/// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` groups the ranks of each node.
+/// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` groups the ranks of each node; so do
+/// `MPI_COMM_TYPE_HW_GUIDED` with `mpi_hw_resource_type` `mpi_shared_memory` in `info`
+/// (any other resource gives `MPI_COMM_NULL`) and `MPI_COMM_TYPE_HW_UNGUIDED` where a node
+/// holds only part of the communicator (it then sets `mpi_hw_resource_type` in `info`;
+/// where one node holds everything there is no smaller level and every process gets
+/// `MPI_COMM_NULL`).
 pub fn split_type(
     core: &mut Core,
     comm: c_int,
     kind: c_int,
     key: c_int,
+    info: c_int,
 ) -> MpiResult<Option<c_int>> {
     if core.comm(comm)?.is_inter() {
         let color = shared_color(core, comm, kind)?;
         return split_inter(core, comm, color, key);
     }
+    let node_color = |core: &Core| -> MpiResult<(c_int, bool)> {
+        let c = intra(core, comm, "MPI_Comm_split_type")?;
+        let me = core.engine.rank();
+        let node = core.engine.node_of(me).to_string();
+        let here: Vec<u32> = c
+            .members
+            .iter()
+            .copied()
+            .filter(|&r| core.engine.node_of(r) == node)
+            .collect();
+        // The node's color: the lowest job rank on it among the members.
+        let color = here.iter().copied().min().unwrap_or(me) as c_int;
+        Ok((color, here.len() < c.members.len()))
+    };
     let color = match kind {
         UNDEFINED => UNDEFINED,
-        COMM_TYPE_SHARED => {
-            let c = intra(core, comm, "MPI_Comm_split_type")?;
-            let me = core.engine.rank();
-            let node = core.engine.node_of(me).to_string();
-            // The node's color: the lowest job rank on it among the members.
-            c.members
-                .iter()
-                .copied()
-                .filter(|&r| core.engine.node_of(r) == node)
-                .min()
-                .unwrap_or(me) as c_int
+        COMM_TYPE_SHARED => node_color(core)?.0,
+        COMM_TYPE_HW_GUIDED => {
+            let wanted = if info == handle::INFO_NULL {
+                None
+            } else {
+                info_get(core, info, HW_RESOURCE_TYPE)?
+            };
+            if wanted.as_deref() == Some(HW_SHARED_MEMORY) {
+                node_color(core)?.0
+            } else {
+                UNDEFINED
+            }
+        }
+        COMM_TYPE_HW_UNGUIDED => {
+            let (color, smaller) = node_color(core)?;
+            if smaller {
+                if info != handle::INFO_NULL {
+                    info_set(core, info, HW_RESOURCE_TYPE.into(), HW_SHARED_MEMORY.into())?;
+                }
+                color
+            } else {
+                UNDEFINED
+            }
         }
         other => {
             return Err(MpiError::new(
                 error::ERR_ARG,
-                format!("split type {other} is not supported; Kestrel knows MPI_COMM_TYPE_SHARED and MPI_UNDEFINED"),
+                format!("split type {other} is not supported; Kestrel knows MPI_COMM_TYPE_SHARED, MPI_COMM_TYPE_HW_GUIDED, MPI_COMM_TYPE_HW_UNGUIDED and MPI_UNDEFINED"),
             ))
         }
     };

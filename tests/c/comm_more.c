@@ -7,7 +7,8 @@
  * of MPI_COMM_WORLD); the whole MPI_Info API: create, set, get, get_valuelen, get_nkeys,
  * get_nthkey, delete, dup, free, MPI_Info_get_string (truncation, the length it reports,
  * a zero buflen), MPI_Info_create_env and MPI_INFO_ENV, and the info error classes under
- * MPI_ERRORS_RETURN. Any number of ranks (1-6 tested; some parts need 2).
+ * MPI_ERRORS_RETURN; MPI-4's hardware-guided and unguided MPI_Comm_split_type. Any number
+ * of ranks (1-6 tested; some parts need 2).
  */
 #include "check.h"
 
@@ -294,6 +295,46 @@ static void communicators(void)
     free(ranks);
 }
 
+/* MPI-4's hardware-guided splits: "mpi_shared_memory" is the resource every library knows
+ * (the same groups as MPI_COMM_TYPE_SHARED); without the key, or with an unknown resource,
+ * MPI_COMM_NULL. An unguided split gives a strictly smaller communicator with the key set
+ * in the info, or MPI_COMM_NULL where there is no smaller level. */
+static void hw_split(void)
+{
+    MPI_Comm shared, hw;
+    int ssize, hsize;
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared));
+    OK(MPI_Comm_size(shared, &ssize));
+    MPI_Info info;
+    OK(MPI_Info_create(&info));
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, rank, MPI_INFO_NULL, &hw));
+    CHECK(hw == MPI_COMM_NULL, "HW_GUIDED without a resource type gave a communicator");
+    OK(MPI_Info_set(info, "mpi_hw_resource_type", "no-such-resource"));
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, rank, info, &hw));
+    CHECK(hw == MPI_COMM_NULL, "HW_GUIDED with an unknown resource gave a communicator");
+    OK(MPI_Info_set(info, "mpi_hw_resource_type", "mpi_shared_memory"));
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, rank, info, &hw));
+    CHECK(hw != MPI_COMM_NULL, "HW_GUIDED mpi_shared_memory gave MPI_COMM_NULL");
+    OK(MPI_Comm_size(hw, &hsize));
+    CHECK(hsize == ssize, "HW_GUIDED mpi_shared_memory has %d ranks, COMM_TYPE_SHARED %d",
+          hsize, ssize);
+    OK(MPI_Comm_free(&hw));
+    OK(MPI_Info_free(&info));
+    OK(MPI_Info_create(&info));
+    OK(MPI_Comm_split_type(shared, MPI_COMM_TYPE_HW_UNGUIDED, rank, info, &hw));
+    if (hw != MPI_COMM_NULL) {
+        char v[MPI_MAX_INFO_VAL];
+        int flag = 0;
+        OK(MPI_Comm_size(hw, &hsize));
+        OK(MPI_Info_get(info, "mpi_hw_resource_type", MPI_MAX_INFO_VAL - 1, v, &flag));
+        CHECK(hsize < ssize && flag, "HW_UNGUIDED: %d of %d ranks, resource type set %d",
+              hsize, ssize, flag);
+        OK(MPI_Comm_free(&hw));
+    }
+    OK(MPI_Info_free(&info));
+    OK(MPI_Comm_free(&shared));
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv);
@@ -303,6 +344,7 @@ int main(int argc, char **argv)
     OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
     info_api();
     communicators();
+    hw_split();
     test_pass("comm_more");
     return 0;
 }

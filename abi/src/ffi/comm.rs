@@ -72,7 +72,7 @@ mpi_fn! {
         api::call("MPI_Comm_split_type", comm, |l| {
             let core = l.core()?;
             comm::check_info_arg(core, info)?;
-            let new = comm::split_type(core, comm, split_type, key)?.unwrap_or(handle::COMM_NULL);
+            let new = comm::split_type(core, comm, split_type, key, info)?.unwrap_or(handle::COMM_NULL);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newcomm, new, "newcomm") }
         })
