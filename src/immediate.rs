@@ -25,14 +25,72 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 
 use kestrel_pml::nbc::Schedule;
-use kestrel_pml::{PmlError, ReqId};
+use kestrel_pml::ReqId;
 
 use crate::collective::Operation;
 use crate::request::{self, LocalScope, Request};
 use crate::{Buffer, Communicator, Equivalence, Inner, Process, SimpleCommunicator};
 
-fn built(c: &SimpleCommunicator, s: Result<Schedule, PmlError>) -> Schedule {
-    s.unwrap_or_else(|e| c.inner.fatal(&e.to_string()))
+pub(crate) use bound::Bound;
+
+/// The one way a collective schedule over borrowed buffers reaches the engine.
+mod bound {
+    use std::marker::PhantomData;
+
+    use kestrel_pml::nbc::Schedule;
+    use kestrel_pml::{Engine, PmlError};
+
+    use super::PersistentCollective;
+    use crate::request::{self, LocalScope, Request};
+    use crate::SimpleCommunicator;
+
+    /// A collective's schedule, built on a communicator over buffers borrowed for `'a`, not
+    /// yet handed to the engine. Its fields are private to this module, so the schedule
+    /// reaches the engine only through [`Bound::start`] (a request of a scope of `'a`) or
+    /// [`Bound::keep`] (a persistent collective bound to one), and the engine never touches
+    /// its buffers after `'a` ended; dropped unstarted, it never runs. The unsafe blocks that
+    /// turn borrowed slices into engine buffers ([`request::send_buf`],
+    /// [`request::recv_buf`]) for a schedule that goes only into a `Bound<'_, 'a>` of those
+    /// borrows rely on this.
+    #[must_use = "a bound schedule does nothing until started or kept"]
+    pub(crate) struct Bound<'c, 'a> {
+        comm: &'c SimpleCommunicator,
+        sched: Schedule,
+        _buffers: PhantomData<&'a mut [u8]>,
+    }
+
+    impl<'c, 'a> Bound<'c, 'a> {
+        /// Builds a schedule with `f` on `comm`'s engine (released before anything else
+        /// happens). A build error is fatal: its message, after `call` and `": "` when
+        /// there is a `call`.
+        pub(crate) fn build(
+            comm: &'c SimpleCommunicator,
+            call: Option<&str>,
+            f: impl FnOnce(&mut Engine) -> Result<Schedule, PmlError>,
+        ) -> Self {
+            let s = f(&mut comm.inner.engine.borrow_mut());
+            let sched = s.unwrap_or_else(|e| match call {
+                Some(call) => comm.inner.fatal(&format!("{call}: {e}")),
+                None => comm.inner.fatal(&e.to_string()),
+            });
+            Bound {
+                comm,
+                sched,
+                _buffers: PhantomData,
+            }
+        }
+
+        /// Starts the schedule as a request of `scope` (the immediate forms; the blocking
+        /// ones wait for it at once).
+        pub(crate) fn start(self, scope: &LocalScope<'a>) -> Request<'a> {
+            request::start_coll(scope, &self.comm.inner, self.comm.ctx, self.sched)
+        }
+
+        /// Keeps the schedule as a persistent collective bound to `scope`.
+        pub(crate) fn keep<'s>(self, scope: &'s LocalScope<'a>) -> PersistentCollective<'a, 's> {
+            PersistentCollective::new(scope, &self.comm.inner, self.sched)
+        }
+    }
 }
 
 /// Element counts as byte counts and packed displacements.
@@ -47,13 +105,176 @@ fn uniform(n: usize, block: usize) -> (Vec<usize>, Vec<usize>) {
     kestrel_pml::nbc::algorithms::uniform(n as u32, block)
 }
 
+// The schedules of the collectives, each built in one place; the immediate forms start
+// them (`Bound::start`), the persistent ones keep them (`Bound::keep`). Every unsafe block
+// below makes engine buffers of slices borrowed for 'a for a schedule that goes only into
+// the `Bound<'_, 'a>` returned.
+
+/// `MPI_(I)barrier(_init)`.
+fn barrier<'c, 'a>(c: &'c SimpleCommunicator) -> Bound<'c, 'a> {
+    Bound::build(c, None, |e| e.nbc_barrier(c.ctx))
+}
+
+/// `MPI_(I)allreduce(_init)`.
+fn all_reduce<'c, 'a, T: Equivalence, O: Operation<T>>(
+    c: &'c SimpleCommunicator,
+    send: &'a [T],
+    recv: &'a mut [T],
+    op: O,
+) -> Bound<'c, 'a> {
+    let (red, dt) = op.reduction();
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+    Bound::build(c, None, |e| e.nbc_allreduce(c.ctx, Some(s), r, dt, red))
+}
+
+/// `MPI_(I)allgatherv(_init)`: `counts` and `displs` in bytes.
+fn all_gather<'c, 'a, T: Equivalence>(
+    c: &'c SimpleCommunicator,
+    send: &'a [T],
+    recv: &'a mut [T],
+    (counts, displs): (Vec<usize>, Vec<usize>),
+) -> Bound<'c, 'a> {
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+    Bound::build(c, None, |e| {
+        e.nbc_allgatherv(c.ctx, Some(s), r, &counts, &displs)
+    })
+}
+
+/// `MPI_(I)alltoall(_init)`: block i of `send` to rank i.
+fn all_to_all<'c, 'a, T: Equivalence>(
+    c: &'c SimpleCommunicator,
+    send: &'a [T],
+    recv: &'a mut [T],
+) -> Bound<'c, 'a> {
+    let n = c.size as usize;
+    let (sc, sd) = uniform(n, std::mem::size_of_val(send) / n.max(1));
+    let (rc, rd) = uniform(n, std::mem::size_of_val(recv) / n.max(1));
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+    Bound::build(c, None, |e| {
+        e.nbc_alltoallv(c.ctx, Some(s), &sc, &sd, r, &rc, &rd)
+    })
+}
+
+/// `MPI_(I)reduce_scatter_block(_init)`: rank r gets block r of the reduction.
+fn reduce_scatter_block<'c, 'a, T: Equivalence, O: Operation<T>>(
+    c: &'c SimpleCommunicator,
+    send: &'a [T],
+    recv: &'a mut [T],
+    op: O,
+) -> Bound<'c, 'a> {
+    let (red, dt) = op.reduction();
+    let counts = vec![std::mem::size_of_val(recv); c.size as usize];
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+    Bound::build(c, None, |e| {
+        e.nbc_reduce_scatter(c.ctx, Some(s), r, &counts, dt, red)
+    })
+}
+
+/// `MPI_(I)scan(_init)` and, `exclusive`, `MPI_(I)exscan(_init)`.
+fn scan<'c, 'a, T: Equivalence, O: Operation<T>>(
+    c: &'c SimpleCommunicator,
+    send: &'a [T],
+    recv: &'a mut [T],
+    op: O,
+    exclusive: bool,
+) -> Bound<'c, 'a> {
+    let (red, dt) = op.reduction();
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+    Bound::build(c, None, |e| {
+        e.nbc_scan(c.ctx, Some(s), r, dt, red, exclusive)
+    })
+}
+
+/// `MPI_(I)bcast(_init)` from `root`.
+fn broadcast<'c, 'a, T: Equivalence>(root: &Process<'c>, buf: &'a mut [T]) -> Bound<'c, 'a> {
+    let c = root.comm;
+    // SAFETY: borrowed for 'a; the schedule using it goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let b = unsafe { request::recv_buf(buf) };
+    Bound::build(c, None, |e| e.nbc_bcast(c.ctx, root.rank as u32, b))
+}
+
+/// `MPI_(I)reduce(_init)` to `root`: `recv` is the root's (`None` on the other ranks).
+fn reduce<'c, 'a, T: Equivalence, O: Operation<T>>(
+    root: &Process<'c>,
+    send: &'a [T],
+    recv: Option<&'a mut [T]>,
+    op: O,
+) -> Bound<'c, 'a> {
+    let c = root.comm;
+    let (red, dt) = op.reduction();
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let (s, r) = unsafe {
+        let r = recv.map(|r| request::recv_buf(r));
+        (request::send_buf(send.as_bytes()), r)
+    };
+    Bound::build(c, None, |e| {
+        e.nbc_reduce(c.ctx, root.rank as u32, Some(s), r, dt, red)
+    })
+}
+
+/// `MPI_(I)gather(_init)` to `root`: `recv` is the root's (`None` on the other ranks) and
+/// holds `size` blocks.
+fn gather<'c, 'a, T: Equivalence>(
+    root: &Process<'c>,
+    send: &'a [T],
+    recv: Option<&'a mut [T]>,
+) -> Bound<'c, 'a> {
+    let c = root.comm;
+    let (counts, displs) = match recv {
+        Some(_) => uniform(c.size as usize, std::mem::size_of_val(send)),
+        None => (Vec::new(), Vec::new()),
+    };
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let (s, r) = unsafe {
+        let r = recv.map(|r| request::recv_buf(r));
+        (request::send_buf(send.as_bytes()), r)
+    };
+    Bound::build(c, None, |e| {
+        e.nbc_gatherv(c.ctx, root.rank as u32, Some(s), r, &counts, &displs)
+    })
+}
+
+/// `MPI_(I)scatter(_init)` from `root`: `send` is the root's (`None` on the other ranks);
+/// block r of it goes to rank r.
+fn scatter<'c, 'a, T: Equivalence>(
+    root: &Process<'c>,
+    send: Option<&'a [T]>,
+    recv: &'a mut [T],
+) -> Bound<'c, 'a> {
+    let c = root.comm;
+    let (counts, displs) = match send {
+        Some(_) => uniform(c.size as usize, std::mem::size_of_val(recv)),
+        None => (Vec::new(), Vec::new()),
+    };
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
+    let (s, r) = unsafe {
+        let s = send.map(|s| request::send_buf(s.as_bytes()));
+        (s, request::recv_buf(recv))
+    };
+    Bound::build(c, None, |e| {
+        e.nbc_scatterv(c.ctx, root.rank as u32, s, &counts, &displs, Some(r))
+    })
+}
+
 /// Nonblocking collectives every rank of a communicator calls.
 pub trait ImmediateCollectives: Communicator {
     /// `MPI_Ibarrier`.
     fn immediate_barrier<'a>(&self, scope: &LocalScope<'a>) -> Request<'a> {
-        let c = self.handle();
-        let s = c.inner.engine.borrow_mut().nbc_barrier(c.ctx);
-        request::start_coll(scope, &c.inner, c.ctx, built(c, s))
+        barrier(self.handle()).start(scope)
     }
 
     /// `MPI_Iallreduce`.
@@ -64,17 +285,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> Request<'a> {
-        let c = self.handle();
-        let (red, dt) = op.reduction();
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_allreduce(c.ctx, Some(s), r, dt, red);
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        all_reduce(self.handle(), send, recv, op).start(scope)
     }
 
     /// `MPI_Iallgather`: `recv` holds `size` blocks of `send.len()` elements.
@@ -85,16 +296,8 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
     ) -> Request<'a> {
         let c = self.handle();
-        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(send));
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_allgatherv(c.ctx, Some(s), r, &counts, &displs);
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        let blocks = uniform(c.size as usize, std::mem::size_of_val(send));
+        all_gather(c, send, recv, blocks).start(scope)
     }
 
     /// `MPI_Iallgatherv`: rank r contributes `counts[r]` elements, stored contiguously in
@@ -106,17 +309,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         counts: &[usize],
     ) -> Request<'a> {
-        let c = self.handle();
-        let (b, d) = layout::<T>(counts);
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_allgatherv(c.ctx, Some(s), r, &b, &d);
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        all_gather(self.handle(), send, recv, layout::<T>(counts)).start(scope)
     }
 
     /// `MPI_Ialltoall`: block i of `send` goes to rank i.
@@ -126,19 +319,7 @@ pub trait ImmediateCollectives: Communicator {
         send: &'a [T],
         recv: &'a mut [T],
     ) -> Request<'a> {
-        let c = self.handle();
-        let n = c.size as usize;
-        let (sc, sd) = uniform(n, std::mem::size_of_val(send) / n.max(1));
-        let (rc, rd) = uniform(n, std::mem::size_of_val(recv) / n.max(1));
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched =
-            c.inner
-                .engine
-                .borrow_mut()
-                .nbc_alltoallv(c.ctx, Some(s), &sc, &sd, r, &rc, &rd);
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        all_to_all(self.handle(), send, recv).start(scope)
     }
 
     /// `MPI_Ireduce_scatter_block`: rank r gets block r of the reduction.
@@ -149,18 +330,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> Request<'a> {
-        let c = self.handle();
-        let (red, dt) = op.reduction();
-        let counts = vec![std::mem::size_of_val(recv); c.size as usize];
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched =
-            c.inner
-                .engine
-                .borrow_mut()
-                .nbc_reduce_scatter(c.ctx, Some(s), r, &counts, dt, red);
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        reduce_scatter_block(self.handle(), send, recv, op).start(scope)
     }
 
     /// `MPI_Iscan` (inclusive prefix reduction in rank order).
@@ -171,7 +341,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> Request<'a> {
-        immediate_scan(self.handle(), scope, send, recv, op, false)
+        scan(self.handle(), send, recv, op, false).start(scope)
     }
 
     /// `MPI_Iexscan` (exclusive prefix reduction; rank 0's `recv` is left as it was).
@@ -182,7 +352,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> Request<'a> {
-        immediate_scan(self.handle(), scope, send, recv, op, true)
+        scan(self.handle(), send, recv, op, true).start(scope)
     }
 
     /// `MPI_Allreduce_init`: a persistent allreduce of `send` into `recv`.
@@ -193,17 +363,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> PersistentCollective<'a, 's> {
-        let c = self.handle();
-        let (red, dt) = op.reduction();
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_allreduce(c.ctx, Some(s), r, dt, red);
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        all_reduce(self.handle(), send, recv, op).keep(scope)
     }
 
     /// `MPI_Allgather_init`: a persistent allgather of `send` into `recv` (`size` blocks of
@@ -215,16 +375,8 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
         let c = self.handle();
-        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(send));
-        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
-        // bound to the scope in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_allgatherv(c.ctx, Some(s), r, &counts, &displs);
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        let blocks = uniform(c.size as usize, std::mem::size_of_val(send));
+        all_gather(c, send, recv, blocks).keep(scope)
     }
 
     /// `MPI_Alltoall_init`: a persistent alltoall (block i of `send` goes to rank i).
@@ -234,19 +386,7 @@ pub trait ImmediateCollectives: Communicator {
         send: &'a [T],
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
-        let c = self.handle();
-        let n = c.size as usize;
-        let (sc, sd) = uniform(n, std::mem::size_of_val(send) / n.max(1));
-        let (rc, rd) = uniform(n, std::mem::size_of_val(recv) / n.max(1));
-        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
-        // bound to the scope in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched =
-            c.inner
-                .engine
-                .borrow_mut()
-                .nbc_alltoallv(c.ctx, Some(s), &sc, &sd, r, &rc, &rd);
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        all_to_all(self.handle(), send, recv).keep(scope)
     }
 
     /// `MPI_Reduce_scatter_block_init`: a persistent reduce-scatter (rank r gets block r of
@@ -258,18 +398,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> PersistentCollective<'a, 's> {
-        let c = self.handle();
-        let (red, dt) = op.reduction();
-        let counts = vec![std::mem::size_of_val(recv); c.size as usize];
-        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
-        // bound to the scope in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched =
-            c.inner
-                .engine
-                .borrow_mut()
-                .nbc_reduce_scatter(c.ctx, Some(s), r, &counts, dt, red);
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        reduce_scatter_block(self.handle(), send, recv, op).keep(scope)
     }
 
     /// `MPI_Scan_init`: a persistent inclusive prefix reduction.
@@ -280,7 +409,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> PersistentCollective<'a, 's> {
-        scan_init(self.handle(), scope, send, recv, op, false)
+        scan(self.handle(), send, recv, op, false).keep(scope)
     }
 
     /// `MPI_Exscan_init`: a persistent exclusive prefix reduction (rank 0's `recv` is left
@@ -292,58 +421,16 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> PersistentCollective<'a, 's> {
-        scan_init(self.handle(), scope, send, recv, op, true)
+        scan(self.handle(), send, recv, op, true).keep(scope)
     }
 
     /// `MPI_Barrier_init`: a persistent barrier.
     fn barrier_init<'a, 's>(&self, scope: &'s LocalScope<'a>) -> PersistentCollective<'a, 's> {
-        let c = self.handle();
-        let s = c.inner.engine.borrow_mut().nbc_barrier(c.ctx);
-        PersistentCollective::new(scope, &c.inner, built(c, s))
+        barrier(self.handle()).keep(scope)
     }
 }
 
 impl<C: Communicator + ?Sized> ImmediateCollectives for C {}
-
-fn immediate_scan<'a, T: Equivalence, O: Operation<T>>(
-    c: &SimpleCommunicator,
-    scope: &LocalScope<'a>,
-    send: &'a [T],
-    recv: &'a mut [T],
-    op: O,
-    exclusive: bool,
-) -> Request<'a> {
-    let (red, dt) = op.reduction();
-    // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-    // (or kept by a persistent collective bound to it) in this same call.
-    let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-    let sched = c
-        .inner
-        .engine
-        .borrow_mut()
-        .nbc_scan(c.ctx, Some(s), r, dt, red, exclusive);
-    request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
-}
-
-fn scan_init<'a, 's, T: Equivalence, O: Operation<T>>(
-    c: &SimpleCommunicator,
-    scope: &'s LocalScope<'a>,
-    send: &'a [T],
-    recv: &'a mut [T],
-    op: O,
-    exclusive: bool,
-) -> PersistentCollective<'a, 's> {
-    let (red, dt) = op.reduction();
-    // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
-    // bound to the scope in this same call.
-    let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-    let sched = c
-        .inner
-        .engine
-        .borrow_mut()
-        .nbc_scan(c.ctx, Some(s), r, dt, red, exclusive);
-    PersistentCollective::new(scope, &c.inner, built(c, sched))
-}
 
 /// Nonblocking rooted collectives: called on the root's [`Process`] by every rank.
 pub trait ImmediateRoot<'p> {
@@ -449,16 +536,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &LocalScope<'a>,
         buf: &'a mut [T],
     ) -> Request<'a> {
-        let c = self.comm;
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let b = unsafe { request::recv_buf(buf) };
-        let s = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_bcast(c.ctx, self.rank as u32, b);
-        request::start_coll(scope, &c.inner, c.ctx, built(c, s))
+        broadcast(self, buf).start(scope)
     }
 
     fn immediate_reduce_into_root<'a, T: Equivalence, O: Operation<T>>(
@@ -468,20 +546,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         recv: &'a mut [T],
         op: O,
     ) -> Request<'a> {
-        let c = self.comm;
-        let (red, dt) = op.reduction();
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched = c.inner.engine.borrow_mut().nbc_reduce(
-            c.ctx,
-            self.rank as u32,
-            Some(s),
-            Some(r),
-            dt,
-            red,
-        );
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        reduce(self, send, Some(recv), op).start(scope)
     }
 
     fn immediate_reduce_into<'a, T: Equivalence, O: Operation<T>>(
@@ -490,17 +555,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         send: &'a [T],
         op: O,
     ) -> Request<'a> {
-        let c = self.comm;
-        let (red, dt) = op.reduction();
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let s = unsafe { request::send_buf(send.as_bytes()) };
-        let sched =
-            c.inner
-                .engine
-                .borrow_mut()
-                .nbc_reduce(c.ctx, self.rank as u32, Some(s), None, dt, red);
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        reduce(self, send, None, op).start(scope)
     }
 
     fn immediate_gather_into_root<'a, T: Equivalence>(
@@ -509,20 +564,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         send: &'a [T],
         recv: &'a mut [T],
     ) -> Request<'a> {
-        let c = self.comm;
-        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(send));
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched = c.inner.engine.borrow_mut().nbc_gatherv(
-            c.ctx,
-            self.rank as u32,
-            Some(s),
-            Some(r),
-            &counts,
-            &displs,
-        );
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        gather(self, send, Some(recv)).start(scope)
     }
 
     fn immediate_gather_into<'a, T: Equivalence>(
@@ -530,19 +572,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &LocalScope<'a>,
         send: &'a [T],
     ) -> Request<'a> {
-        let c = self.comm;
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let s = unsafe { request::send_buf(send.as_bytes()) };
-        let sched = c.inner.engine.borrow_mut().nbc_gatherv(
-            c.ctx,
-            self.rank as u32,
-            Some(s),
-            None,
-            &[],
-            &[],
-        );
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        gather(self, send, None).start(scope)
     }
 
     fn immediate_scatter_into_root<'a, T: Equivalence>(
@@ -551,20 +581,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         send: &'a [T],
         recv: &'a mut [T],
     ) -> Request<'a> {
-        let c = self.comm;
-        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(recv));
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let sched = c.inner.engine.borrow_mut().nbc_scatterv(
-            c.ctx,
-            self.rank as u32,
-            Some(s),
-            &counts,
-            &displs,
-            Some(r),
-        );
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        scatter(self, Some(send), recv).start(scope)
     }
 
     fn immediate_scatter_into<'a, T: Equivalence>(
@@ -572,19 +589,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &LocalScope<'a>,
         recv: &'a mut [T],
     ) -> Request<'a> {
-        let c = self.comm;
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let r = unsafe { request::recv_buf(recv) };
-        let sched = c.inner.engine.borrow_mut().nbc_scatterv(
-            c.ctx,
-            self.rank as u32,
-            None,
-            &[],
-            &[],
-            Some(r),
-        );
-        request::start_coll(scope, &c.inner, c.ctx, built(c, sched))
+        scatter(self, None, recv).start(scope)
     }
 
     fn broadcast_init<'a, 's, T: Equivalence>(
@@ -592,16 +597,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &'s LocalScope<'a>,
         buf: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
-        let c = self.comm;
-        // SAFETY: borrowed for 'a; the schedule using them is started and tracked by the scope
-        // (or kept by a persistent collective bound to it) in this same call.
-        let b = unsafe { request::recv_buf(buf) };
-        let s = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_bcast(c.ctx, self.rank as u32, b);
-        PersistentCollective::new(scope, &c.inner, built(c, s))
+        broadcast(self, buf).keep(scope)
     }
 
     fn reduce_init_root<'a, 's, T: Equivalence, O: Operation<T>>(
@@ -611,18 +607,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         recv: &'a mut [T],
         op: O,
     ) -> PersistentCollective<'a, 's> {
-        let c = self.comm;
-        let (red, dt) = op.reduction();
-        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
-        // bound to the scope in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let root = self.rank as u32;
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_reduce(c.ctx, root, Some(s), Some(r), dt, red);
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        reduce(self, send, Some(recv), op).keep(scope)
     }
 
     fn reduce_init<'a, 's, T: Equivalence, O: Operation<T>>(
@@ -631,18 +616,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         send: &'a [T],
         op: O,
     ) -> PersistentCollective<'a, 's> {
-        let c = self.comm;
-        let (red, dt) = op.reduction();
-        // SAFETY: borrowed for 'a; the schedule using it is kept by a persistent collective
-        // bound to the scope in this same call.
-        let s = unsafe { request::send_buf(send.as_bytes()) };
-        let root = self.rank as u32;
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_reduce(c.ctx, root, Some(s), None, dt, red);
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        reduce(self, send, None, op).keep(scope)
     }
 
     fn gather_init_root<'a, 's, T: Equivalence>(
@@ -651,21 +625,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         send: &'a [T],
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
-        let c = self.comm;
-        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(send));
-        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
-        // bound to the scope in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let root = self.rank as u32;
-        let sched = c.inner.engine.borrow_mut().nbc_gatherv(
-            c.ctx,
-            root,
-            Some(s),
-            Some(r),
-            &counts,
-            &displs,
-        );
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        gather(self, send, Some(recv)).keep(scope)
     }
 
     fn gather_init<'a, 's, T: Equivalence>(
@@ -673,17 +633,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &'s LocalScope<'a>,
         send: &'a [T],
     ) -> PersistentCollective<'a, 's> {
-        let c = self.comm;
-        // SAFETY: borrowed for 'a; the schedule using it is kept by a persistent collective
-        // bound to the scope in this same call.
-        let s = unsafe { request::send_buf(send.as_bytes()) };
-        let root = self.rank as u32;
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_gatherv(c.ctx, root, Some(s), None, &[], &[]);
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        gather(self, send, None).keep(scope)
     }
 
     fn scatter_init_root<'a, 's, T: Equivalence>(
@@ -692,21 +642,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         send: &'a [T],
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
-        let c = self.comm;
-        let (counts, displs) = uniform(c.size as usize, std::mem::size_of_val(recv));
-        // SAFETY: borrowed for 'a; the schedule using them is kept by a persistent collective
-        // bound to the scope in this same call.
-        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-        let root = self.rank as u32;
-        let sched = c.inner.engine.borrow_mut().nbc_scatterv(
-            c.ctx,
-            root,
-            Some(s),
-            &counts,
-            &displs,
-            Some(r),
-        );
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        scatter(self, Some(send), recv).keep(scope)
     }
 
     fn scatter_init<'a, 's, T: Equivalence>(
@@ -714,17 +650,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &'s LocalScope<'a>,
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
-        let c = self.comm;
-        // SAFETY: borrowed for 'a; the schedule using it is kept by a persistent collective
-        // bound to the scope in this same call.
-        let r = unsafe { request::recv_buf(recv) };
-        let root = self.rank as u32;
-        let sched = c
-            .inner
-            .engine
-            .borrow_mut()
-            .nbc_scatterv(c.ctx, root, None, &[], &[], Some(r));
-        PersistentCollective::new(scope, &c.inner, built(c, sched))
+        scatter(self, None, recv).keep(scope)
     }
 }
 
@@ -748,7 +674,7 @@ impl std::fmt::Debug for PersistentCollective<'_, '_> {
 }
 
 impl<'a, 's> PersistentCollective<'a, 's> {
-    pub(crate) fn new(scope: &'s LocalScope<'a>, inner: &Rc<Inner>, s: Schedule) -> Self {
+    fn new(scope: &'s LocalScope<'a>, inner: &Rc<Inner>, s: Schedule) -> Self {
         let id = inner.engine.borrow_mut().coll_persist(s);
         PersistentCollective {
             scope,

@@ -34,9 +34,8 @@
 
 use kestrel_pml::nbc::algorithms::Layout;
 use kestrel_pml::nbc::neighbor::Neighbors;
-use kestrel_pml::nbc::Schedule;
 
-use crate::immediate::PersistentCollective;
+use crate::immediate::{Bound, PersistentCollective};
 use crate::request::{self, LocalScope, Request};
 use crate::topology::TopologyCommunicator;
 use crate::{Buffer, Equivalence, SimpleCommunicator};
@@ -51,41 +50,29 @@ fn shape(c: &SimpleCommunicator, call: &str, what: String) -> ! {
     c.inner.fatal(&format!("{call}: {what}"))
 }
 
-/// Starts a built schedule as a request of `scope`.
-fn now<'a, 's>(
-    scope: &'s LocalScope<'a>,
-) -> impl FnOnce(&SimpleCommunicator, Schedule) -> Request<'a> + 's {
-    move |c, s| request::start_coll(scope, &c.inner, c.ctx, s)
+/// The engine's view of `comm`'s neighborhood.
+fn neighbors<C: TopologyCommunicator + ?Sized>(comm: &C) -> Neighbors<'_> {
+    let hood = comm.neighborhood();
+    Neighbors {
+        sources: &hood.sources,
+        dests: &hood.dests,
+        directional: comm.is_cartesian(),
+    }
 }
 
-/// Keeps a built schedule as a persistent collective bound to `scope`.
-fn keep<'a, 's>(
-    scope: &'s LocalScope<'a>,
-) -> impl FnOnce(&SimpleCommunicator, Schedule) -> PersistentCollective<'a, 's> {
-    move |c, s| PersistentCollective::new(scope, &c.inner, s)
-}
-
-/// Hands a built schedule to `start` (one of [`now`] and [`keep`]).
-fn launch<R>(
-    c: &SimpleCommunicator,
-    call: &str,
-    s: Result<Schedule, kestrel_pml::PmlError>,
-    start: impl FnOnce(&SimpleCommunicator, Schedule) -> R,
-) -> R {
-    let s = s.unwrap_or_else(|e| c.inner.fatal(&format!("{call}: {e}")));
-    start(c, s)
-}
+// The schedules of the neighborhood collectives, each built in one place (after checking
+// the buffer shapes); the blocking forms start them in a scope of their own and wait, the
+// immediate ones start them (`Bound::start`), the persistent ones keep them (`Bound::keep`).
 
 /// `MPI_(I)neighbor_allgatherv(_init)`: `send` to every destination, `counts[i]` elements
 /// from source `i` into `recv`, packed in source order.
-fn all_gather<'a, C, T, R>(
-    comm: &C,
+fn all_gather<'c, 'a, C, T>(
+    comm: &'c C,
     call: &str,
     send: &'a [T],
     recv: &'a mut [T],
     counts: &[usize],
-    start: impl FnOnce(&SimpleCommunicator, Schedule) -> R,
-) -> R
+) -> Bound<'c, 'a>
 where
     C: TopologyCommunicator + ?Sized,
     T: Equivalence,
@@ -107,25 +94,17 @@ where
     }
     let rcounts = bytes::<T>(counts);
     let rdispls = kestrel_pml::nbc::algorithms::packed_displs(&rcounts);
-    let nb = Neighbors {
-        sources: &hood.sources,
-        dests: &hood.dests,
-        directional: comm.is_cartesian(),
-    };
     let layout = Layout {
         counts: &rcounts,
         displs: &rdispls,
     };
-    // SAFETY: borrowed for 'a; `start` ([`now`] or [`keep`], the only ones the callers pass)
-    // starts the schedule using them as a request of a scope of 'a, or keeps it in a
-    // persistent collective bound to one, in this same call.
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which a scope of 'a starts and tracks or a persistent collective bound to
+    // one keeps.
     let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-    let sched = c
-        .inner
-        .engine
-        .borrow_mut()
-        .nbc_neighbor_allgatherv(c.ctx, nb, s, r, layout);
-    launch(c, call, sched, start)
+    Bound::build(c, Some(call), |e| {
+        e.nbc_neighbor_allgatherv(c.ctx, neighbors(comm), s, r, layout)
+    })
 }
 
 /// One side of a neighbor alltoall: the buffer, its block counts and displacements (in
@@ -134,13 +113,12 @@ type Side<'b, B> = (B, &'b [usize], &'b [usize]);
 
 /// `MPI_(I)neighbor_alltoallv(_init)`: block `i` of `send` to destination `i`, block `i` of
 /// `recv` from source `i`.
-fn all_to_all<'a, C, T, R>(
-    comm: &C,
+fn all_to_all<'c, 'a, C, T>(
+    comm: &'c C,
     call: &str,
     (send, scounts, sdispls): Side<'_, &'a [T]>,
     (recv, rcounts, rdispls): Side<'_, &'a mut [T]>,
-    start: impl FnOnce(&SimpleCommunicator, Schedule) -> R,
-) -> R
+) -> Bound<'c, 'a>
 where
     C: TopologyCommunicator + ?Sized,
     T: Equivalence,
@@ -167,11 +145,6 @@ where
         bytes::<T>(rcounts),
         bytes::<T>(rdispls),
     );
-    let nb = Neighbors {
-        sources: &hood.sources,
-        dests: &hood.dests,
-        directional: comm.is_cartesian(),
-    };
     let (sl, rl) = (
         Layout {
             counts: &sc,
@@ -182,26 +155,22 @@ where
             displs: &rd,
         },
     );
-    // SAFETY: borrowed for 'a; `start` ([`now`] or [`keep`], the only ones the callers pass)
-    // starts the schedule using them as a request of a scope of 'a, or keeps it in a
-    // persistent collective bound to one, in this same call.
+    // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
+    // returned, which a scope of 'a starts and tracks or a persistent collective bound to
+    // one keeps.
     let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-    let sched = c
-        .inner
-        .engine
-        .borrow_mut()
-        .nbc_neighbor_alltoallv(c.ctx, nb, s, sl, r, rl);
-    launch(c, call, sched, start)
+    Bound::build(c, Some(call), |e| {
+        e.nbc_neighbor_alltoallv(c.ctx, neighbors(comm), s, sl, r, rl)
+    })
 }
 
 /// `neighbor_all_gather` of uniform blocks: `recv` must hold one `send` per source.
-fn uniform_gather<'a, C, T, R>(
-    comm: &C,
+fn uniform_gather<'c, 'a, C, T>(
+    comm: &'c C,
     call: &str,
     send: &'a [T],
     recv: &'a mut [T],
-    start: impl FnOnce(&SimpleCommunicator, Schedule) -> R,
-) -> R
+) -> Bound<'c, 'a>
 where
     C: TopologyCommunicator + ?Sized,
     T: Equivalence,
@@ -211,18 +180,17 @@ where
         let (r, s) = (recv.len(), send.len());
         shape(comm.handle(), call, format!("recv holds {r} elements, but {n} sources send {s} each; make recv in_degree() x send.len() = {} long", n * s));
     }
-    all_gather(comm, call, send, recv, &vec![send.len(); n], start)
+    all_gather(comm, call, send, recv, &vec![send.len(); n])
 }
 
 /// `neighbor_all_to_all` of uniform blocks: `send` holds `out_degree()` blocks and `recv`
 /// `in_degree()` blocks, all of one size.
-fn uniform_all_to_all<'a, C, T, R>(
-    comm: &C,
+fn uniform_all_to_all<'c, 'a, C, T>(
+    comm: &'c C,
     call: &str,
     send: &'a [T],
     recv: &'a mut [T],
-    start: impl FnOnce(&SimpleCommunicator, Schedule) -> R,
-) -> R
+) -> Bound<'c, 'a>
 where
     C: TopologyCommunicator + ?Sized,
     T: Equivalence,
@@ -239,7 +207,7 @@ where
     }
     let (sc, sd) = kestrel_pml::nbc::algorithms::uniform(outs as u32, block);
     let (rc, rd) = kestrel_pml::nbc::algorithms::uniform(ins as u32, block);
-    all_to_all(comm, call, (send, &sc, &sd), (recv, &rc, &rd), start)
+    all_to_all(comm, call, (send, &sc, &sd), (recv, &rc, &rd))
 }
 
 /// Neighborhood collectives on a communicator with a topology (Cartesian grid, graph or
@@ -250,7 +218,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
     /// of `send.len()` elements per source, in source order.
     fn neighbor_all_gather_into<T: Equivalence>(&self, send: &[T], recv: &mut [T]) {
         const CALL: &str = "neighbor_all_gather_into (MPI_Neighbor_allgather)";
-        request::scope(|s| uniform_gather(self, CALL, send, recv, now(s)).wait());
+        request::scope(|s| uniform_gather(self, CALL, send, recv).start(s).wait());
     }
 
     /// `MPI_Neighbor_allgatherv`: `counts[i]` elements from source `i`, stored contiguously
@@ -262,14 +230,14 @@ pub trait NeighborCollectives: TopologyCommunicator {
         counts: &[usize],
     ) {
         const CALL: &str = "neighbor_all_gather_varcount_into (MPI_Neighbor_allgatherv)";
-        request::scope(|s| all_gather(self, CALL, send, recv, counts, now(s)).wait());
+        request::scope(|s| all_gather(self, CALL, send, recv, counts).start(s).wait());
     }
 
     /// `MPI_Neighbor_alltoall`: block `i` of `send` goes to destination `i`, block `i` of
     /// `recv` comes from source `i`; blocks are of one size, `send.len() / out_degree()`.
     fn neighbor_all_to_all_into<T: Equivalence>(&self, send: &[T], recv: &mut [T]) {
         const CALL: &str = "neighbor_all_to_all_into (MPI_Neighbor_alltoall)";
-        request::scope(|s| uniform_all_to_all(self, CALL, send, recv, now(s)).wait());
+        request::scope(|s| uniform_all_to_all(self, CALL, send, recv).start(s).wait());
     }
 
     /// `MPI_Neighbor_alltoallv`: `scounts[i]` elements at `sdispls[i]` of `send` go to
@@ -285,7 +253,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
     ) {
         const CALL: &str = "neighbor_all_to_all_varcount_into (MPI_Neighbor_alltoallv)";
         let (sside, rside) = ((send, scounts, sdispls), (recv, rcounts, rdispls));
-        request::scope(|s| all_to_all(self, CALL, sside, rside, now(s)).wait());
+        request::scope(|s| all_to_all(self, CALL, sside, rside).start(s).wait());
     }
 
     /// `MPI_Ineighbor_allgather`: [`neighbor_all_gather_into`](Self::neighbor_all_gather_into)
@@ -297,7 +265,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &'a mut [T],
     ) -> Request<'a> {
         const CALL: &str = "immediate_neighbor_all_gather_into (MPI_Ineighbor_allgather)";
-        uniform_gather(self, CALL, send, recv, now(scope))
+        uniform_gather(self, CALL, send, recv).start(scope)
     }
 
     /// `MPI_Ineighbor_allgatherv`.
@@ -309,7 +277,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         counts: &[usize],
     ) -> Request<'a> {
         const CALL: &str = "immediate_neighbor_all_gather_varcount_into (MPI_Ineighbor_allgatherv)";
-        all_gather(self, CALL, send, recv, counts, now(scope))
+        all_gather(self, CALL, send, recv, counts).start(scope)
     }
 
     /// `MPI_Ineighbor_alltoall`.
@@ -320,7 +288,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &'a mut [T],
     ) -> Request<'a> {
         const CALL: &str = "immediate_neighbor_all_to_all_into (MPI_Ineighbor_alltoall)";
-        uniform_all_to_all(self, CALL, send, recv, now(scope))
+        uniform_all_to_all(self, CALL, send, recv).start(scope)
     }
 
     /// `MPI_Ineighbor_alltoallv`.
@@ -337,7 +305,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
     ) -> Request<'a> {
         const CALL: &str = "immediate_neighbor_all_to_all_varcount_into (MPI_Ineighbor_alltoallv)";
         let (sside, rside) = ((send, scounts, sdispls), (recv, rcounts, rdispls));
-        all_to_all(self, CALL, sside, rside, now(scope))
+        all_to_all(self, CALL, sside, rside).start(scope)
     }
 
     /// `MPI_Neighbor_allgather_init`: a persistent
@@ -350,7 +318,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
         const CALL: &str = "neighbor_all_gather_init (MPI_Neighbor_allgather_init)";
-        uniform_gather(self, CALL, send, recv, keep(scope))
+        uniform_gather(self, CALL, send, recv).keep(scope)
     }
 
     /// `MPI_Neighbor_allgatherv_init`.
@@ -362,7 +330,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         counts: &[usize],
     ) -> PersistentCollective<'a, 's> {
         const CALL: &str = "neighbor_all_gather_varcount_init (MPI_Neighbor_allgatherv_init)";
-        all_gather(self, CALL, send, recv, counts, keep(scope))
+        all_gather(self, CALL, send, recv, counts).keep(scope)
     }
 
     /// `MPI_Neighbor_alltoall_init`.
@@ -373,7 +341,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
         recv: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
         const CALL: &str = "neighbor_all_to_all_init (MPI_Neighbor_alltoall_init)";
-        uniform_all_to_all(self, CALL, send, recv, keep(scope))
+        uniform_all_to_all(self, CALL, send, recv).keep(scope)
     }
 
     /// `MPI_Neighbor_alltoallv_init`.
@@ -390,7 +358,7 @@ pub trait NeighborCollectives: TopologyCommunicator {
     ) -> PersistentCollective<'a, 's> {
         const CALL: &str = "neighbor_all_to_all_varcount_init (MPI_Neighbor_alltoallv_init)";
         let (sside, rside) = ((send, scounts, sdispls), (recv, rcounts, rdispls));
-        all_to_all(self, CALL, sside, rside, keep(scope))
+        all_to_all(self, CALL, sside, rside).keep(scope)
     }
 }
 
