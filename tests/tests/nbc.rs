@@ -9,7 +9,12 @@ use kestrel_tests::*;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
+/// One job at a time: the overlap test measures a peer's wait, which another job sharing
+/// the two cores would lengthen.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn nbc_check(ranks: u32, args: &[&str]) -> Outcome {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let prog = example("nbc_check");
     let n = ranks.to_string();
     let mut all = vec!["-n", &n, "--timeout", "100", prog.to_str().unwrap()];
@@ -47,7 +52,8 @@ fn extra_latencies(stdout: &str) -> Vec<f64> {
 fn a_peer_is_not_held_back_by_a_rank_that_computes_without_mpi_calls() {
     // Rank 0 starts the allreduce, computes 100 ms without MPI calls, then waits. Were the
     // schedule run inside the wait, its peer would wait about those 100 ms; the bound on
-    // the extra latency is a tenth of that. Two ranks: every size (the rendezvous of 1 MiB
+    // the extra latency is 40 ms (it is tens of microseconds on a quiet machine; the margin
+    // is for a loaded CI machine, where a waiting rank can lose its core for a while). Two ranks: every size (the rendezvous of 1 MiB
     // included, sent in the background). Three and four ranks: small messages, whose
     // schedule has nothing left for rank 0 to forward after its first round (larger ones
     // need rank 0 to progress again: see docs/architecture.md).
@@ -63,7 +69,7 @@ fn a_peer_is_not_held_back_by_a_rank_that_computes_without_mpi_calls() {
         );
         for e in extra {
             assert!(
-                e < 10_000.0,
+                e < 40_000.0,
                 "{bytes} B on {ranks} ranks: a peer waited {e:.0} us more than without the \
                  computation: {}",
                 out.show()
