@@ -17,8 +17,9 @@
 # (cffi, numba, dlpack) skip those tests themselves.
 # Environment: MPI4PY_DIR (default target/mpi4py), MPI4PY_VERSION (4.1.2),
 # MPI4PY_TIMEOUT (seconds per module, default 300), MPI4PY_ONLY (regex of modules to run),
-# KESTREL_RUN (the launcher; LD_LIBRARY_PATH then picks the library, e.g. a copy of a
-# build that keeps running while the tree is rebuilt).
+# KESTREL_RUN (the launcher) and KESTREL_LIBDIR (a directory holding libmpich.so.12 to run
+# Kestrel's jobs with, e.g. a copy of a build that keeps running while the tree is rebuilt);
+# MPICH's jobs always run with no LD_LIBRARY_PATH, so they load MPICH's own library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -67,8 +68,8 @@ build() {
 launcher() {
     local stack="$1" np="$2"
     case "$stack" in
-        kestrel) echo "${KESTREL_RUN:-$root/target/release/kestrel-run} --oversubscribe --timeout $timeout_s -n $np" ;;
-        mpich) echo "mpiexec.mpich -n $np" ;;
+        kestrel) echo "env ${KESTREL_LIBDIR:+LD_LIBRARY_PATH=$KESTREL_LIBDIR} ${KESTREL_RUN:-$root/target/release/kestrel-run} --oversubscribe --timeout $timeout_s -n $np" ;;
+        mpich) echo "env -u LD_LIBRARY_PATH mpiexec.mpich -n $np" ;;
     esac
 }
 
