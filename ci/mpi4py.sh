@@ -3,7 +3,7 @@
 # source against a stack, then every test module run as its own job (a hang stops one module,
 # not the suite) under that stack's launcher.
 #
-#   ci/mpi4py.sh build kestrel|mpich        build mpi4py into $MPI4PY_DIR/venv-<stack>
+#   ci/mpi4py.sh build kestrel|mpich|both   build mpi4py into $MPI4PY_DIR/venv-<stack>
 #   ci/mpi4py.sh run kestrel|mpich NP       run the suite at NP ranks; one line per module,
 #                                           then "total: tests T failures F errors E skipped S
 #                                           hangs H crashes C" (also written to
@@ -157,8 +157,22 @@ compare() {
     fi
 }
 
+# Both stacks at once (each build compiles one large C file, so two fit two cores).
+build_both() {
+    sdist
+    build mpich > "$dir/build-mpich.log" 2>&1 &
+    local m=$!
+    build kestrel > "$dir/build-kestrel.log" 2>&1 &
+    local k=$!
+    local rc=0
+    wait "$m" || { rc=1; echo "mpi4py.sh: the MPICH build failed:" >&2; tail -20 "$dir/build-mpich.log" >&2; }
+    wait "$k" || { rc=1; echo "mpi4py.sh: the Kestrel build failed:" >&2; tail -20 "$dir/build-kestrel.log" >&2; }
+    cat "$dir/build-mpich.log" "$dir/build-kestrel.log"
+    return "$rc"
+}
+
 case "${1:-}" in
-    build) build "$2" ;;
+    build) if [ "$2" = both ]; then build_both; else build "$2"; fi ;;
     run) run "$2" "$3" ;;
     compare) compare "$2" ;;
     *) sed -n '2,16p' "$0"; exit 2 ;;

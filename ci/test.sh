@@ -16,6 +16,12 @@ if cargo tree -p kestrel-pml -e normal | grep -E 'kestrel-(shm|usnic)'; then
   exit 1
 fi
 
+# mpi4py's own test suite, a real client of libmpich.so.12: built from its PyPI source with
+# abi/bin/mpicc and with MPICH's mpicc, run at 2 ranks on both; Kestrel may not do worse
+# (one-sided and MPI-IO modules aside). The 1- and 3-rank runs are closing measurements.
+bash ci/mpi4py.sh build both
+bash ci/mpi4py.sh compare 2
+
 # A build without libfabric: every crate's default features off (no usnic transport, no
 # libfabric bindings, no clang), pkg-config unable to find libfabric, in a target directory
 # of its own; the transports that need nothing from the machine (self, shm) and the layers
