@@ -604,6 +604,20 @@ impl Engine {
         Ok(b.finish())
     }
 
+    /// `coll_allreduce_ring_min` and `coll_iallreduce_direct_max`, read once (a parameter
+    /// lookup costs more than building a small schedule).
+    fn nbc_allreduce_tuning(&mut self) -> (usize, usize) {
+        if let Some(t) = self.nbc.allreduce_tuning {
+            return t;
+        }
+        let t = (
+            params::ALLREDUCE_RING_MIN.get(self.params()) as usize,
+            params::IALLREDUCE_DIRECT_MAX.get(self.params()) as usize,
+        );
+        self.nbc.allreduce_tuning = Some(t);
+        t
+    }
+
     /// `MPI_Iallreduce`; `send` `None` is in place.
     pub fn nbc_allreduce(
         &mut self,
@@ -617,7 +631,7 @@ impl Engine {
         if let Some(s) = &send {
             check_len("allreduce", recv.len(), s.len())?;
         }
-        let ring_min = params::ALLREDUCE_RING_MIN.get(self.params()) as usize;
+        let (ring_min, direct_max) = self.nbc_allreduce_tuning();
         let commutative = op.is_commutative();
         let mut b = self.coll_builder(ctx)?;
         b.set_reduction(op, dtype);
@@ -627,7 +641,6 @@ impl Engine {
             b.copy(s, acc);
         }
         let count = acc.len / dtype.size().max(1);
-        let direct_max = params::IALLREDUCE_DIRECT_MAX.get(self.params()) as usize;
         let direct = (n as usize - 1).saturating_mul(acc.len + 64) <= direct_max;
         // Two ranks exchange everything in one round at any size, and small messages go
         // straight to everyone: a rank whose peer is busy computing then completes as soon

@@ -81,8 +81,8 @@ enum Buf {
     Read(UserBuf),
     /// The program's memory, read and written.
     Write(UserBuf),
-    /// The schedule's own.
-    Temp(Box<[u8]>),
+    /// The schedule's own: `len` bytes at `at` of its temporary arena.
+    Temp { at: usize },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -117,8 +117,31 @@ enum Step {
 }
 
 /// A collective as rounds of steps, with its buffers; built by the functions of
-/// [`algorithms`], [`inter`] and [`neighbor`] through a [`Builder`].
-pub struct Schedule {
+/// [`algorithms`], [`inter`] and [`neighbor`] through a [`Builder`]. A handle on boxed
+/// data: moving a schedule moves a pointer, and a completed schedule's memory (its step,
+/// buffer and temporary vectors) is kept by the engine for the next one it builds.
+pub struct Schedule(Box<Sched>);
+
+impl Schedule {
+    /// Rounds in the schedule (for tests and logging).
+    pub fn rounds(&self) -> usize {
+        self.0.rounds.len()
+    }
+}
+
+impl std::fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Schedule")
+            .field("tags", &self.0.tags)
+            .field("rounds", &self.0.rounds.len())
+            .field("steps", &self.0.steps.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A schedule's data.
+#[derive(Default)]
+struct Sched {
     /// The tags its messages use: one per schedule, or one per direction when a message
     /// between two ranks must be told apart by more than its order (Cartesian
     /// neighborhoods where a neighbor is met twice).
@@ -129,20 +152,41 @@ pub struct Schedule {
     rounds: Vec<usize>,
     reduction: Option<(Reduction, Dtype)>,
     run: Run,
+    /// The temporaries' memory, sized while the schedule is built and never resized after
+    /// (requests point into it).
+    arena: Vec<u8>,
+    /// Room for a reduction whose result goes to the other operand (reused).
+    scratch: Vec<u8>,
 }
 
-impl std::fmt::Debug for Schedule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Schedule")
-            .field("tags", &self.tags)
-            .field("rounds", &self.rounds.len())
-            .field("steps", &self.steps.len())
-            .finish_non_exhaustive()
+/// How many finished schedules the engine keeps for reuse, and the largest temporary
+/// arena one may keep (bigger ones are dropped with it).
+const POOL: usize = 16;
+const POOL_ARENA_MAX: usize = 256 << 10;
+
+impl Sched {
+    /// Empties the schedule for reuse, keeping its vectors' capacity.
+    fn reset(&mut self) {
+        self.tags.clear();
+        self.bufs.clear();
+        self.steps.clear();
+        self.rounds.clear();
+        self.rounds.push(0);
+        self.reduction = None;
+        self.arena.clear();
+        self.run.phase = Phase::Inactive;
+        self.run.next_round = 0;
+        self.run.pending.clear();
+        self.run.error = None;
+        self.run.status = Status::default();
+        self.run.persistent = false;
+        self.run.free_when_done = false;
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum Phase {
+    #[default]
     Inactive,
     Running,
     Done,
@@ -156,7 +200,7 @@ struct Posted {
     recv: Option<(u16, u32, usize)>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Run {
     phase: Phase,
     next_round: usize,
@@ -172,29 +216,15 @@ struct Run {
 
 /// Builds a [`Schedule`]: buffers first, then steps, round by round.
 pub struct Builder {
-    s: Schedule,
+    s: Box<Sched>,
 }
 
 impl Builder {
-    fn new(tags: Vec<i32>) -> Builder {
-        Builder {
-            s: Schedule {
-                tags,
-                bufs: Vec::new(),
-                steps: Vec::new(),
-                rounds: vec![0],
-                reduction: None,
-                run: Run {
-                    phase: Phase::Inactive,
-                    next_round: 0,
-                    pending: Vec::new(),
-                    error: None,
-                    status: Status::default(),
-                    persistent: false,
-                    free_when_done: false,
-                },
-            },
-        }
+    /// A builder over `s` (new or reused, emptied) with the schedule's tags.
+    fn new(mut s: Box<Sched>, tags: impl Iterator<Item = i32>) -> Builder {
+        s.reset();
+        s.tags.extend(tags);
+        Builder { s }
     }
 
     fn add(&mut self, b: Buf, len: usize) -> Span {
@@ -220,7 +250,9 @@ impl Builder {
 
     /// A temporary of `len` bytes, zeroed.
     pub fn temp(&mut self, len: usize) -> Span {
-        self.add(Buf::Temp(vec![0u8; len].into_boxed_slice()), len)
+        let at = self.s.arena.len();
+        self.s.arena.resize(at + len, 0);
+        self.add(Buf::Temp { at }, len)
     }
 
     /// The reduction that [`Builder::reduce`] steps apply.
@@ -326,17 +358,12 @@ impl Builder {
             })
             .max()
             .unwrap_or(0);
-        self.s.run.pending = Vec::with_capacity(most);
-        self.s
+        self.s.run.pending.reserve(most);
+        Schedule(self.s)
     }
 }
 
-impl Schedule {
-    /// Rounds in the schedule (for tests and logging).
-    pub fn rounds(&self) -> usize {
-        self.rounds.len()
-    }
-
+impl Sched {
     fn round_steps(&self, r: usize) -> std::ops::Range<usize> {
         let start = self.rounds[r];
         let end = self.rounds.get(r + 1).copied().unwrap_or(self.steps.len());
@@ -344,11 +371,21 @@ impl Schedule {
     }
 
     fn read(&self, s: Span) -> &[u8] {
-        let all = match &self.bufs[s.buf as usize] {
-            Buf::Read(b) | Buf::Write(b) => b.as_slice(),
-            Buf::Temp(t) => &t[..],
-        };
-        &all[s.off..s.off + s.len]
+        match &self.bufs[s.buf as usize] {
+            Buf::Read(b) | Buf::Write(b) => &b.as_slice()[s.off..s.off + s.len],
+            Buf::Temp { at } => &self.arena[at + s.off..at + s.off + s.len],
+        }
+    }
+
+    /// The address of `s`'s first byte (program memory or the arena).
+    fn ptr(&mut self, s: Span) -> *mut u8 {
+        match &mut self.bufs[s.buf as usize] {
+            Buf::Read(b) | Buf::Write(b) => {
+                let mut b = *b;
+                b.slice_mut(s.off, s.len).as_mut_ptr()
+            }
+            Buf::Temp { at } => self.arena[*at + s.off..*at + s.off + s.len].as_mut_ptr(),
+        }
     }
 
     /// The program buffer or temporary behind `s`, as a request may use it until the
@@ -361,12 +398,14 @@ impl Schedule {
                 sub_buf(*b, s.off, s.len)
             }
             Buf::Write(b) => sub_buf(*b, s.off, s.len),
-            Buf::Temp(t) => {
-                let v = &mut t[s.off..s.off + s.len];
-                // SAFETY: the temporary is a boxed slice owned by this schedule; it is never
-                // resized or freed before every request of the round using it has completed
-                // (a schedule is released only when complete, and an error waits for its
-                // outstanding requests), and no other step touches the span meanwhile.
+            Buf::Temp { at } => {
+                let at = *at;
+                let v = &mut self.arena[at + s.off..at + s.off + s.len];
+                // SAFETY: the arena is owned by this schedule and sized once, while it is
+                // built; it is never resized, reused or freed before every request of the
+                // round using it has completed (a schedule is released or reused only when
+                // complete, and an error waits for its outstanding requests), and no other
+                // step touches the span meanwhile.
                 #[allow(unsafe_code)]
                 unsafe {
                     UserBuf::for_recv(v.as_mut_ptr(), v.len())
@@ -379,8 +418,15 @@ impl Schedule {
     fn local(&mut self, step: Step) -> Result<(), PmlError> {
         match step {
             Step::Copy { from, to } => {
-                let data = self.read(from).to_vec();
-                self.write(to)?.copy_from_slice(&data);
+                self.writable(to)?;
+                let (src, dst) = (self.ptr(from), self.ptr(to));
+                // SAFETY: both spans lie in memory this schedule may use (program buffers the
+                // caller guaranteed, or its arena), `to` is writable (checked above), and
+                // `copy` allows the spans to overlap.
+                #[allow(unsafe_code)]
+                unsafe {
+                    std::ptr::copy(src, dst, from.len.min(to.len))
+                };
                 Ok(())
             }
             Step::Reduce { input, inout } => self.apply(input, inout, false),
@@ -389,36 +435,52 @@ impl Schedule {
         }
     }
 
-    fn write(&mut self, s: Span) -> Result<&mut [u8], PmlError> {
-        let all: &mut [u8] = match &mut self.bufs[s.buf as usize] {
-            Buf::Write(b) => b.slice_mut(0, b.len()),
-            Buf::Temp(t) => &mut t[..],
-            Buf::Read(_) => {
-                return Err(PmlError::Invalid(
-                    "collective schedule: a step writes into a send buffer (a Kestrel bug)".into(),
-                ))
-            }
-        };
-        Ok(&mut all[s.off..s.off + s.len])
+    /// Fails unless the schedule may write `s`.
+    fn writable(&self, s: Span) -> Result<(), PmlError> {
+        match self.bufs[s.buf as usize] {
+            Buf::Read(_) => Err(PmlError::Invalid(
+                "collective schedule: a step writes into a send buffer (a Kestrel bug)".into(),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// `inout = input OP inout`, or with `low` `inout = inout OP input`.
     fn apply(&mut self, input: Span, inout: Span, low: bool) -> Result<(), PmlError> {
-        let Some((op, dtype)) = self.reduction.clone() else {
+        if input.overlaps(inout) || input.len != inout.len {
+            return Err(PmlError::Invalid(
+                "collective schedule: a reduction over overlapping spans (a Kestrel bug)".into(),
+            ));
+        }
+        self.writable(inout)?;
+        let (a, b) = (self.ptr(input), self.ptr(inout));
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let Some((op, dtype)) = &self.reduction else {
             return Err(PmlError::Invalid(
                 "collective schedule: a reduction step without an operation (a Kestrel bug)".into(),
             ));
         };
-        let a = self.read(input).to_vec();
-        let out = self.write(inout)?;
-        let r = if low {
-            // inout = inout OP input: compute into the input's copy, then move it back.
-            let mut res = a;
-            op.apply(dtype, out, &mut res)
-                .map(|()| out.copy_from_slice(&res))
-        } else {
-            op.apply(dtype, &a, out)
+        // SAFETY: the two spans are in memory this schedule may use (program buffers the
+        // caller guaranteed, or its arena, which no one resizes while it runs), have the
+        // same length and do not overlap (checked above), and `inout` is writable; nothing
+        // else touches them during this step.
+        #[allow(unsafe_code)]
+        let (input, out) = unsafe {
+            (
+                std::slice::from_raw_parts(a as *const u8, input.len),
+                std::slice::from_raw_parts_mut(b, inout.len),
+            )
         };
+        let r = if low {
+            // inout = inout OP input: compute into a copy of the input, then move it back.
+            scratch.clear();
+            scratch.extend_from_slice(input);
+            op.apply(*dtype, out, &mut scratch)
+                .map(|()| out.copy_from_slice(&scratch))
+        } else {
+            op.apply(*dtype, input, out)
+        };
+        self.scratch = scratch;
         r.map_err(|e| PmlError::Invalid(format!("collective: {e}")))
     }
 }
@@ -438,7 +500,13 @@ fn sub_buf(b: UserBuf, off: usize, len: usize) -> UserBuf {
 /// The schedules of one engine.
 #[derive(Default)]
 pub(crate) struct Table {
-    slots: Vec<(u32, Option<Box<Schedule>>)>,
+    slots: Vec<(u32, Option<Box<Sched>>)>,
+    /// Finished schedules' memory, for the next ones built ([`POOL`] at most): boxes, as
+    /// a [`Schedule`] holds its data, so reuse moves a pointer.
+    #[allow(clippy::vec_box)]
+    pool: Vec<Box<Sched>>,
+    /// The allreduce algorithm parameters, once read.
+    pub(crate) allreduce_tuning: Option<(usize, usize)>,
     free: Vec<u32>,
     /// Slots of running schedules.
     running: Vec<u32>,
@@ -457,7 +525,7 @@ impl Table {
         };
         let slot = &mut self.slots[idx as usize];
         slot.0 = slot.0.wrapping_add(1) & 0x7fff_ffff;
-        slot.1 = Some(Box::new(s));
+        slot.1 = Some(s.0);
         COLL_BIT | (u64::from(slot.0) << 32) | u64::from(idx)
     }
 
@@ -468,13 +536,22 @@ impl Table {
             .then_some(idx)
     }
 
-    fn get(&self, id: ReqId) -> Option<&Schedule> {
+    fn get(&self, id: ReqId) -> Option<&Sched> {
         let i = self.index(id)?;
         self.slots[i].1.as_deref()
     }
 
     fn remove(&mut self, idx: usize) {
-        self.slots[idx].1 = None;
+        if let Some(mut s) = self.slots[idx].1.take() {
+            if self.pool.len() < POOL {
+                // Program memory must not outlive the request: forget it now.
+                s.bufs.clear();
+                if s.arena.capacity() > POOL_ARENA_MAX {
+                    s.arena = Vec::new();
+                }
+                self.pool.push(s);
+            }
+        }
         self.free.push(idx as u32);
     }
 
@@ -502,12 +579,14 @@ impl Engine {
     /// collective sequence: every member must ask for the same `n`.
     pub fn coll_builder_tags(&mut self, ctx: u16, n: usize) -> Result<Builder, PmlError> {
         debug_assert!((1..=255).contains(&n));
-        let mut tags = Vec::with_capacity(n);
-        for _ in 0..n.max(1) {
-            let seq = self.next_coll_seq(ctx)?;
-            tags.push(TAG_BASE + (seq % TAG_SPAN) as i32);
+        let n = n.max(1) as u32;
+        let first = self.next_coll_seq(ctx)?;
+        for _ in 1..n {
+            self.next_coll_seq(ctx)?;
         }
-        Ok(Builder::new(tags))
+        let tags = (0..n).map(|k| TAG_BASE + (first.wrapping_add(k) % TAG_SPAN) as i32);
+        let s = self.nbc.pool.pop().unwrap_or_default();
+        Ok(Builder::new(s, tags))
     }
 
     /// Starts a schedule; returns its request.
@@ -519,7 +598,7 @@ impl Engine {
 
     /// Keeps a schedule as a persistent request (MPI-4 `MPI_*_init`), not started.
     pub fn coll_persist(&mut self, mut s: Schedule) -> ReqId {
-        s.run.persistent = true;
+        s.0.run.persistent = true;
         self.nbc.insert(s)
     }
 
@@ -652,7 +731,7 @@ impl Engine {
         rounds
     }
 
-    fn post_step(&mut self, s: &mut Schedule, step: Step) -> Result<(), PmlError> {
+    fn post_step(&mut self, s: &mut Sched, step: Step) -> Result<(), PmlError> {
         match step {
             Step::Send {
                 ctx,
@@ -725,7 +804,7 @@ impl Engine {
 
     /// Stops a schedule after an error: no further rounds; its outstanding receives are
     /// cancelled, and it completes once nothing of the round is in flight.
-    fn fail_schedule(&mut self, s: &mut Schedule, e: PmlError) {
+    fn fail_schedule(&mut self, s: &mut Sched, e: PmlError) {
         if s.run.error.is_none() {
             s.run.error = Some(e);
         }
