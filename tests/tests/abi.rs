@@ -412,6 +412,11 @@ fn fortran_use_mpi_program_runs_on_mpich_fortran_library_over_kestrel() {
 }
 
 #[test]
+fn fortran_2008_use_mpi_f08_program_runs_on_mpich_fortran_library_over_kestrel() {
+    fortran_mpich_then_kestrel("basic_f08", &[2, 3]);
+}
+
+#[test]
 fn fortran_attributes_and_generalized_requests_call_fortran_subroutines() {
     fortran_mpich_then_kestrel("attrs_grequest", &[2]);
 }
