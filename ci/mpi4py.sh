@@ -87,8 +87,9 @@ run_module() {
     (cd "$dir/mpi4py-$version/test" && timeout -k 10 "$((timeout_s + 20))" \
         $(launcher "$stack" "$np") "$py" main.py --no-builddir "${x[@]}" -i "^$mod[.]py\$") >"$log" 2>&1 || rc=$?
     local ran fail err skip verdict
-    # Every rank prints its own unittest summary; the worst one counts.
-    ran=$(grep -oE '^Ran [0-9]+ test' "$log" | grep -oE '[0-9]+' | sort -n | tail -1 || true)
+    # Every rank prints its own unittest summary (ranks' lines may run into each other, so
+    # nothing is anchored at a line start); the worst one counts.
+    ran=$(grep -oE 'Ran [0-9]+ test' "$log" | grep -oE '[0-9]+' | sort -n | tail -1 || true)
     fail=$(grep -oE 'failures=[0-9]+' "$log" | grep -oE '[0-9]+' | sort -n | tail -1 || true)
     err=$(grep -oE 'errors=[0-9]+' "$log" | grep -oE '[0-9]+' | sort -n | tail -1 || true)
     skip=$(grep -oE 'skipped=[0-9]+' "$log" | grep -oE '[0-9]+' | sort -n | tail -1 || true)
