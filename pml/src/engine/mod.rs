@@ -272,7 +272,10 @@ pub(crate) struct State {
     /// Event counts read by tools (see `counters`).
     pub(crate) counters: counters::Counters,
     /// Background sends (see `engine::detached`): the request and the data it sends.
-    detached: Vec<(ReqId, Box<[u8]>)>,
+    detached: Vec<(ReqId, Vec<u8>)>,
+    /// Buffers of completed background sends, kept for the next ones (large allocations
+    /// are page faults on every touch; a repeated collective reuses them).
+    detached_spares: Vec<Vec<u8>>,
 }
 
 /// What an engine starts from, however its transports were set up.

@@ -128,6 +128,7 @@ impl Engine {
                 protocol_errors: 0,
                 counters: Default::default(),
                 detached: Vec::new(),
+                detached_spares: Vec::new(),
             },
             next_ctx: 2,
             // A rank polling a kernel-driven transport yields between polls even with a

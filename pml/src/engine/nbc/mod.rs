@@ -162,7 +162,7 @@ struct Sched {
 /// How many finished schedules the engine keeps for reuse, and the largest temporary
 /// arena one may keep (bigger ones are dropped with it).
 const POOL: usize = 16;
-const POOL_ARENA_MAX: usize = 256 << 10;
+const POOL_ARENA_MAX: usize = 4 << 20;
 
 impl Sched {
     /// Empties the schedule for reuse, keeping its vectors' capacity.
@@ -752,7 +752,7 @@ impl Engine {
                 // A rendezvous the round does not wait for: the engine sends a copy in the
                 // background, so this schedule goes on even if the peer reads it late.
                 let tag = s.tags[usize::from(tag)];
-                self.isend_detached(ctx, peer, tag, s.read(data).to_vec())?;
+                self.isend_detached(ctx, peer, tag, s.read(data))?;
             }
             Step::Send {
                 ctx,
