@@ -37,6 +37,13 @@ pub fn handler_of(core: &state::Core, eh: c_int) -> Handler {
     }
 }
 
+/// Whether calls may overlap (`MPI_THREAD_MULTIPLE` granted, or the library not running):
+/// blocking collectives then run as schedules, so that their waits let other threads in.
+#[inline]
+pub fn multithreaded() -> bool {
+    crate::state::CORE.is_shared()
+}
+
 /// Runs the body of MPI function `name`; errors go to `comm`'s handler (or the error's own
 /// communicator, when it names one).
 pub fn call(

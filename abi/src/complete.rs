@@ -13,8 +13,9 @@ use crate::error::{self, MpiError, MpiResult};
 use crate::handle;
 use crate::mem::St;
 use crate::p2p::{self, ANY_SOURCE};
+use crate::requests::ReqRec;
 use crate::requests::{self, Persistent, ReqState};
-use crate::state::Core;
+use crate::state::{Core, Locked};
 
 /// `MPI_UNDEFINED`.
 pub use crate::mem::UNDEFINED;
@@ -89,8 +90,49 @@ fn comm_of(core: &Core, i: u32) -> c_int {
         .unwrap_or(handle::COMM_WORLD)
 }
 
+/// One idle step of a blocking call: progress, back off when nothing moved, and under
+/// `MPI_THREAD_MULTIPLE` let a thread waiting for the library in (so no call holds the lock
+/// across a blocking wait, and whichever thread waits makes progress for all).
+pub fn idle_step(l: &mut Locked, idle: &mut u32) -> MpiResult<()> {
+    let core = l.core()?;
+    core.engine.idle_step(idle);
+    core.reap_detached();
+    l.let_others_in();
+    Ok(())
+}
+
+/// Waits for a request record the caller owns (blocking calls' own requests); its status.
+pub fn wait_rec(l: &mut Locked, rec: &mut ReqRec) -> MpiResult<St> {
+    if !l.multithreaded() {
+        return requests::wait(&mut l.core()?.engine, rec);
+    }
+    let mut idle = 0u32;
+    while !requests::poll(&mut l.core()?.engine, rec)? {
+        idle_step(l, &mut idle)?;
+    }
+    Ok(requests::take_status(rec))
+}
+
+/// Waits for an engine request the caller started (blocking sends and receives).
+pub fn wait_engine(
+    l: &mut Locked,
+    id: kestrel_pml::engine::ReqId,
+) -> MpiResult<kestrel_pml::engine::Status> {
+    if !l.multithreaded() {
+        return Ok(l.core()?.engine.wait(id));
+    }
+    let mut idle = 0u32;
+    loop {
+        if let Some(s) = l.core()?.engine.try_complete(id) {
+            return Ok(s);
+        }
+        idle_step(l, &mut idle)?;
+    }
+}
+
 /// `MPI_Wait`: the status and the request's communicator.
-pub fn wait(core: &mut Core, h: &mut c_int) -> MpiResult<(St, c_int)> {
+pub fn wait(l: &mut Locked, h: &mut c_int) -> MpiResult<(St, c_int)> {
+    let core = l.core()?;
     let Some(i) = slot_of(core, *h)? else {
         return Ok((St::empty(ANY_SOURCE), handle::COMM_WORLD));
     };
@@ -98,10 +140,10 @@ pub fn wait(core: &mut Core, h: &mut c_int) -> MpiResult<(St, c_int)> {
         return Ok((St::empty(ANY_SOURCE), comm_of(core, i)));
     }
     let mut idle = 0u32;
-    while !poll_slot(core, i)? {
-        core.engine.idle_step(&mut idle);
-        core.reap_detached();
+    while !poll_slot(l.core()?, i)? {
+        idle_step(l, &mut idle)?;
     }
+    let core = l.core()?;
     let comm = comm_of(core, i);
     Ok((finish(core, h, i), comm))
 }
@@ -153,25 +195,32 @@ fn many(statuses: Vec<St>, comm: c_int) -> Many {
 }
 
 /// `MPI_Waitall`.
-pub fn waitall(core: &mut Core, hs: &mut [c_int]) -> MpiResult<Many> {
+pub fn waitall(l: &mut Locked, hs: &mut [c_int]) -> MpiResult<Many> {
+    let core = l.core()?;
     let slots: Vec<Option<u32>> = hs
         .iter()
         .map(|&h| slot_of(core, h))
         .collect::<MpiResult<_>>()?;
+    // Requests mostly complete in the order they were started (a window of sends, or of
+    // receives matched in order): poll from the first one not yet seen complete and stop at
+    // the first still pending, so a pass costs what completed since the last pass, not the
+    // whole array (which made a 64-request window quadratic).
+    let mut next = 0;
     let mut idle = 0u32;
     loop {
-        let mut all = true;
-        for &i in slots.iter().flatten() {
-            if live(core, i) && !poll_slot(core, i)? {
-                all = false;
+        let core = l.core()?;
+        while let Some(s) = slots.get(next) {
+            match *s {
+                Some(i) if live(core, i) && !poll_slot(core, i)? => break,
+                _ => next += 1,
             }
         }
-        if all {
+        if next == slots.len() {
             break;
         }
-        core.engine.idle_step(&mut idle);
-        core.reap_detached();
+        idle_step(l, &mut idle)?;
     }
+    let core = l.core()?;
     let mut comm = handle::COMM_WORLD;
     let statuses = slots
         .iter()
@@ -192,7 +241,8 @@ pub fn waitall(core: &mut Core, hs: &mut [c_int]) -> MpiResult<Many> {
 }
 
 /// `MPI_Testall`: `None` when not all are complete (then none is reported).
-pub fn testall(core: &mut Core, hs: &mut [c_int]) -> MpiResult<Option<Many>> {
+pub fn testall(l: &mut Locked, hs: &mut [c_int]) -> MpiResult<Option<Many>> {
+    let core = l.core()?;
     let slots: Vec<Option<u32>> = hs
         .iter()
         .map(|&h| slot_of(core, h))
@@ -204,16 +254,13 @@ pub fn testall(core: &mut Core, hs: &mut [c_int]) -> MpiResult<Option<Many>> {
             return Ok(None);
         }
     }
-    waitall(core, hs).map(Some)
+    waitall(l, hs).map(Some)
 }
 
 /// `MPI_Waitany` (`block`) and `MPI_Testany`: the index completed (`MPI_UNDEFINED` when no
 /// request is active) and its status; `None` from a test that found nothing complete.
-pub fn any(
-    core: &mut Core,
-    hs: &mut [c_int],
-    block: bool,
-) -> MpiResult<Option<(c_int, St, c_int)>> {
+pub fn any(l: &mut Locked, hs: &mut [c_int], block: bool) -> MpiResult<Option<(c_int, St, c_int)>> {
+    let core = l.core()?;
     let slots: Vec<Option<u32>> = hs
         .iter()
         .map(|&h| slot_of(core, h))
@@ -224,6 +271,7 @@ pub fn any(
     let mut idle = 0u32;
     let mut progressed = false;
     loop {
+        let core = l.core()?;
         for (k, s) in slots.iter().enumerate() {
             if let Some(i) = *s {
                 if live(core, i) && poll_slot(core, i)? {
@@ -242,18 +290,18 @@ pub fn any(
             progressed = true;
             continue;
         }
-        core.engine.idle_step(&mut idle);
-        core.reap_detached();
+        idle_step(l, &mut idle)?;
     }
 }
 
 /// `MPI_Waitsome` (`block`) and `MPI_Testsome`: indices completed with their statuses;
 /// `None` when no request is active (`outcount = MPI_UNDEFINED`).
 pub fn some(
-    core: &mut Core,
+    l: &mut Locked,
     hs: &mut [c_int],
     block: bool,
 ) -> MpiResult<Option<(Vec<c_int>, Many)>> {
+    let core = l.core()?;
     let slots: Vec<Option<u32>> = hs
         .iter()
         .map(|&h| slot_of(core, h))
@@ -264,6 +312,7 @@ pub fn some(
     let mut idle = 0u32;
     let mut progressed = false;
     loop {
+        let core = l.core()?;
         let mut done = Vec::new();
         for (k, s) in slots.iter().enumerate() {
             if let Some(i) = *s {
@@ -288,12 +337,12 @@ pub fn some(
             return Ok(Some((idx, many(sts, comm))));
         }
         if block {
-            core.engine.idle_step(&mut idle);
+            idle_step(l, &mut idle)?;
         } else {
             core.engine.progress();
+            core.reap_detached();
             progressed = true;
         }
-        core.reap_detached();
     }
 }
 

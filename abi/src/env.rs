@@ -22,10 +22,10 @@ use crate::state::{BsendArea, CommRec, Core, Locked, Phase, Slab};
 
 /// `MPI_THREAD_SINGLE`.
 pub const THREAD_SINGLE: c_int = 0;
-/// `MPI_THREAD_SERIALIZED`: the most this library grants (one lock serializes calls, and a
-/// blocking call holds it until it returns).
+/// `MPI_THREAD_SERIALIZED`.
 pub const THREAD_SERIALIZED: c_int = 2;
-/// `MPI_THREAD_MULTIPLE`.
+/// `MPI_THREAD_MULTIPLE`: granted when asked for (the library lock turns shared and blocking
+/// calls let other threads in while they wait; see [`crate::call_lock`]).
 pub const THREAD_MULTIPLE: c_int = 3;
 
 /// The MPI standard version this library implements, but for one-sided communication,
@@ -127,7 +127,8 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         },
     );
     crate::comm::set_universe_size(size);
-    let provided = required.clamp(THREAD_SINGLE, THREAD_SERIALIZED);
+    let provided = required.clamp(THREAD_SINGLE, THREAD_MULTIPLE);
+    l.set_multithreaded(provided == THREAD_MULTIPLE);
     tracing::debug!(target: "abi", rank = me, size, provided, "MPI initialized");
     *l.phase() = Phase::Running(Box::new(Core {
         engine,
@@ -178,6 +179,8 @@ pub fn finalize(l: &mut Locked) -> MpiResult<()> {
     let Phase::Running(mut core) = std::mem::replace(l.phase(), Phase::After) else {
         unreachable!("checked by l.core() above");
     };
+    // Any thread may ask MPI_Finalized from now on.
+    l.set_multithreaded(true);
     let Core {
         engine, runtime, ..
     } = &mut *core;

@@ -18,12 +18,14 @@
 //!
 //! `unsafe` code is confined to [`ffi`] (C entry points), [`mem`] (C pointers to bounded
 //! views), [`callbacks`] (calls into the program's C functions), [`requests`] (library
-//! memory lent to the engine) and one `Send` impl in [`state`]; each block says why it is
+//! memory lent to the engine), [`call_lock`] (the state's lock) and one `Send` impl in
+//! [`state`]; each block says why it is
 //! sound.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod call_lock;
 pub mod callbacks;
 pub mod coll;
 pub mod comm;

@@ -7,11 +7,12 @@
 
 use std::os::raw::c_int;
 
+use crate::complete::{idle_step, wait_engine, wait_rec};
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::mem::{self, Region, St};
 use crate::requests::{self, Mode, ReqRec, ReqState};
-use crate::state::{CommRec, Core, MsgRec};
+use crate::state::{CommRec, Core, Locked, MsgRec};
 
 /// `MPI_PROC_NULL`.
 pub const PROC_NULL: c_int = -1;
@@ -150,13 +151,14 @@ pub fn start_send(
 
 /// `MPI_Send` and the other blocking sends.
 pub fn send(
-    core: &mut Core,
+    l: &mut Locked,
     comm: c_int,
     region: &Region,
     dest: c_int,
     tag: c_int,
     mode: Mode,
 ) -> MpiResult<()> {
+    let core = l.core()?;
     if region.is_contiguous() && mode != Mode::Buffered {
         // The common case without a request record: the engine sends the user's memory.
         let c = core.comm(comm)?;
@@ -169,13 +171,13 @@ pub fn send(
             .isend(ctx, dest, tag, region.span, mode == Mode::Sync)
             .map_err(error::pml(error::ERR_RANK))?;
         if id != kestrel_pml::engine::DONE {
-            core.engine.wait(id);
+            wait_engine(l, id)?;
         }
         return Ok(());
     }
     let mut rec = start_send(core, comm, region, dest, tag, mode)?;
     if rec.is_active() {
-        requests::wait(&mut core.engine, &mut rec)?;
+        wait_rec(l, &mut rec)?;
     }
     Ok(())
 }
@@ -202,12 +204,13 @@ pub use crate::requests::check_truncation;
 
 /// `MPI_Recv`: the status, truncated or not (the caller reports it, then the error).
 pub fn recv(
-    core: &mut Core,
+    l: &mut Locked,
     comm: c_int,
     region: &Region,
     source: c_int,
     tag: c_int,
 ) -> MpiResult<St> {
+    let core = l.core()?;
     let st = if region.is_contiguous() {
         let c = core.comm(comm)?;
         let ctx = c.ctx;
@@ -220,10 +223,10 @@ pub fn recv(
             .engine
             .irecv(ctx, source.selector(), tag, region.span)
             .map_err(error::pml(error::ERR_RANK))?;
-        requests::status_of(core.engine.wait(id))
+        requests::status_of(wait_engine(l, id)?)
     } else {
         let mut rec = start_recv(core, comm, region, source, tag)?;
-        requests::wait(&mut core.engine, &mut rec)?
+        wait_rec(l, &mut rec)?
     };
     Ok(st)
 }
@@ -231,7 +234,7 @@ pub fn recv(
 /// `MPI_Sendrecv`: both run at once.
 #[allow(clippy::too_many_arguments)]
 pub fn sendrecv(
-    core: &mut Core,
+    l: &mut Locked,
     comm: c_int,
     send: &Region,
     dest: c_int,
@@ -240,6 +243,7 @@ pub fn sendrecv(
     source: c_int,
     recv_tag: c_int,
 ) -> MpiResult<St> {
+    let core = l.core()?;
     let mut r = start_recv(core, comm, recv, source, recv_tag)?;
     let mut s = match start_send(core, comm, send, dest, send_tag, Mode::Standard) {
         Ok(s) => s,
@@ -253,21 +257,21 @@ pub fn sendrecv(
             return Err(e);
         }
     };
-    requests::wait(&mut core.engine, &mut s)?;
-    let st = requests::wait(&mut core.engine, &mut r)?;
+    wait_rec(l, &mut s)?;
+    let st = wait_rec(l, &mut r)?;
     check_truncation(&st, recv.packed_len())?;
     Ok(st)
 }
 
 /// `MPI_Probe` (blocking) and `MPI_Iprobe`.
 pub fn probe(
-    core: &mut Core,
+    l: &mut Locked,
     comm: c_int,
     source: c_int,
     tag: c_int,
     block: bool,
 ) -> MpiResult<Option<St>> {
-    let c = core.comm(comm)?;
+    let c = l.core()?.comm(comm)?;
     let ctx = c.ctx;
     let source = source_rank(c, source)?;
     let tag = recv_tag(tag)?;
@@ -276,7 +280,8 @@ pub fn probe(
     }
     let mut idle = 0u32;
     loop {
-        let found = core
+        let found = l
+            .core()?
             .engine
             .iprobe(ctx, source.selector(), tag)
             .map_err(error::pml(error::ERR_COMM))?;
@@ -286,19 +291,19 @@ pub fn probe(
         if !block {
             return Ok(None);
         }
-        core.engine.idle_step(&mut idle);
+        idle_step(l, &mut idle)?;
     }
 }
 
 /// `MPI_Mprobe` (blocking) and `MPI_Improbe`: the message handle and its status.
 pub fn mprobe(
-    core: &mut Core,
+    l: &mut Locked,
     comm: c_int,
     source: c_int,
     tag: c_int,
     block: bool,
 ) -> MpiResult<Option<(c_int, St)>> {
-    let c = core.comm(comm)?;
+    let c = l.core()?.comm(comm)?;
     let ctx = c.ctx;
     let source = source_rank(c, source)?;
     let tag = recv_tag(tag)?;
@@ -307,6 +312,7 @@ pub fn mprobe(
     }
     let mut idle = 0u32;
     loop {
+        let core = l.core()?;
         let found = core
             .engine
             .improbe(ctx, source.selector(), tag)
@@ -321,7 +327,7 @@ pub fn mprobe(
         if !block {
             return Ok(None);
         }
-        core.engine.idle_step(&mut idle);
+        idle_step(l, &mut idle)?;
     }
 }
 

@@ -6,23 +6,20 @@
 //! calls. It never interprets an MPI call's arguments or raises MPI errors through
 //! handlers: [`crate::api`] does that with [`Locked`].
 //!
-//! Locking: [`CORE`] holds everything but datatypes; a call holds it from start to end
-//! (blocking calls included), which gives `MPI_THREAD_SERIALIZED`. Derived datatypes live in
-//! [`TYPES`], a separate lock taken only briefly, so that a user reduction function (called
-//! while [`CORE`] is held) may still ask `MPI_Type_size` and friends. Callbacks that may
-//! legitimately call MPI (error handlers, attribute copy and delete functions) run with
-//! [`CORE`] released ([`Locked::unlocked`]). Datatype calls do not take [`CORE`] at all. Any
-//! other call made from inside a reduction function fails with `MPI_ERR_OTHER` instead of
-//! deadlocking. [`CORE`] is a [`CallLock`]: taking it is one compare-exchange and releasing
-//! it one plain release store (a `std::sync::Mutex` releases with a second locked
-//! instruction, a full fence that waits for the call's stores, such as a message just
-//! published to a peer, to reach the cache). Waiting happens only when the lock is taken,
-//! which under `MPI_THREAD_SERIALIZED` means another thread is finishing a call.
+//! Locking: [`CORE`] holds everything but datatypes; a call holds it from start to end,
+//! except that blocking calls give it back between polls when another thread waits for it
+//! ([`Locked::let_others_in`]). Under `MPI_THREAD_MULTIPLE` that makes any call from any
+//! thread safe at any time; below it, taking the lock costs no locked instruction (see
+//! [`crate::call_lock`]). Derived datatypes live in [`TYPES`], a separate lock taken only
+//! briefly, so that a user reduction function (called while [`CORE`] is held) may still ask
+//! `MPI_Type_size` and friends. Callbacks that may legitimately call MPI (error handlers,
+//! attribute copy and delete functions) run with [`CORE`] released ([`Locked::unlocked`]).
+//! Datatype calls do not take [`CORE`] at all. Any other call made from inside a reduction
+//! function fails with `MPI_ERR_OTHER` instead of deadlocking.
 
-use std::cell::UnsafeCell;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kestrel_pml::engine::MessageHandle;
@@ -467,100 +464,24 @@ pub struct PhaseCell(pub Phase);
 #[allow(unsafe_code)]
 unsafe impl Send for PhaseCell {}
 
-/// A lock for the library state held for the whole of one MPI call: acquire is a
-/// compare-exchange, release a store, and a waiter spins briefly, then yields.
-pub struct CallLock<T> {
-    held: AtomicBool,
-    value: UnsafeCell<T>,
-}
-
-// SAFETY: `value` is reached only through a `CallGuard`, and `held` (Acquire on taking,
-// Release on giving back) lets at most one guard exist at a time and orders the accesses
-// of successive holders, as a mutex does.
-#[allow(unsafe_code)]
-unsafe impl<T: Send> Sync for CallLock<T> {}
-
-impl<T> CallLock<T> {
-    /// An unheld lock around `value`.
-    pub const fn new(value: T) -> Self {
-        CallLock {
-            held: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
-        }
-    }
-
-    /// The guard, if the lock is free now.
-    #[inline]
-    pub fn try_lock(&self) -> Option<CallGuard<'_, T>> {
-        self.held
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .ok()
-            .map(|_| CallGuard { lock: self })
-    }
-
-    /// The guard, waiting for the holder to finish its call.
-    pub fn lock(&self) -> CallGuard<'_, T> {
-        let mut spins = 0u32;
-        loop {
-            if let Some(g) = self.try_lock() {
-                return g;
-            }
-            spins += 1;
-            if spins < 100 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-    }
-}
-
-/// Access to a [`CallLock`]'s value; releases the lock when dropped (also when unwinding).
-pub struct CallGuard<'a, T> {
-    lock: &'a CallLock<T>,
-}
-
-impl<T> std::ops::Deref for CallGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: this guard is the only one (see `CallLock`), so no `&mut` aliases it.
-        #[allow(unsafe_code)]
-        unsafe {
-            &*self.lock.value.get()
-        }
-    }
-}
-
-impl<T> std::ops::DerefMut for CallGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: this guard is the only one, and `&mut self` makes this borrow unique.
-        #[allow(unsafe_code)]
-        unsafe {
-            &mut *self.lock.value.get()
-        }
-    }
-}
-
-impl<T> Drop for CallGuard<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        self.lock.held.store(false, Ordering::Release);
-    }
-}
+pub use crate::call_lock::{CallGuard, CallLock};
 
 /// Everything but datatypes; see the module documentation.
 pub static CORE: CallLock<PhaseCell> = CallLock::new(PhaseCell(Phase::Before));
 
-/// Set while a user reduction function runs, the only callback that runs with [`CORE`]
-/// held: a call that then finds [`CORE`] taken is that function calling MPI (another
-/// thread calling at the same time would break `MPI_THREAD_SERIALIZED` anyway).
-static IN_REDUCTION: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Set while a user reduction function runs on this thread, the only callback that runs
+    /// with [`CORE`] held: a call from this thread that then finds [`CORE`] taken is that
+    /// function calling MPI (per thread, because under `MPI_THREAD_MULTIPLE` another thread
+    /// finding it taken simply waits).
+    static IN_REDUCTION: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Runs `f` (a user reduction function) with [`IN_REDUCTION`] set.
 pub fn in_reduction<R>(f: impl FnOnce() -> R) -> R {
-    let was = IN_REDUCTION.swap(true, Ordering::Relaxed);
+    let was = IN_REDUCTION.replace(true);
     let r = f();
-    IN_REDUCTION.store(was, Ordering::Relaxed);
+    IN_REDUCTION.set(was);
     r
 }
 
@@ -577,7 +498,7 @@ impl Locked {
         let guard = match CORE.try_lock() {
             Some(g) => g,
             None => {
-                if IN_REDUCTION.load(Ordering::Relaxed) {
+                if IN_REDUCTION.get() {
                     return None;
                 }
                 CORE.lock()
@@ -609,6 +530,30 @@ impl Locked {
                 error::ERR_OTHER,
                 "called after MPI_Finalize; no MPI call but MPI_Initialized, MPI_Finalized and MPI_Get_version is allowed then",
             )),
+        }
+    }
+
+    /// Between the polls of a blocking call: under `MPI_THREAD_MULTIPLE`, lets a thread
+    /// waiting for [`CORE`] in (see [`crate::call_lock`]); nothing otherwise.
+    #[inline]
+    pub fn let_others_in(&mut self) {
+        if let Some(g) = self.guard.as_mut() {
+            g.let_others_in();
+        }
+    }
+
+    /// Whether calls may come from several threads at once (`MPI_THREAD_MULTIPLE`, or the
+    /// library is not running).
+    #[inline]
+    pub fn multithreaded(&self) -> bool {
+        self.guard.as_ref().is_some_and(|g| g.is_shared())
+    }
+
+    /// Selects the lock's mode: shared for `MPI_THREAD_MULTIPLE` and outside the library's
+    /// life, exclusive for the lower thread levels (`MPI_Init_thread` and `MPI_Finalize`).
+    pub fn set_multithreaded(&mut self, shared: bool) {
+        if let Some(g) = self.guard.as_mut() {
+            g.set_shared(shared);
         }
     }
 
@@ -698,39 +643,4 @@ fn derived_datatype(h: c_int, need_commit: bool) -> MpiResult<Dt> {
         ));
     }
     Ok(Dt::Shared(entry.info))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::CallLock;
-
-    #[test]
-    fn call_lock_excludes_and_orders_its_holders() {
-        // Non-atomic read-modify-write under the lock: any overlap of two holders, or a
-        // release that does not publish the write, loses increments.
-        static COUNTER: CallLock<u64> = CallLock::new(0);
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                std::thread::spawn(|| {
-                    for _ in 0..50_000 {
-                        let mut g = COUNTER.lock();
-                        let v = *g;
-                        std::hint::black_box(&v);
-                        *g = v + 1;
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(*COUNTER.lock(), 200_000);
-        let held = COUNTER.lock();
-        assert!(
-            COUNTER.try_lock().is_none(),
-            "a held lock must refuse a second guard"
-        );
-        drop(held);
-        assert!(COUNTER.try_lock().is_some());
-    }
 }

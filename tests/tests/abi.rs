@@ -319,6 +319,13 @@ fn c_profiling_interface() {
 // first. The rank counts here are CI's; the files say which counts they were tried at.
 
 #[test]
+fn c_thread_multiple() {
+    // Four threads per rank at once: 100,000 ordered messages, shared wildcard receives,
+    // collectives on duplicated communicators, probe races (tests/c/threads.c).
+    mpich_then_kestrel("threads", &[2, 3]);
+}
+
+#[test]
 fn c_nonblocking_collectives() {
     mpich_then_kestrel("nbc", &[4, 3]);
 }

@@ -3,6 +3,7 @@
 use std::os::raw::{c_int, c_void};
 
 use super::coll_args::{self as args, Lay};
+use super::icoll::{self as nonblocking, Out};
 use super::region;
 use crate::api;
 use crate::coll;
@@ -92,6 +93,11 @@ pub(super) unsafe fn var_blocks<T: Copy + Into<i64>>(
 mpi_fn! {
     /// `MPI_Barrier`.
     fn MPI_Barrier / PMPI_Barrier(comm: c_int) -> c_int {
+        // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
+        // with the library lock given to other threads (see `Out::Blocking`).
+        if api::multithreaded() {
+            return nonblocking::barrier("MPI_Barrier", comm, Out::Blocking);
+        }
         api::call("MPI_Barrier", comm, |l| coll::barrier(l.core()?, comm))
     }
 }
@@ -110,8 +116,8 @@ pub(super) fn op_and_type(
 
 /// Runs a collective the blocking path has no inter-communicator algorithm for through its
 /// schedule, to completion.
-fn blocking(core: &mut Core, rec: MpiResult<crate::requests::ReqRec>) -> MpiResult<()> {
-    icoll::run_blocking(core, rec?)
+fn blocking(l: &mut state::Locked, rec: MpiResult<crate::requests::ReqRec>) -> MpiResult<()> {
+    icoll::run_blocking(l, rec?)
 }
 
 fn is_inter(core: &Core, comm: c_int) -> MpiResult<bool> {
@@ -121,6 +127,9 @@ fn is_inter(core: &Core, comm: c_int) -> MpiResult<bool> {
 mpi_fn_c! {
     /// `MPI_Bcast`.
     fn MPI_Bcast / PMPI_Bcast, MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: c_int, root: c_int, comm: c_int) -> c_int {
+        if api::multithreaded() {
+            return nonblocking::bcast(NAME, buffer, count.into(), datatype, root, comm, Start::Now, Out::Blocking);
+        }
         api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: `buffer` holds `count` elements (contract); blocking call.
@@ -133,13 +142,16 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// `MPI_Reduce`.
     fn MPI_Reduce / PMPI_Reduce, MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, root: c_int, comm: c_int) -> c_int {
+        if api::multithreaded() {
+            return nonblocking::reduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, root, comm, Start::Now, Out::Blocking);
+        }
         api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: the buffers hold `count` elements where MPI uses them (contract).
             let (send, mut recv, red) = unsafe { args::reduce(core, comm, sendbuf, recvbuf, count.into(), datatype, op, root) }?;
             if is_inter(core, comm)? {
                 let rec = icoll::reduce(core, comm, send.as_ref(), recv.as_ref(), &red, root, Start::Now);
-                return blocking(core, rec);
+                return blocking(l, rec);
             }
             coll::reduce(core, comm, send.as_ref(), recv.as_mut(), &red, root)
         })
@@ -149,6 +161,9 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// `MPI_Allreduce`.
     fn MPI_Allreduce / PMPI_Allreduce, MPI_Allreduce_c / PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int) -> c_int {
+        if api::multithreaded() {
+            return nonblocking::allreduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, Start::Now, Out::Blocking);
+        }
         api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: both buffers hold `count` elements (contract); blocking call.
@@ -169,6 +184,22 @@ fn scan(
     comm: c_int,
     exclusive: bool,
 ) -> c_int {
+    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
+    // with the library lock given to other threads (see `Out::Blocking`).
+    if api::multithreaded() {
+        return nonblocking::scan(
+            name,
+            sendbuf,
+            recvbuf,
+            count,
+            datatype,
+            op,
+            comm,
+            exclusive,
+            Start::Now,
+            Out::Blocking,
+        );
+    }
     api::call(name, comm, |l| {
         let core = l.core()?;
         // SAFETY: both buffers hold `count` elements (contract); blocking call.
@@ -202,6 +233,21 @@ fn reduce_scatter(
     op: c_int,
     comm: c_int,
 ) -> c_int {
+    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
+    // with the library lock given to other threads (see `Out::Blocking`).
+    if api::multithreaded() {
+        return nonblocking::reduce_scatter(
+            name,
+            sendbuf,
+            recvbuf,
+            counts_of,
+            datatype,
+            op,
+            comm,
+            Start::Now,
+            Out::Blocking,
+        );
+    }
     api::call(name, comm, |l| {
         let core = l.core()?;
         // SAFETY: the buffers hold what the counts describe (contract of the entry points).
@@ -218,7 +264,7 @@ fn reduce_scatter(
                 &a.red,
                 Start::Now,
             );
-            return blocking(core, rec);
+            return blocking(l, rec);
         }
         coll::reduce_scatter(core, comm, &a.input, &mut a.recv, &a.counts, &a.red)
     })
@@ -252,6 +298,23 @@ fn gather<T: Copy + Into<i64>>(
     root: c_int,
     comm: c_int,
 ) -> c_int {
+    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
+    // with the library lock given to other threads (see `Out::Blocking`).
+    if api::multithreaded() {
+        return nonblocking::gather(
+            name,
+            sendbuf,
+            sendcount,
+            sendtype,
+            recvbuf,
+            lay,
+            recvtype,
+            root,
+            comm,
+            Start::Now,
+            Out::Blocking,
+        );
+    }
     api::call(name, comm, |l| {
         let core = l.core()?;
         // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
@@ -269,7 +332,7 @@ fn gather<T: Copy + Into<i64>>(
                 root,
                 Start::Now,
             );
-            return blocking(core, rec);
+            return blocking(l, rec);
         }
         coll::gatherv(core, comm, a.single.as_ref(), a.blocks.as_mut(), root)
     })
@@ -300,6 +363,23 @@ fn scatter<T: Copy + Into<i64>>(
     root: c_int,
     comm: c_int,
 ) -> c_int {
+    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
+    // with the library lock given to other threads (see `Out::Blocking`).
+    if api::multithreaded() {
+        return nonblocking::scatter(
+            name,
+            sendbuf,
+            lay,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+            root,
+            comm,
+            Start::Now,
+            Out::Blocking,
+        );
+    }
     api::call(name, comm, |l| {
         let core = l.core()?;
         // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
@@ -317,7 +397,7 @@ fn scatter<T: Copy + Into<i64>>(
                 root,
                 Start::Now,
             );
-            return blocking(core, rec);
+            return blocking(l, rec);
         }
         coll::scatterv(core, comm, a.blocks.as_ref(), a.single.as_mut(), root)
     })
@@ -347,6 +427,22 @@ fn allgather<T: Copy + Into<i64>>(
     recvtype: c_int,
     comm: c_int,
 ) -> c_int {
+    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
+    // with the library lock given to other threads (see `Out::Blocking`).
+    if api::multithreaded() {
+        return nonblocking::allgather(
+            name,
+            sendbuf,
+            sendcount,
+            sendtype,
+            recvbuf,
+            lay,
+            recvtype,
+            comm,
+            Start::Now,
+            Out::Blocking,
+        );
+    }
     api::call(name, comm, |l| {
         let core = l.core()?;
         // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
@@ -358,7 +454,7 @@ fn allgather<T: Copy + Into<i64>>(
         if is_inter(core, comm)? {
             // The two groups may send blocks of different lengths: direct messages.
             let rec = icoll::allgatherv(core, comm, send.as_ref(), &recv, Start::Now);
-            return blocking(core, rec);
+            return blocking(l, rec);
         }
         coll::allgatherv(core, comm, send.as_ref(), &mut recv)
     })
@@ -388,6 +484,22 @@ fn alltoall<T: Copy + Into<i64>>(
     recvtype: c_int,
     comm: c_int,
 ) -> c_int {
+    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
+    // with the library lock given to other threads (see `Out::Blocking`).
+    if api::multithreaded() {
+        return nonblocking::alltoall(
+            name,
+            sendbuf,
+            slay,
+            sendtype,
+            recvbuf,
+            rlay,
+            recvtype,
+            comm,
+            Start::Now,
+            Out::Blocking,
+        );
+    }
     api::call(name, comm, |l| {
         let core = l.core()?;
         // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
@@ -396,7 +508,7 @@ fn alltoall<T: Copy + Into<i64>>(
         }?;
         if is_inter(core, comm)? {
             let rec = icoll::alltoallv(core, comm, send.as_ref(), &recv, Start::Now);
-            return blocking(core, rec);
+            return blocking(l, rec);
         }
         coll::alltoallv(core, comm, send.as_ref(), &mut recv)
     })
@@ -424,7 +536,7 @@ mpi_fn_c! {
             // SAFETY: the arrays hold one entry per peer; the buffers what they describe (contract).
             let (send, recv) = unsafe { args::alltoallw(core, comm, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes) }?;
             let rec = icoll::alltoallw(core, comm, send.as_deref(), &recv, Start::Now);
-            blocking(core, rec)
+            blocking(l, rec)
         })
     }
 }

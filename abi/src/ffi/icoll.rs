@@ -13,37 +13,61 @@ use crate::mem;
 use crate::requests::ReqRec;
 use crate::state::Core;
 
-/// Builds a collective request with `body` and writes its handle to `request`.
+/// What becomes of a collective's request.
+#[derive(Clone, Copy)]
+pub(super) enum Out {
+    /// Its handle is written here (the `MPI_I*` and `MPI_*_init` calls).
+    Request(*mut c_int),
+    /// The call waits for it, letting other threads in meanwhile: the blocking collectives
+    /// under `MPI_THREAD_MULTIPLE`, where a blocking algorithm would hold the library for
+    /// the whole collective and deadlock threads running collectives on other
+    /// communicators.
+    Blocking,
+}
+
+/// Builds a collective request with `body`; writes its handle, or waits for it.
 fn nb(
     name: &'static str,
     comm: c_int,
-    request: *mut c_int,
+    out: Out,
     body: impl FnOnce(&mut Core) -> MpiResult<ReqRec>,
 ) -> c_int {
     api::call(name, comm, |l| {
         let core = l.core()?;
         let rec = body(core)?;
-        let h = core.insert_request(rec);
-        // SAFETY: out-parameter (contract of the entry points).
-        unsafe { mem::put(request, h, "request") }
+        match out {
+            Out::Blocking => icoll::run_blocking(l, rec),
+            Out::Request(request) => {
+                let h = core.insert_request(rec);
+                // SAFETY: out-parameter (contract of the entry points).
+                unsafe { mem::put(request, h, "request") }
+            }
+        }
+    })
+}
+
+/// `MPI_Ibarrier`, or `MPI_Barrier` run as a schedule.
+pub(super) fn barrier(name: &'static str, comm: c_int, out: Out) -> c_int {
+    nb(name, comm, out, |core| {
+        icoll::barrier(core, comm, Start::Now)
     })
 }
 
 mpi_fn! {
     /// `MPI_Ibarrier`.
     fn MPI_Ibarrier / PMPI_Ibarrier(comm: c_int, request: *mut c_int) -> c_int {
-        nb("MPI_Ibarrier", comm, request, |core| icoll::barrier(core, comm, Start::Now))
+        barrier("MPI_Ibarrier", comm, Out::Request(request))
     }
 }
 
 mpi_fn! {
     /// `MPI_Barrier_init`.
     fn MPI_Barrier_init / PMPI_Barrier_init(comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        nb("MPI_Barrier_init", comm, request, |core| icoll::barrier(core, comm, Start::Persistent))
+        nb("MPI_Barrier_init", comm, Out::Request(request), |core| icoll::barrier(core, comm, Start::Persistent))
     }
 }
 
-fn bcast(
+pub(super) fn bcast(
     name: &'static str,
     buffer: *mut c_void,
     count: i64,
@@ -51,9 +75,9 @@ fn bcast(
     root: c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: `buffer` holds `count` elements until the request completes (contract).
         let r = unsafe { region(buffer, count, datatype) }?;
         icoll::bcast(core, comm, &r, root, start)
@@ -63,18 +87,18 @@ fn bcast(
 mpi_fn_c! {
     /// `MPI_Ibcast`.
     fn MPI_Ibcast / PMPI_Ibcast, MPI_Ibcast_c / PMPI_Ibcast_c(buffer: *mut c_void, count: Count, datatype: c_int, root: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        bcast(NAME, buffer, count.into(), datatype, root, comm, Start::Now, request)
+        bcast(NAME, buffer, count.into(), datatype, root, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Bcast_init`.
     fn MPI_Bcast_init / PMPI_Bcast_init, MPI_Bcast_init_c / PMPI_Bcast_init_c(buffer: *mut c_void, count: Count, datatype: c_int, root: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        bcast(NAME, buffer, count.into(), datatype, root, comm, Start::Persistent, request)
+        bcast(NAME, buffer, count.into(), datatype, root, comm, Start::Persistent, Out::Request(request))
     }
 }
 
-fn reduce(
+pub(super) fn reduce(
     name: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
@@ -84,9 +108,9 @@ fn reduce(
     root: c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: the buffers hold `count` elements where used, until completion (contract).
         let (send, recv, red) =
             unsafe { args::reduce(core, comm, sendbuf, recvbuf, count, datatype, op, root) }?;
@@ -97,18 +121,18 @@ fn reduce(
 mpi_fn_c! {
     /// `MPI_Ireduce`.
     fn MPI_Ireduce / PMPI_Ireduce, MPI_Ireduce_c / PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, root: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        reduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, root, comm, Start::Now, request)
+        reduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, root, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Reduce_init`.
     fn MPI_Reduce_init / PMPI_Reduce_init, MPI_Reduce_init_c / PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, root: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        reduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, root, comm, Start::Persistent, request)
+        reduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, root, comm, Start::Persistent, Out::Request(request))
     }
 }
 
-fn allreduce(
+pub(super) fn allreduce(
     name: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
@@ -117,9 +141,9 @@ fn allreduce(
     op: c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: both buffers hold `count` elements until completion (contract).
         let (send, recv, red) =
             unsafe { args::reduction(core, sendbuf, recvbuf, count, datatype, op, true, true) }?;
@@ -131,18 +155,18 @@ fn allreduce(
 mpi_fn_c! {
     /// `MPI_Iallreduce`.
     fn MPI_Iallreduce / PMPI_Iallreduce, MPI_Iallreduce_c / PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        allreduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, Start::Now, request)
+        allreduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Allreduce_init`.
     fn MPI_Allreduce_init / PMPI_Allreduce_init, MPI_Allreduce_init_c / PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        allreduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, Start::Persistent, request)
+        allreduce(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, Start::Persistent, Out::Request(request))
     }
 }
 
-fn scan(
+pub(super) fn scan(
     name: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
@@ -152,9 +176,9 @@ fn scan(
     comm: c_int,
     exclusive: bool,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: both buffers hold `count` elements until completion (contract).
         let (send, recv, red) =
             unsafe { args::reduction(core, sendbuf, recvbuf, count, datatype, op, true, true) }?;
@@ -166,33 +190,33 @@ fn scan(
 mpi_fn_c! {
     /// `MPI_Iscan`.
     fn MPI_Iscan / PMPI_Iscan, MPI_Iscan_c / PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, false, Start::Now, request)
+        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, false, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Scan_init`.
     fn MPI_Scan_init / PMPI_Scan_init, MPI_Scan_init_c / PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, false, Start::Persistent, request)
+        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, false, Start::Persistent, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Iexscan`.
     fn MPI_Iexscan / PMPI_Iexscan, MPI_Iexscan_c / PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, true, Start::Now, request)
+        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, true, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Exscan_init`.
     fn MPI_Exscan_init / PMPI_Exscan_init, MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: c_int, op: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, true, Start::Persistent, request)
+        scan(NAME, sendbuf, recvbuf, count.into(), datatype, op, comm, true, Start::Persistent, Out::Request(request))
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn reduce_scatter(
+pub(super) fn reduce_scatter(
     name: &'static str,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
@@ -201,9 +225,9 @@ fn reduce_scatter(
     op: c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: the buffers hold what the counts describe until completion (contract).
         let a =
             unsafe { args::reduce_scatter(core, comm, sendbuf, recvbuf, counts_of, datatype, op) }?;
@@ -218,7 +242,7 @@ mpi_fn_c! {
     fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter, MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) -> c_int {
         // SAFETY: `recvcounts` holds one count per rank (contract).
         let counts_of = |n: usize| unsafe { mem::counts(recvcounts, n, "recvcounts") };
-        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm, Start::Now, request)
+        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm, Start::Now, Out::Request(request))
     }
 }
 
@@ -227,7 +251,7 @@ mpi_fn_c! {
     fn MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init, MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: c_int, op: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
         // SAFETY: `recvcounts` holds one count per rank (contract).
         let counts_of = |n: usize| unsafe { mem::counts(recvcounts, n, "recvcounts") };
-        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm, Start::Persistent, request)
+        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm, Start::Persistent, Out::Request(request))
     }
 }
 
@@ -235,7 +259,7 @@ mpi_fn_c! {
     /// `MPI_Ireduce_scatter_block`.
     fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block, MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) -> c_int {
         let counts_of = |n: usize| -> MpiResult<Vec<usize>> { Ok(vec![mem::count(recvcount)?; n]) };
-        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm, Start::Now, request)
+        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm, Start::Now, Out::Request(request))
     }
 }
 
@@ -243,12 +267,12 @@ mpi_fn_c! {
     /// `MPI_Reduce_scatter_block_init`.
     fn MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init, MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: c_int, op: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
         let counts_of = |n: usize| -> MpiResult<Vec<usize>> { Ok(vec![mem::count(recvcount)?; n]) };
-        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm, Start::Persistent, request)
+        reduce_scatter(NAME, sendbuf, recvbuf, counts_of, datatype, op, comm, Start::Persistent, Out::Request(request))
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn gather<T: Copy + Into<i64>>(
+pub(super) fn gather<T: Copy + Into<i64>>(
     name: &'static str,
     sendbuf: *const c_void,
     sendcount: i64,
@@ -259,9 +283,9 @@ fn gather<T: Copy + Into<i64>>(
     root: c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: buffers and arrays hold what the counts describe until completion (contract).
         let a = unsafe {
             args::gather(
@@ -282,33 +306,33 @@ fn gather<T: Copy + Into<i64>>(
 mpi_fn_c! {
     /// `MPI_Igather`.
     fn MPI_Igather / PMPI_Igather, MPI_Igather_c / PMPI_Igather_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        gather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, root, comm, Start::Now, request)
+        gather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, root, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Gather_init`.
     fn MPI_Gather_init / PMPI_Gather_init, MPI_Gather_init_c / PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        gather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, root, comm, Start::Persistent, request)
+        gather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, root, comm, Start::Persistent, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Igatherv`.
     fn MPI_Igatherv / PMPI_Igatherv, MPI_Igatherv_c / PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Count, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        gather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, root, comm, Start::Now, request)
+        gather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, root, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Gatherv_init`.
     fn MPI_Gatherv_init / PMPI_Gatherv_init, MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Count, recvtype: c_int, root: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        gather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, root, comm, Start::Persistent, request)
+        gather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, root, comm, Start::Persistent, Out::Request(request))
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn scatter<T: Copy + Into<i64>>(
+pub(super) fn scatter<T: Copy + Into<i64>>(
     name: &'static str,
     sendbuf: *const c_void,
     lay: Lay<T>,
@@ -319,9 +343,9 @@ fn scatter<T: Copy + Into<i64>>(
     root: c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: buffers and arrays hold what the counts describe until completion (contract).
         let a = unsafe {
             args::scatter(
@@ -342,33 +366,33 @@ fn scatter<T: Copy + Into<i64>>(
 mpi_fn_c! {
     /// `MPI_Iscatter`.
     fn MPI_Iscatter / PMPI_Iscatter, MPI_Iscatter_c / PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        scatter::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, Start::Now, request)
+        scatter::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Scatter_init`.
     fn MPI_Scatter_init / PMPI_Scatter_init, MPI_Scatter_init_c / PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        scatter::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, Start::Persistent, request)
+        scatter::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, Start::Persistent, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Iscatterv`.
     fn MPI_Iscatterv / PMPI_Iscatterv, MPI_Iscatterv_c / PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        scatter(NAME, sendbuf, Lay::Var(sendcounts, displs), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, Start::Now, request)
+        scatter(NAME, sendbuf, Lay::Var(sendcounts, displs), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Scatterv_init`.
     fn MPI_Scatterv_init / PMPI_Scatterv_init, MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, root: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        scatter(NAME, sendbuf, Lay::Var(sendcounts, displs), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, Start::Persistent, request)
+        scatter(NAME, sendbuf, Lay::Var(sendcounts, displs), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, Start::Persistent, Out::Request(request))
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn allgather<T: Copy + Into<i64>>(
+pub(super) fn allgather<T: Copy + Into<i64>>(
     name: &'static str,
     sendbuf: *const c_void,
     sendcount: i64,
@@ -378,9 +402,9 @@ fn allgather<T: Copy + Into<i64>>(
     recvtype: c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: buffers and arrays hold what the counts describe until completion (contract).
         let (send, recv) = unsafe {
             args::allgather(
@@ -394,33 +418,33 @@ fn allgather<T: Copy + Into<i64>>(
 mpi_fn_c! {
     /// `MPI_Iallgather`.
     fn MPI_Iallgather / PMPI_Iallgather, MPI_Iallgather_c / PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        allgather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Start::Now, request)
+        allgather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Allgather_init`.
     fn MPI_Allgather_init / PMPI_Allgather_init, MPI_Allgather_init_c / PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        allgather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Start::Persistent, request)
+        allgather::<Count>(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Start::Persistent, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Iallgatherv`.
     fn MPI_Iallgatherv / PMPI_Iallgatherv, MPI_Iallgatherv_c / PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Count, recvtype: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        allgather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, comm, Start::Now, request)
+        allgather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Allgatherv_init`.
     fn MPI_Allgatherv_init / PMPI_Allgatherv_init, MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Count, recvtype: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        allgather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, comm, Start::Persistent, request)
+        allgather(NAME, sendbuf, sendcount.into(), sendtype, recvbuf, Lay::Var(recvcounts, displs), recvtype, comm, Start::Persistent, Out::Request(request))
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn alltoall<T: Copy + Into<i64>>(
+pub(super) fn alltoall<T: Copy + Into<i64>>(
     name: &'static str,
     sendbuf: *const c_void,
     slay: Lay<T>,
@@ -430,9 +454,9 @@ fn alltoall<T: Copy + Into<i64>>(
     recvtype: c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: buffers and arrays hold what the counts describe until completion (contract).
         let (send, recv) = unsafe {
             args::alltoall(core, comm, sendbuf, slay, sendtype, recvbuf, rlay, recvtype)
@@ -444,28 +468,28 @@ fn alltoall<T: Copy + Into<i64>>(
 mpi_fn_c! {
     /// `MPI_Ialltoall`.
     fn MPI_Ialltoall / PMPI_Ialltoall, MPI_Ialltoall_c / PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Start::Now, request)
+        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Alltoall_init`.
     fn MPI_Alltoall_init / PMPI_Alltoall_init, MPI_Alltoall_init_c / PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Start::Persistent, request)
+        alltoall::<Count>(NAME, sendbuf, Lay::Equal(sendcount.into()), sendtype, recvbuf, Lay::Equal(recvcount.into()), recvtype, comm, Start::Persistent, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Ialltoallv`.
     fn MPI_Ialltoallv / PMPI_Ialltoallv, MPI_Ialltoallv_c / PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtype: c_int, comm: c_int, request: *mut c_int) -> c_int {
-        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, Start::Now, request)
+        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Alltoallv_init`.
     fn MPI_Alltoallv_init / PMPI_Alltoallv_init, MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtype: c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, Start::Persistent, request)
+        alltoall(NAME, sendbuf, Lay::Var(sendcounts, sdispls), sendtype, recvbuf, Lay::Var(recvcounts, rdispls), recvtype, comm, Start::Persistent, Out::Request(request))
     }
 }
 
@@ -482,9 +506,9 @@ fn alltoallw<T: Copy + Into<i64>>(
     recvtypes: *const c_int,
     comm: c_int,
     start: Start,
-    request: *mut c_int,
+    out: Out,
 ) -> c_int {
-    nb(name, comm, request, |core| {
+    nb(name, comm, out, |core| {
         // SAFETY: the arrays hold one entry per peer; the buffers what they describe (contract).
         let (send, recv) = unsafe {
             args::alltoallw(
@@ -499,13 +523,13 @@ fn alltoallw<T: Copy + Into<i64>>(
 mpi_fn_c! {
     /// `MPI_Ialltoallw`.
     fn MPI_Ialltoallw / PMPI_Ialltoallw, MPI_Ialltoallw_c / PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtypes: *const c_int, comm: c_int, request: *mut c_int) -> c_int {
-        alltoallw(NAME, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, Start::Now, request)
+        alltoallw(NAME, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, Start::Now, Out::Request(request))
     }
 }
 
 mpi_fn_c! {
     /// `MPI_Alltoallw_init`.
     fn MPI_Alltoallw_init / PMPI_Alltoallw_init, MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Count, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Count, recvtypes: *const c_int, comm: c_int, _info: c_int, request: *mut c_int) -> c_int {
-        alltoallw(NAME, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, Start::Persistent, request)
+        alltoallw(NAME, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, Start::Persistent, Out::Request(request))
     }
 }

@@ -33,7 +33,7 @@ fn run(
         match mode {
             Mode::Blocking => {
                 let rec = body(core, Start::Now)?;
-                icoll::run_blocking(core, rec)
+                icoll::run_blocking(l, rec)
             }
             Mode::Request(start, request) => {
                 let rec = body(core, start)?;

@@ -23,11 +23,10 @@ fn blocking_send(
     mode: Mode,
 ) -> c_int {
     api::call(name, comm, |l| {
-        let core = l.core()?;
         // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes
         // before this returns.
         let r = unsafe { region(buf, count, dt) }?;
-        p2p::send(core, comm, &r, dest, tag, mode)
+        p2p::send(l, comm, &r, dest, tag, mode)
     })
 }
 
@@ -63,10 +62,9 @@ mpi_fn_c! {
     /// `MPI_Recv`.
     fn MPI_Recv / PMPI_Recv, MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MpiStatus) -> c_int {
         api::call(NAME, comm, |l| {
-            let core = l.core()?;
             // SAFETY: `buf` holds `count` elements (contract); complete before returning.
             let r = unsafe { region(buf, count, datatype) }?;
-            let st = p2p::recv(core, comm, &r, source, tag)?;
+            let st = p2p::recv(l, comm, &r, source, tag)?;
             // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
             unsafe { mem::put_status(status, &st, false) };
             p2p::check_truncation(&st, r.packed_len())
@@ -281,12 +279,11 @@ mpi_fn_c! {
         comm: c_int, status: *mut MpiStatus,
     ) -> c_int {
         api::call(NAME, comm, |l| {
-            let core = l.core()?;
             // SAFETY: both buffers hold their elements (contract); complete before returning.
             let s = unsafe { region(sendbuf, sendcount, sendtype) }?;
             // SAFETY: as above.
             let r = unsafe { region(recvbuf, recvcount, recvtype) }?;
-            let st = p2p::sendrecv(core, comm, &s, dest, sendtag, &r, source, recvtag)?;
+            let st = p2p::sendrecv(l, comm, &s, dest, sendtag, &r, source, recvtag)?;
             // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
             unsafe { mem::put_status(status, &st, false) };
             Ok(())
@@ -301,14 +298,13 @@ mpi_fn_c! {
         source: c_int, recvtag: c_int, comm: c_int, status: *mut MpiStatus,
     ) -> c_int {
         api::call(NAME, comm, |l| {
-            let core = l.core()?;
             // SAFETY: `buf` holds `count` elements (contract); complete before returning.
             let r = unsafe { region(buf, count, datatype) }?;
             let copy = r.pack()?;
             let byte = state::datatype(BYTE, true)?;
             // SAFETY: `copy` outlives the send, which completes inside `sendrecv`.
             let s = unsafe { Region::new(copy.as_ptr() as *const c_void, copy.len(), byte) }?;
-            let st = p2p::sendrecv(core, comm, &s, dest, sendtag, &r, source, recvtag)?;
+            let st = p2p::sendrecv(l, comm, &s, dest, sendtag, &r, source, recvtag)?;
             drop(copy);
             // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
             unsafe { mem::put_status(status, &st, false) };
@@ -321,7 +317,7 @@ mpi_fn! {
     /// `MPI_Probe`.
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: c_int, status: *mut MpiStatus) -> c_int {
         api::call("MPI_Probe", comm, |l| {
-            let st = p2p::probe(l.core()?, comm, source, tag, true)?.unwrap_or_default();
+            let st = p2p::probe(l, comm, source, tag, true)?.unwrap_or_default();
             // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
             unsafe { mem::put_status(status, &st, false) };
             Ok(())
@@ -333,7 +329,7 @@ mpi_fn! {
     /// `MPI_Iprobe`.
     fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
         api::call("MPI_Iprobe", comm, |l| {
-            let found = p2p::probe(l.core()?, comm, source, tag, false)?;
+            let found = p2p::probe(l, comm, source, tag, false)?;
             if let Some(st) = &found {
                 // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
                 unsafe { mem::put_status(status, st, false) };
@@ -348,7 +344,7 @@ mpi_fn! {
     /// `MPI_Mprobe`.
     fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: c_int, message: *mut c_int, status: *mut MpiStatus) -> c_int {
         api::call("MPI_Mprobe", comm, |l| {
-            let (m, st) = p2p::mprobe(l.core()?, comm, source, tag, true)?
+            let (m, st) = p2p::mprobe(l, comm, source, tag, true)?
                 .unwrap_or((handle::REQUEST_NULL, mem::St::default()));
             // SAFETY: out-parameters (contract).
             unsafe {
@@ -363,7 +359,7 @@ mpi_fn! {
     /// `MPI_Improbe`.
     fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: c_int, flag: *mut c_int, message: *mut c_int, status: *mut MpiStatus) -> c_int {
         api::call("MPI_Improbe", comm, |l| {
-            let found = p2p::mprobe(l.core()?, comm, source, tag, false)?;
+            let found = p2p::mprobe(l, comm, source, tag, false)?;
             if let Some((m, st)) = &found {
                 // SAFETY: out-parameters (contract).
                 unsafe {
@@ -388,7 +384,7 @@ mpi_fn_c! {
             let r = unsafe { region(buf, count, datatype) }?;
             let mut rec = p2p::start_mrecv(core, m, &r)?;
             let comm = rec.comm;
-            let st = requests::wait(&mut core.engine, &mut rec)?;
+            let st = crate::complete::wait_rec(l, &mut rec)?;
             // SAFETY: out-parameters (contract).
             unsafe {
                 mem::put_status(status, &st, false);
@@ -586,7 +582,7 @@ mpi_fn! {
             // SAFETY: in-out parameter (contract).
             let mut h = unsafe { mem::get(request, "request") }?;
             api::query_grequests(l, &[h])?;
-            let (st, comm) = complete::wait(l.core()?, &mut h)?;
+            let (st, comm) = complete::wait(l, &mut h)?;
             // SAFETY: out-parameters (contract).
             unsafe {
                 mem::put(request, h, "request")?;
@@ -643,7 +639,7 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (contract).
             let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
             api::query_grequests(l, hs)?;
-            let m = complete::waitall(l.core()?, hs)?;
+            let m = complete::waitall(l, hs)?;
             // SAFETY: `statuses` holds `count` entries or ignores them (contract).
             unsafe { report_many(statuses, &m) }
         })
@@ -657,7 +653,7 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (contract).
             let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
             api::query_grequests(l, hs)?;
-            let m = complete::testall(l.core()?, hs)?;
+            let m = complete::testall(l, hs)?;
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(flag, c_int::from(m.is_some()), "flag") }?;
             match m {
@@ -682,7 +678,7 @@ fn any(
         // SAFETY: `requests` holds `count` handles (contract of the calling entry point).
         let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
         api::query_grequests(l, hs)?;
-        let found = complete::any(l.core()?, hs, block)?;
+        let found = complete::any(l, hs, block)?;
         if !block {
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(flag, c_int::from(found.is_some()), "flag") }?;
@@ -730,7 +726,7 @@ fn some(
         // SAFETY: `requests` holds `incount` handles (contract of the calling entry point).
         let hs = unsafe { mem::slice_mut(requests, n, "array_of_requests") }?;
         api::query_grequests(l, hs)?;
-        match complete::some(l.core()?, hs, block)? {
+        match complete::some(l, hs, block)? {
             // SAFETY: out-parameter (contract).
             None => unsafe { mem::put(outcount, UNDEFINED, "outcount") },
             Some((idx, m)) => {

@@ -67,8 +67,8 @@ fn launch(
 }
 
 /// Runs a collective request to completion (the blocking inter-communicator collectives).
-pub fn run_blocking(core: &mut Core, mut rec: ReqRec) -> MpiResult<()> {
-    let st = requests::wait(&mut core.engine, &mut rec)?;
+pub fn run_blocking(l: &mut crate::state::Locked, mut rec: ReqRec) -> MpiResult<()> {
+    let st = crate::complete::wait_rec(l, &mut rec)?;
     requests::status_error(&st, rec.comm)
 }
 
