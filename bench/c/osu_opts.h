@@ -50,6 +50,22 @@ static long iterations = OSU_ITERATIONS, iterations_large = OSU_ITERATIONS_LARGE
 static long skip = OSU_SKIP, skip_large = OSU_SKIP_LARGE;
 static long window = 64;
 static long num_probes = 0; /* -t: MPI_Test calls during a nonblocking test's computation */
+/* -t SENDERS[:RECEIVERS] of the multithreaded tests (OSU_THREADS defined), OSU's defaults. */
+static long threads_sender = 1, threads_receiver = 2;
+
+/* OSU's -t of the multithreaded tests: N (both sides) or SENDERS:RECEIVERS, each 1..128. */
+__attribute__((unused)) static int set_threads(const char *val)
+{
+    char *end = NULL;
+    long s = strtol(val, &end, 10), r = s;
+    if (end && *end == ':')
+        r = strtol(end + 1, &end, 10);
+    if (!end || *end || s < 1 || s > 128 || r < 1 || r > 128)
+        return -1;
+    threads_sender = s;
+    threads_receiver = r;
+    return 0;
+}
 static long mem_limit = MEM_LIMIT_DEFAULT;
 static int mem_warning = 0, full = 0;
 
@@ -125,7 +141,11 @@ static int parse(int argc, char **argv, const char *optional)
         {"full", no_argument, 0, 'f'},          {"message-size", required_argument, 0, 'm'},
         {"warmup", required_argument, 0, 'x'},  {"iterations", required_argument, 0, 'i'},
         {"mem-limit", required_argument, 0, 'M'}, {"window-size", required_argument, 0, 'W'},
+#ifdef OSU_THREADS
+        {"num_threads", required_argument, 0, 't'}, {0, 0, 0, 0}};
+#else
         {"num-test-calls", required_argument, 0, 't'}, {0, 0, 0, 0}};
+#endif
     struct option longs[sizeof all / sizeof all[0]];
     size_t n = 0;
     for (size_t k = 0; all[k].name; k++)
@@ -165,8 +185,12 @@ static int parse(int argc, char **argv, const char *optional)
             window = atoi(optarg);
             break;
         case 't':
+#ifdef OSU_THREADS
+            if (set_threads(optarg)) { bad_message = "Invalid Number of Threads"; return BAD; }
+#else
             if (atoi(optarg) < 0) { bad_message = "Invalid Number of Probes"; return BAD; }
             num_probes = atoi(optarg);
+#endif
             break;
         case 'M':
             mem_limit = atoll(optarg);
@@ -192,7 +216,16 @@ enum { AT_LEAST_TWO, EXACTLY_TWO };
 static int begin(int argc, char **argv, const char *optional, int ranks, int *rank, int *nprocs)
 {
     int po = parse(argc, argv, optional);
+#ifdef OSU_THREADS
+    int provided = -1;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (provided != MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "MPI_Init_thread must return MPI_THREAD_MULTIPLE!\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+#else
     MPI_Init(&argc, &argv);
+#endif
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, nprocs);
     if (po != OK) {

@@ -34,7 +34,15 @@ fn nb(
 ) -> c_int {
     api::call(name, comm, |l| {
         let core = l.core()?;
-        let rec = body(core)?;
+        let blocking = matches!(out, Out::Blocking);
+        if blocking {
+            core.engine.set_blocking_sequence(true);
+        }
+        let rec = body(core);
+        if blocking {
+            core.engine.set_blocking_sequence(false);
+        }
+        let rec = rec?;
         match out {
             Out::Blocking => icoll::run_blocking(l, rec),
             Out::Request(request) => {

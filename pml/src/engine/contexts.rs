@@ -20,6 +20,7 @@ impl Engine {
             me,
             send_seq: vec![0; n],
             coll_seq: 0,
+            blocking_seq: 0,
             inter: None,
             broken,
         });
@@ -52,6 +53,7 @@ impl Engine {
             me,
             send_seq: vec![0; n],
             coll_seq: 0,
+            blocking_seq: 0,
             inter: Some(InterCtx {
                 local_group: local,
                 local_ctx,
@@ -116,11 +118,17 @@ impl Engine {
     }
 
     /// The next number of `ctx`'s collective sequence (see [`crate::nbc`]).
-    pub(crate) fn next_coll_seq(&mut self, ctx: u16) -> Result<u32, PmlError> {
+    /// `blocking`: of the sequence of blocking collectives run as schedules.
+    pub(crate) fn next_coll_seq(&mut self, ctx: u16, blocking: bool) -> Result<u32, PmlError> {
         self.ctx(ctx)?;
         let c = self.st.ctxs[ctx as usize].as_mut().expect("checked above");
-        let s = c.coll_seq;
-        c.coll_seq = s.wrapping_add(1);
+        let seq = if blocking {
+            &mut c.blocking_seq
+        } else {
+            &mut c.coll_seq
+        };
+        let s = *seq;
+        *seq = s.wrapping_add(1);
         Ok(s)
     }
 

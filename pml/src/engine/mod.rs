@@ -157,6 +157,8 @@ pub(crate) struct Ctx {
     send_seq: Vec<u16>,
     /// Collective schedules built on this context so far (their tags, see [`crate::nbc`]).
     pub(crate) coll_seq: u32,
+    /// The same for schedules that run blocking collectives (a sequence of their own).
+    pub(crate) blocking_seq: u32,
     /// Set for inter-communicators.
     pub(crate) inter: Option<InterCtx>,
     /// Set once a member failed: every operation on the context fails with this reason.

@@ -19,7 +19,12 @@
 //! members build collectives in the same order, so they draw the same tag), from a range no
 //! user tag and no blocking collective uses. Messages of one schedule between two ranks are
 //! posted in the same order on both sides, which MPI's non-overtaking rule turns into
-//! matching. A persistent schedule keeps its tag: a run starts only after the previous one
+//! matching. Blocking collectives run as schedules (the C library does that under
+//! `MPI_THREAD_MULTIPLE`) draw from a second sequence and tag range
+//! ([`Engine::set_blocking_sequence`]), so that, like the blocking algorithms with their fixed
+//! tags, they never pair with a nonblocking collective still outstanding on the communicator
+//! (MPICH's `MPIX_Comm_iagree` then `MPI_Barrier` on one rank, the other order on another,
+//! as mpi4py's suite does). A persistent schedule keeps its tag: a run starts only after the previous one
 //! completed on this rank, and the peer's messages of the next run queue behind this run's.
 //!
 //! Buffers: a schedule reads and writes the program's memory through [`UserBuf`]s, whose
@@ -43,6 +48,10 @@ pub const COLL_BIT: u64 = 1 << 63;
 /// so `MPI_ANY_TAG` never takes them).
 const TAG_BASE: i32 = i32::MIN;
 const TAG_SPAN: u32 = 1 << 30;
+/// The tag range of the blocking collectives' sequence: `[-2^30, -2^29)`, after the
+/// nonblocking range and still far from the fixed tags.
+const BLOCKING_TAG_BASE: i32 = i32::MIN + (1 << 30);
+const BLOCKING_TAG_SPAN: u32 = 1 << 29;
 
 /// A byte range of one of a schedule's buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -507,6 +516,8 @@ pub(crate) struct Table {
     pool: Vec<Box<Sched>>,
     /// The allreduce algorithm parameters, once read.
     pub(crate) allreduce_tuning: Option<(usize, usize)>,
+    /// Builders draw from the blocking collectives' sequence ([`Engine::set_blocking_sequence`]).
+    blocking_sequence: bool,
     free: Vec<u32>,
     /// Slots of running schedules.
     running: Vec<u32>,
@@ -580,13 +591,26 @@ impl Engine {
     pub fn coll_builder_tags(&mut self, ctx: u16, n: usize) -> Result<Builder, PmlError> {
         debug_assert!((1..=255).contains(&n));
         let n = n.max(1) as u32;
-        let first = self.next_coll_seq(ctx)?;
+        let blocking = self.nbc.blocking_sequence;
+        let first = self.next_coll_seq(ctx, blocking)?;
         for _ in 1..n {
-            self.next_coll_seq(ctx)?;
+            self.next_coll_seq(ctx, blocking)?;
         }
-        let tags = (0..n).map(|k| TAG_BASE + (first.wrapping_add(k) % TAG_SPAN) as i32);
+        let (base, span) = if blocking {
+            (BLOCKING_TAG_BASE, BLOCKING_TAG_SPAN)
+        } else {
+            (TAG_BASE, TAG_SPAN)
+        };
+        let tags = (0..n).map(move |k| base + (first.wrapping_add(k) % span) as i32);
         let s = self.nbc.pool.pop().unwrap_or_default();
         Ok(Builder::new(s, tags))
+    }
+
+    /// While `on`, schedules built draw their tags from the communicator's sequence of
+    /// blocking collectives (see the module documentation): set around building a blocking
+    /// collective that runs as a schedule.
+    pub fn set_blocking_sequence(&mut self, on: bool) {
+        self.nbc.blocking_sequence = on;
     }
 
     /// Starts a schedule; returns its request.
