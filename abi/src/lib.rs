@@ -8,7 +8,9 @@
 //! Layout, from the C boundary inwards:
 //! * [`ffi`]: the exported `MPI_*`/`PMPI_*` functions. Each converts its C arguments
 //!   (through [`mem`]) and runs a body under [`api::call`].
-//! * [`api`]: the library lock, and error handlers.
+//! * [`api`]: running a call under the library lock ([`call_lock`]), and error handlers;
+//!   [`blocking`]: how a blocking call waits (letting other threads in under
+//!   `MPI_THREAD_MULTIPLE`).
 //! * [`p2p`], [`requests`], [`complete`], [`coll`], [`comm`], [`dpm`], [`env`]: the calls' meaning,
 //!   in safe Rust over [`mem::Region`]s and the engine.
 //! * [`types`]: datatypes and packing; [`handle`]: MPICH's handle bits; [`error`]: error
@@ -25,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod blocking;
 pub mod call_lock;
 pub mod callbacks;
 pub mod coll;

@@ -7,7 +7,7 @@
 
 use std::os::raw::c_int;
 
-use crate::complete::{idle_step, wait_engine, wait_rec};
+use crate::blocking::{idle_step, wait_engine, wait_rec};
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::mem::{self, Region, St};

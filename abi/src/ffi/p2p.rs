@@ -384,7 +384,7 @@ mpi_fn_c! {
             let r = unsafe { region(buf, count, datatype) }?;
             let mut rec = p2p::start_mrecv(core, m, &r)?;
             let comm = rec.comm;
-            let st = crate::complete::wait_rec(l, &mut rec)?;
+            let st = crate::blocking::wait_rec(l, &mut rec)?;
             // SAFETY: out-parameters (contract).
             unsafe {
                 mem::put_status(status, &st, false);

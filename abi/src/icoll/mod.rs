@@ -68,7 +68,7 @@ fn launch(
 
 /// Runs a collective request to completion (the blocking inter-communicator collectives).
 pub fn run_blocking(l: &mut crate::state::Locked, mut rec: ReqRec) -> MpiResult<()> {
-    let st = crate::complete::wait_rec(l, &mut rec)?;
+    let st = crate::blocking::wait_rec(l, &mut rec)?;
     requests::status_error(&st, rec.comm)
 }
 
