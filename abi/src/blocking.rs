@@ -6,20 +6,69 @@
 //! decides what completes a request (that is [`crate::requests`]) and never keeps a borrow
 //! of the library state across [`Locked::let_others_in`].
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
 use crate::error::MpiResult;
 use crate::mem::St;
 use crate::requests::{self, ReqRec};
 use crate::state::Locked;
 
-/// One idle step of a blocking call: progress, back off when nothing moved, and under
-/// `MPI_THREAD_MULTIPLE` let a thread waiting for the library in (so no call holds the lock
-/// across a blocking wait, and whichever thread waits makes progress for all).
-pub fn idle_step(l: &mut Locked, idle: &mut u32) -> MpiResult<()> {
-    let core = l.core()?;
-    core.engine.idle_step(idle);
-    core.reap_detached();
-    l.let_others_in();
-    Ok(())
+/// Threads of this process inside a blocking wait under `MPI_THREAD_MULTIPLE`.
+static BLOCKED: AtomicU32 = AtomicU32::new(0);
+
+/// Cores per rank on this node: the cores this process may run on, shared by the node's
+/// ranks (`MPI_LOCALNRANKS`, which kestrel-run and hydra set).
+fn cores_per_rank() -> u32 {
+    static CORES: OnceLock<u32> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let ranks = std::env::var("MPI_LOCALNRANKS")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(1)
+            .max(1);
+        (cores / ranks).max(1)
+    })
+}
+
+/// The state of one blocking wait: its idle count, and whether it counts in [`BLOCKED`].
+#[derive(Default)]
+pub struct Waiter {
+    idle: u32,
+    counted: bool,
+}
+
+impl Waiter {
+    /// One idle step: progress, back off when nothing moved, and under
+    /// `MPI_THREAD_MULTIPLE` let a thread waiting for the library in (so no call holds the
+    /// lock across a blocking wait, and whichever thread waits makes progress for all).
+    /// When more threads wait than the rank has cores, an empty poll also yields the core:
+    /// the thread that would complete the wait (here, or in the peer rank) may need it.
+    pub fn step(&mut self, l: &mut Locked) -> MpiResult<()> {
+        let core = l.core()?;
+        core.engine.idle_step(&mut self.idle);
+        core.reap_detached();
+        if l.multithreaded() {
+            if !self.counted {
+                self.counted = true;
+                BLOCKED.fetch_add(1, Ordering::Relaxed);
+            }
+            l.let_others_in();
+            if self.idle > 0 && BLOCKED.load(Ordering::Relaxed) > cores_per_rank() {
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if self.counted {
+            BLOCKED.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Waits for a request record the caller owns (blocking calls' own requests); its status.
@@ -27,9 +76,9 @@ pub fn wait_rec(l: &mut Locked, rec: &mut ReqRec) -> MpiResult<St> {
     if !l.multithreaded() {
         return requests::wait(&mut l.core()?.engine, rec);
     }
-    let mut idle = 0u32;
+    let mut w = Waiter::default();
     while !requests::poll(&mut l.core()?.engine, rec)? {
-        idle_step(l, &mut idle)?;
+        w.step(l)?;
     }
     Ok(requests::take_status(rec))
 }
@@ -42,11 +91,11 @@ pub fn wait_engine(
     if !l.multithreaded() {
         return Ok(l.core()?.engine.wait(id));
     }
-    let mut idle = 0u32;
+    let mut w = Waiter::default();
     loop {
         if let Some(s) = l.core()?.engine.try_complete(id) {
             return Ok(s);
         }
-        idle_step(l, &mut idle)?;
+        w.step(l)?;
     }
 }

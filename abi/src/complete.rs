@@ -9,7 +9,7 @@
 
 use std::os::raw::c_int;
 
-use crate::blocking::idle_step;
+use crate::blocking::Waiter;
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle;
 use crate::mem::St;
@@ -52,6 +52,16 @@ fn poll_slot(core: &mut Core, i: u32) -> MpiResult<bool> {
 /// Reports a completed slot: its status; frees it (or deactivates a persistent one) and
 /// sets the handle to `MPI_REQUEST_NULL` when freed.
 fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
+    // The common record, a plain send or receive with nothing extra: its status, and the
+    // slot freed.
+    if let Some(r) = core.requests.get_mut(i) {
+        if r.extra.is_none() {
+            let st = requests::take_status(r);
+            core.requests.remove(i);
+            *h = handle::REQUEST_NULL;
+            return st;
+        }
+    }
     if let Err(e) = crate::comm_create::settle(core, i) {
         if let Some(ReqState::Done(st)) = core.requests.get_mut(i).map(|r| &mut r.state) {
             st.error = error::code_for(e.class, e.msg.clone());
@@ -99,9 +109,9 @@ pub fn wait(l: &mut Locked, h: &mut c_int) -> MpiResult<(St, c_int)> {
     if !live(core, i) {
         return Ok((St::empty(ANY_SOURCE), comm_of(core, i)));
     }
-    let mut idle = 0u32;
+    let mut w = Waiter::default();
     while !poll_slot(l.core()?, i)? {
-        idle_step(l, &mut idle)?;
+        w.step(l)?;
     }
     let core = l.core()?;
     let comm = comm_of(core, i);
@@ -141,6 +151,10 @@ fn many(statuses: Vec<St>, comm: c_int) -> Many {
         .iter()
         .filter(|s| s.error != error::SUCCESS)
         .count();
+    many_failed(statuses, failed, comm)
+}
+
+fn many_failed(statuses: Vec<St>, failed: usize, comm: c_int) -> Many {
     let in_status = (failed > 0).then(|| {
         MpiError::new(
             error::ERR_IN_STATUS,
@@ -154,54 +168,65 @@ fn many(statuses: Vec<St>, comm: c_int) -> Many {
     }
 }
 
-/// `MPI_Waitall`.
-pub fn waitall(l: &mut Locked, hs: &mut [c_int]) -> MpiResult<Many> {
+/// `MPI_Waitall`; `want_statuses`: the caller reports statuses (not `MPI_STATUSES_IGNORE`),
+/// otherwise [`Many::statuses`] stays empty and nothing is allocated.
+pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResult<Many> {
     let core = l.core()?;
-    let slots: Vec<Option<u32>> = hs
-        .iter()
-        .map(|&h| slot_of(core, h))
-        .collect::<MpiResult<_>>()?;
+    for &h in hs.iter() {
+        slot_of(core, h)?;
+    }
     // Requests mostly complete in the order they were started (a window of sends, or of
     // receives matched in order): poll from the first one not yet seen complete and stop at
     // the first still pending, so a pass costs what completed since the last pass, not the
     // whole array (which made a 64-request window quadratic).
     let mut next = 0;
-    let mut idle = 0u32;
+    let mut w = Waiter::default();
     loop {
         let core = l.core()?;
-        while let Some(s) = slots.get(next) {
-            match *s {
+        while let Some(&h) = hs.get(next) {
+            match slot_of(core, h)? {
                 Some(i) if live(core, i) && !poll_slot(core, i)? => break,
                 _ => next += 1,
             }
         }
-        if next == slots.len() {
+        if next == hs.len() {
             break;
         }
-        idle_step(l, &mut idle)?;
+        w.step(l)?;
     }
     let core = l.core()?;
     let mut comm = handle::COMM_WORLD;
-    let statuses = slots
-        .iter()
-        .zip(hs.iter_mut())
-        .map(|(s, h)| match s {
-            Some(i) if live(core, *i) => {
-                let c = comm_of(core, *i);
-                let st = finish(core, h, *i);
+    let mut failed = 0;
+    let mut statuses = Vec::new();
+    if want_statuses {
+        statuses.reserve_exact(hs.len());
+    }
+    for h in hs.iter_mut() {
+        let st = match slot_of(core, *h)? {
+            Some(i) if live(core, i) => {
+                let c = comm_of(core, i);
+                let st = finish(core, h, i);
                 if st.error != error::SUCCESS {
                     comm = c;
+                    failed += 1;
                 }
                 st
             }
             _ => St::empty(ANY_SOURCE),
-        })
-        .collect();
-    Ok(many(statuses, comm))
+        };
+        if want_statuses {
+            statuses.push(st);
+        }
+    }
+    Ok(many_failed(statuses, failed, comm))
 }
 
 /// `MPI_Testall`: `None` when not all are complete (then none is reported).
-pub fn testall(l: &mut Locked, hs: &mut [c_int]) -> MpiResult<Option<Many>> {
+pub fn testall(
+    l: &mut Locked,
+    hs: &mut [c_int],
+    want_statuses: bool,
+) -> MpiResult<Option<Many>> {
     let core = l.core()?;
     let slots: Vec<Option<u32>> = hs
         .iter()
@@ -214,7 +239,7 @@ pub fn testall(l: &mut Locked, hs: &mut [c_int]) -> MpiResult<Option<Many>> {
             return Ok(None);
         }
     }
-    waitall(l, hs).map(Some)
+    waitall(l, hs, want_statuses).map(Some)
 }
 
 /// `MPI_Waitany` (`block`) and `MPI_Testany`: the index completed (`MPI_UNDEFINED` when no
@@ -228,7 +253,7 @@ pub fn any(l: &mut Locked, hs: &mut [c_int], block: bool) -> MpiResult<Option<(c
     if !slots.iter().flatten().any(|&i| live(core, i)) {
         return Ok(Some((UNDEFINED, St::empty(ANY_SOURCE), handle::COMM_WORLD)));
     }
-    let mut idle = 0u32;
+    let mut w = Waiter::default();
     let mut progressed = false;
     loop {
         let core = l.core()?;
@@ -250,7 +275,7 @@ pub fn any(l: &mut Locked, hs: &mut [c_int], block: bool) -> MpiResult<Option<(c
             progressed = true;
             continue;
         }
-        idle_step(l, &mut idle)?;
+        w.step(l)?;
     }
 }
 
@@ -269,7 +294,7 @@ pub fn some(
     if !slots.iter().flatten().any(|&i| live(core, i)) {
         return Ok(None);
     }
-    let mut idle = 0u32;
+    let mut w = Waiter::default();
     let mut progressed = false;
     loop {
         let core = l.core()?;
@@ -297,7 +322,7 @@ pub fn some(
             return Ok(Some((idx, many(sts, comm))));
         }
         if block {
-            idle_step(l, &mut idle)?;
+            w.step(l)?;
         } else {
             core.engine.progress();
             core.reap_detached();

@@ -7,7 +7,7 @@
 
 use std::os::raw::c_int;
 
-use crate::blocking::{idle_step, wait_engine, wait_rec};
+use crate::blocking::{wait_engine, wait_rec, Waiter};
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::mem::{self, Region, St};
@@ -278,7 +278,7 @@ pub fn probe(
     if source == Source::Null {
         return Ok(Some(St::empty(PROC_NULL)));
     }
-    let mut idle = 0u32;
+    let mut w = Waiter::default();
     loop {
         let found = l
             .core()?
@@ -291,7 +291,7 @@ pub fn probe(
         if !block {
             return Ok(None);
         }
-        idle_step(l, &mut idle)?;
+        w.step(l)?;
     }
 }
 
@@ -310,7 +310,7 @@ pub fn mprobe(
     if source == Source::Null {
         return Ok(Some((handle::MESSAGE_NO_PROC, St::empty(PROC_NULL))));
     }
-    let mut idle = 0u32;
+    let mut w = Waiter::default();
     loop {
         let core = l.core()?;
         let found = core
@@ -327,7 +327,7 @@ pub fn mprobe(
         if !block {
             return Ok(None);
         }
-        idle_step(l, &mut idle)?;
+        w.step(l)?;
     }
 }
 

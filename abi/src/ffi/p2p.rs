@@ -639,7 +639,7 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (contract).
             let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
             api::query_grequests(l, hs)?;
-            let m = complete::waitall(l, hs)?;
+            let m = complete::waitall(l, hs, !mem::ignores_status(statuses))?;
             // SAFETY: `statuses` holds `count` entries or ignores them (contract).
             unsafe { report_many(statuses, &m) }
         })
@@ -653,7 +653,7 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (contract).
             let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
             api::query_grequests(l, hs)?;
-            let m = complete::testall(l, hs)?;
+            let m = complete::testall(l, hs, !mem::ignores_status(statuses))?;
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(flag, c_int::from(m.is_some()), "flag") }?;
             match m {
