@@ -222,11 +222,7 @@ pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResu
 }
 
 /// `MPI_Testall`: `None` when not all are complete (then none is reported).
-pub fn testall(
-    l: &mut Locked,
-    hs: &mut [c_int],
-    want_statuses: bool,
-) -> MpiResult<Option<Many>> {
+pub fn testall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResult<Option<Many>> {
     let core = l.core()?;
     let slots: Vec<Option<u32>> = hs
         .iter()

@@ -117,6 +117,27 @@ pub struct Region {
     pub ty: Dt,
 }
 
+/// The bytes of `count` elements of a predefined datatype at `buf`, when that is the whole
+/// story: a contiguous predefined type, at least one byte, a real address. `None` for
+/// everything else (derived types, empty or invalid buffers, `MPI_IN_PLACE`): the caller
+/// then takes the general path through [`Region::new`], which also reports the errors.
+///
+/// # Safety
+/// As for [`Region::new`]: `buf` holds `count` elements of `dt` for as long as the returned
+/// buffer is used.
+#[inline]
+pub unsafe fn plain_span(buf: *const c_void, count: impl Into<i64>, dt: c_int) -> Option<UserBuf> {
+    let t = crate::types::predefined(dt)?;
+    let count = usize::try_from(count.into()).ok()?;
+    if count == 0 || t.size == 0 || buf.is_null() || buf as usize == IN_PLACE || !t.is_contiguous()
+    {
+        return None;
+    }
+    let len = count.checked_mul(t.size)?;
+    // SAFETY: the caller guarantees these bytes are valid (see above).
+    Some(unsafe { UserBuf::for_recv(buf as *mut u8, len) })
+}
+
 /// Converts a C count (`int`, or `MPI_Count` in the large-count binding), rejecting
 /// negatives with `MPI_ERR_COUNT`.
 #[inline(always)]

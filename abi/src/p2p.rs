@@ -7,7 +7,10 @@
 
 use std::os::raw::c_int;
 
+use kestrel_pml::buf::UserBuf;
+
 use crate::blocking::{wait_engine, wait_rec, Waiter};
+
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
 use crate::mem::{self, Region, St};
@@ -119,6 +122,120 @@ pub fn recv_tag(tag: c_int) -> MpiResult<Option<c_int>> {
             format!("tag {t} is negative; receive tags are 0..MPI_TAG_UB or MPI_ANY_TAG"),
         )),
     }
+}
+
+/// `MPI_Send` in its common form (see [`isend_plain`]); `None` when the arguments are
+/// anything else, before anything was sent: the caller takes the general path ([`send`]).
+#[inline]
+pub fn send_plain(
+    l: &mut Locked,
+    comm: c_int,
+    span: UserBuf,
+    dest: c_int,
+    tag: c_int,
+) -> Option<MpiResult<()>> {
+    let core = l.core().ok()?;
+    let c = core.comm(comm).ok()?;
+    if dest < 0 || dest >= c.peer_count() || tag < 0 {
+        return None;
+    }
+    let ctx = c.ctx;
+    let id = core.engine.isend(ctx, dest as u32, tag, span, false).ok()?;
+    if id == kestrel_pml::engine::DONE {
+        return Some(Ok(()));
+    }
+    Some(wait_engine(l, id).map(|_| ()))
+}
+
+/// `MPI_Recv` in its common form (see [`irecv_plain`]): the status (the caller checks
+/// truncation); `None` as for [`send_plain`].
+#[inline]
+pub fn recv_plain(
+    l: &mut Locked,
+    comm: c_int,
+    span: UserBuf,
+    source: c_int,
+    tag: c_int,
+) -> Option<MpiResult<St>> {
+    let core = l.core().ok()?;
+    let c = core.comm(comm).ok()?;
+    let source = match source {
+        ANY_SOURCE => None,
+        s if s >= 0 && s < c.peer_count() => Some(s as u32),
+        _ => return None,
+    };
+    let tag = match tag {
+        ANY_TAG => None,
+        t if t >= 0 => Some(t),
+        _ => return None,
+    };
+    let ctx = c.ctx;
+    let id = core.engine.irecv(ctx, source, tag, span).ok()?;
+    Some(wait_engine(l, id).map(requests::status_of))
+}
+
+/// `MPI_Isend` in its common form, in one pass: contiguous bytes of a predefined type
+/// ([`crate::mem::plain_span`]) to a real rank with a valid tag. `None` when the arguments
+/// are anything else or the engine refuses: the caller then takes the general path
+/// ([`start_send`]), which reports the error. Returns the request's handle.
+#[inline]
+pub fn isend_plain(
+    core: &mut Core,
+    comm: c_int,
+    span: UserBuf,
+    dest: c_int,
+    tag: c_int,
+) -> Option<c_int> {
+    let c = core.comm(comm).ok()?;
+    if dest < 0 || dest >= c.peer_count() || tag < 0 {
+        return None;
+    }
+    let ctx = c.ctx;
+    let id = core.engine.isend(ctx, dest as u32, tag, span, false).ok()?;
+    let state = if id == kestrel_pml::engine::DONE {
+        ReqState::Done(St::default())
+    } else {
+        ReqState::Active(id)
+    };
+    Some(core.insert_request(ReqRec {
+        state,
+        comm,
+        ctx,
+        recv: false,
+        extra: None,
+    }))
+}
+
+/// `MPI_Irecv` in its common form (see [`isend_plain`]): a real rank or `MPI_ANY_SOURCE`,
+/// a valid tag or `MPI_ANY_TAG`. Returns the request's handle.
+#[inline]
+pub fn irecv_plain(
+    core: &mut Core,
+    comm: c_int,
+    span: UserBuf,
+    source: c_int,
+    tag: c_int,
+) -> Option<c_int> {
+    let c = core.comm(comm).ok()?;
+    let source = match source {
+        ANY_SOURCE => None,
+        s if s >= 0 && s < c.peer_count() => Some(s as u32),
+        _ => return None,
+    };
+    let tag = match tag {
+        ANY_TAG => None,
+        t if t >= 0 => Some(t),
+        _ => return None,
+    };
+    let ctx = c.ctx;
+    let id = core.engine.irecv(ctx, source, tag, span).ok()?;
+    Some(core.insert_request(ReqRec {
+        state: ReqState::Active(id),
+        comm,
+        ctx,
+        recv: true,
+        extra: None,
+    }))
 }
 
 /// Starts a send; the request may already be complete.

@@ -23,8 +23,16 @@ fn blocking_send(
     mode: Mode,
 ) -> c_int {
     api::call(name, comm, |l| {
-        // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes
-        // before this returns.
+        if mode == Mode::Standard {
+            // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes
+            // before this returns.
+            if let Some(span) = unsafe { mem::plain_span(buf, count, dt) } {
+                if let Some(r) = p2p::send_plain(l, comm, span, dest, tag) {
+                    return r;
+                }
+            }
+        }
+        // SAFETY: as above.
         let r = unsafe { region(buf, count, dt) }?;
         p2p::send(l, comm, &r, dest, tag, mode)
     })
@@ -63,6 +71,16 @@ mpi_fn_c! {
     fn MPI_Recv / PMPI_Recv, MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MpiStatus) -> c_int {
         api::call(NAME, comm, |l| {
             // SAFETY: `buf` holds `count` elements (contract); complete before returning.
+            if let Some(span) = unsafe { mem::plain_span(buf, count, datatype) } {
+                let len = span.len();
+                if let Some(st) = p2p::recv_plain(l, comm, span, source, tag) {
+                    let st = st?;
+                    // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+                    unsafe { mem::put_status(status, &st, false) };
+                    return p2p::check_truncation(&st, len);
+                }
+            }
+            // SAFETY: as above.
             let r = unsafe { region(buf, count, datatype) }?;
             let st = p2p::recv(l, comm, &r, source, tag)?;
             // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
@@ -85,6 +103,16 @@ fn nonblocking_send(
 ) -> c_int {
     api::call(name, comm, |l| {
         let core = l.core()?;
+        if mode == Mode::Standard {
+            // SAFETY: `buf` holds `count` elements and stays untouched until the request
+            // completes (contract).
+            if let Some(span) = unsafe { mem::plain_span(buf, count, dt) } {
+                if let Some(h) = p2p::isend_plain(core, comm, span, dest, tag) {
+                    // SAFETY: out-parameter (contract).
+                    return unsafe { mem::put(request, h, "request") };
+                }
+            }
+        }
         // SAFETY: `buf` holds `count` elements and stays untouched until the request
         // completes (contract).
         let r = unsafe { region(buf, count, dt) }?;
@@ -130,6 +158,13 @@ mpi_fn_c! {
             let core = l.core()?;
             // SAFETY: `buf` holds `count` elements and stays untouched until the request
             // completes (contract).
+            if let Some(span) = unsafe { mem::plain_span(buf, count, datatype) } {
+                if let Some(h) = p2p::irecv_plain(core, comm, span, source, tag) {
+                    // SAFETY: out-parameter (contract).
+                    return unsafe { mem::put(request, h, "request") };
+                }
+            }
+            // SAFETY: as above.
             let r = unsafe { region(buf, count, datatype) }?;
             let rec = p2p::start_recv(core, comm, &r, source, tag)?;
             let h = core.insert_request(rec);
