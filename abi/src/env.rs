@@ -9,8 +9,6 @@
 //! then (`MPI_Initialized`, `MPI_Finalized`, `MPI_Get_version`, `MPI_Wtime`).
 
 use std::os::raw::c_int;
-use std::sync::OnceLock;
-use std::time::Instant;
 
 use kestrel_pml::engine::{CTX_SELF, CTX_WORLD};
 use kestrel_pml::Engine;
@@ -31,17 +29,6 @@ pub const THREAD_MULTIPLE: c_int = 3;
 /// The MPI standard version this library implements, but for one-sided communication,
 /// MPI-IO and the MPI_T events (as `abi/include/mpi.h` declares).
 pub const VERSION: (c_int, c_int) = (4, 0);
-
-fn clock_zero() -> Instant {
-    static ZERO: OnceLock<Instant> = OnceLock::new();
-    *ZERO.get_or_init(Instant::now)
-}
-
-/// `MPI_Wtime`: seconds since the library first read the clock (a monotonic clock; not
-/// synchronized between processes, so `MPI_WTIME_IS_GLOBAL` is false).
-pub fn wtime() -> f64 {
-    clock_zero().elapsed().as_secs_f64()
-}
 
 /// `MPI_Wtick`: the monotonic clock's resolution.
 pub const WTICK: f64 = 1e-9;
@@ -77,7 +64,6 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
             ))
         }
     }
-    clock_zero();
     kestrel::components::prepare_process();
     // The environment, with control variables written through MPI_T on top.
     let params = crate::tool::params_for_init(&kestrel::all_param_specs()).map_err(startup)?;
