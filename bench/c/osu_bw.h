@@ -1,5 +1,5 @@
 /*
- * Shared by the bandwidth C benchmarks (osu_bw.c, osu_bibw.c): options (-W window included),
+ * Shared by the bandwidth C benchmarks (osu_bw.c, osu_bibw.c, osu_mbw_mr.c): options (-W window included),
  * help and start-up, so that each benchmark file holds only its loop. The including file
  * defines TITLE (the benchmark's title line) and NAME (its program name) first.
  */
@@ -32,6 +32,10 @@ static void help(void)
     printf("%28siterations to skip before timing (default 200)\n", "");
     printf("  -i, --iterations          ITER - number of iterations for timing (default 10000)\n");
     printf("  -W, --window-size         SIZE - set number of messages to send before synchronization (default 64)\n");
+#ifdef OSU_MBW
+    printf("  -p, --pairs               PAIRS - number of pairs involved (default np / 2)\n");
+    printf("  -R, --print-rate          PRINT_RATE - print message rate if set to 1 (default 1)\n");
+#endif
     printf("  -M, --mem-limit           SIZE - set per process maximum memory consumption to SIZE bytes\n");
     printf("%28s(default 536870912)\n", "");
 }

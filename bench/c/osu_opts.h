@@ -50,6 +50,9 @@ static long iterations = OSU_ITERATIONS, iterations_large = OSU_ITERATIONS_LARGE
 static long skip = OSU_SKIP, skip_large = OSU_SKIP_LARGE;
 static long window = 64;
 static long num_probes = 0; /* -t: MPI_Test calls during a nonblocking test's computation */
+/* -p PAIRS (0: ranks / 2) and -R 0|1 (print the message rate) of osu_mbw_mr (OSU_MBW). */
+static long pairs = 0;
+static int print_rate = 1;
 /* -t SENDERS[:RECEIVERS] of the multithreaded tests (OSU_THREADS defined), OSU's defaults. */
 static long threads_sender = 1, threads_receiver = 2;
 
@@ -144,7 +147,11 @@ static int parse(int argc, char **argv, const char *optional)
 #ifdef OSU_THREADS
         {"num_threads", required_argument, 0, 't'}, {0, 0, 0, 0}};
 #else
-        {"num-test-calls", required_argument, 0, 't'}, {0, 0, 0, 0}};
+        {"num-test-calls", required_argument, 0, 't'},
+#ifdef OSU_MBW
+        {"pairs", required_argument, 0, 'p'}, {"print-rate", required_argument, 0, 'R'},
+#endif
+        {0, 0, 0, 0}};
 #endif
     struct option longs[sizeof all / sizeof all[0]];
     size_t n = 0;
@@ -160,6 +167,9 @@ static int parse(int argc, char **argv, const char *optional)
         strcat(shorts, "W:");
     if (takes_probes)
         strcat(shorts, "t:");
+#ifdef OSU_MBW
+    strcat(shorts, "p:R:");
+#endif
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
@@ -192,6 +202,16 @@ static int parse(int argc, char **argv, const char *optional)
             num_probes = atoi(optarg);
 #endif
             break;
+#ifdef OSU_MBW
+        case 'p':
+            if (atoi(optarg) < 1) { bad_message = "Invalid Number of Pairs"; return BAD; }
+            pairs = atoi(optarg);
+            break;
+        case 'R':
+            if (strcmp(optarg, "0") && strcmp(optarg, "1")) { bad_message = "Invalid Argument"; return BAD; }
+            print_rate = atoi(optarg);
+            break;
+#endif
         case 'M':
             mem_limit = atoll(optarg);
             if (mem_limit < MEM_LIMIT_MIN) { mem_limit = MEM_LIMIT_MIN; mem_warning = 1; }
