@@ -124,6 +124,33 @@ pub fn recv_tag(tag: c_int) -> MpiResult<Option<c_int>> {
     }
 }
 
+/// The context and rank of a send in its common form: a real rank and a valid tag.
+#[inline(always)]
+fn plain_dest(c: &CommRec, dest: c_int, tag: c_int) -> Option<(u16, u32)> {
+    (dest >= 0 && dest < c.peer_count() && tag >= 0).then_some((c.ctx, dest as u32))
+}
+
+/// The context and selectors of a receive in its common form: a real rank or
+/// `MPI_ANY_SOURCE`, a valid tag or `MPI_ANY_TAG`.
+#[inline(always)]
+fn plain_match(
+    c: &CommRec,
+    source: c_int,
+    tag: c_int,
+) -> Option<(u16, Option<u32>, Option<c_int>)> {
+    let source = match source {
+        ANY_SOURCE => None,
+        s if s >= 0 && s < c.peer_count() => Some(s as u32),
+        _ => return None,
+    };
+    let tag = match tag {
+        ANY_TAG => None,
+        t if t >= 0 => Some(t),
+        _ => return None,
+    };
+    Some((c.ctx, source, tag))
+}
+
 /// `MPI_Send` in its common form (see [`isend_plain`]); `None` when the arguments are
 /// anything else, before anything was sent: the caller takes the general path ([`send`]).
 #[inline]
@@ -135,12 +162,8 @@ pub fn send_plain(
     tag: c_int,
 ) -> Option<MpiResult<()>> {
     let core = l.core().ok()?;
-    let c = core.comm(comm).ok()?;
-    if dest < 0 || dest >= c.peer_count() || tag < 0 {
-        return None;
-    }
-    let ctx = c.ctx;
-    let id = core.engine.isend(ctx, dest as u32, tag, span, false).ok()?;
+    let (ctx, dest) = plain_dest(core.comm(comm).ok()?, dest, tag)?;
+    let id = core.engine.isend(ctx, dest, tag, span, false).ok()?;
     if id == kestrel_pml::engine::DONE {
         return Some(Ok(()));
     }
@@ -158,18 +181,7 @@ pub fn recv_plain(
     tag: c_int,
 ) -> Option<MpiResult<St>> {
     let core = l.core().ok()?;
-    let c = core.comm(comm).ok()?;
-    let source = match source {
-        ANY_SOURCE => None,
-        s if s >= 0 && s < c.peer_count() => Some(s as u32),
-        _ => return None,
-    };
-    let tag = match tag {
-        ANY_TAG => None,
-        t if t >= 0 => Some(t),
-        _ => return None,
-    };
-    let ctx = c.ctx;
+    let (ctx, source, tag) = plain_match(core.comm(comm).ok()?, source, tag)?;
     let id = core.engine.irecv(ctx, source, tag, span).ok()?;
     Some(wait_engine(l, id).map(requests::status_of))
 }
@@ -186,12 +198,8 @@ pub fn isend_plain(
     dest: c_int,
     tag: c_int,
 ) -> Option<c_int> {
-    let c = core.comm(comm).ok()?;
-    if dest < 0 || dest >= c.peer_count() || tag < 0 {
-        return None;
-    }
-    let ctx = c.ctx;
-    let id = core.engine.isend(ctx, dest as u32, tag, span, false).ok()?;
+    let (ctx, dest) = plain_dest(core.comm(comm).ok()?, dest, tag)?;
+    let id = core.engine.isend(ctx, dest, tag, span, false).ok()?;
     let state = if id == kestrel_pml::engine::DONE {
         ReqState::Done(St::default())
     } else {
@@ -216,18 +224,7 @@ pub fn irecv_plain(
     source: c_int,
     tag: c_int,
 ) -> Option<c_int> {
-    let c = core.comm(comm).ok()?;
-    let source = match source {
-        ANY_SOURCE => None,
-        s if s >= 0 && s < c.peer_count() => Some(s as u32),
-        _ => return None,
-    };
-    let tag = match tag {
-        ANY_TAG => None,
-        t if t >= 0 => Some(t),
-        _ => return None,
-    };
-    let ctx = c.ctx;
+    let (ctx, source, tag) = plain_match(core.comm(comm).ok()?, source, tag)?;
     let id = core.engine.irecv(ctx, source, tag, span).ok()?;
     Some(core.insert_request(ReqRec {
         state: ReqState::Active(id),

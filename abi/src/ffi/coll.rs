@@ -1,4 +1,8 @@
 //! Collective calls and reduction operations.
+//!
+//! Under `MPI_THREAD_MULTIPLE` (`api::multithreaded`) every blocking collective here runs as
+//! its schedule through [`super::icoll`] with `Out::Blocking`, waiting with the library lock
+//! given to other threads; otherwise through the blocking algorithms of [`crate::coll`].
 
 use std::os::raw::{c_int, c_void};
 
@@ -93,8 +97,6 @@ pub(super) unsafe fn var_blocks<T: Copy + Into<i64>>(
 mpi_fn! {
     /// `MPI_Barrier`.
     fn MPI_Barrier / PMPI_Barrier(comm: c_int) -> c_int {
-        // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
-        // with the library lock given to other threads (see `Out::Blocking`).
         if api::multithreaded() {
             return nonblocking::barrier("MPI_Barrier", comm, Out::Blocking);
         }
@@ -184,8 +186,6 @@ fn scan(
     comm: c_int,
     exclusive: bool,
 ) -> c_int {
-    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
-    // with the library lock given to other threads (see `Out::Blocking`).
     if api::multithreaded() {
         return nonblocking::scan(
             name,
@@ -233,8 +233,6 @@ fn reduce_scatter(
     op: c_int,
     comm: c_int,
 ) -> c_int {
-    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
-    // with the library lock given to other threads (see `Out::Blocking`).
     if api::multithreaded() {
         return nonblocking::reduce_scatter(
             name,
@@ -298,8 +296,6 @@ fn gather<T: Copy + Into<i64>>(
     root: c_int,
     comm: c_int,
 ) -> c_int {
-    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
-    // with the library lock given to other threads (see `Out::Blocking`).
     if api::multithreaded() {
         return nonblocking::gather(
             name,
@@ -363,8 +359,6 @@ fn scatter<T: Copy + Into<i64>>(
     root: c_int,
     comm: c_int,
 ) -> c_int {
-    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
-    // with the library lock given to other threads (see `Out::Blocking`).
     if api::multithreaded() {
         return nonblocking::scatter(
             name,
@@ -427,8 +421,6 @@ fn allgather<T: Copy + Into<i64>>(
     recvtype: c_int,
     comm: c_int,
 ) -> c_int {
-    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
-    // with the library lock given to other threads (see `Out::Blocking`).
     if api::multithreaded() {
         return nonblocking::allgather(
             name,
@@ -484,8 +476,6 @@ fn alltoall<T: Copy + Into<i64>>(
     recvtype: c_int,
     comm: c_int,
 ) -> c_int {
-    // Under MPI_THREAD_MULTIPLE every blocking collective runs as its schedule, waiting
-    // with the library lock given to other threads (see `Out::Blocking`).
     if api::multithreaded() {
         return nonblocking::alltoall(
             name,
