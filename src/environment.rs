@@ -30,6 +30,15 @@ impl fmt::Debug for Universe {
 /// Initializes Kestrel: resolves every parameter (environment and `kestrel-run --mca`),
 /// starts logging, connects to the launcher, and starts the transports.
 pub fn initialize() -> Result<Universe, Error> {
+    Ok(Universe {
+        inner: Rc::new(start()?),
+        finalized: false,
+    })
+}
+
+/// Starts the library for this process: parameters, logging, the runtime and the engine
+/// (shared by [`initialize`] and [`crate::threads::initialize_multithreaded`]).
+pub(crate) fn start() -> Result<Inner, Error> {
     components::prepare_process();
     let params = Params::from_env(&all_param_specs())?;
     let label = match std::env::var("PMI_RANK") {
@@ -54,15 +63,12 @@ pub fn initialize() -> Result<Universe, Error> {
         ),
         _ => None,
     };
-    Ok(Universe {
-        inner: Rc::new(Inner {
-            engine: RefCell::new(engine),
-            runtime: RefCell::new(runtime),
-            params,
-            node_id,
-            parent: Cell::new(parent),
-        }),
-        finalized: false,
+    Ok(Inner {
+        engine: RefCell::new(engine),
+        runtime: RefCell::new(runtime),
+        params,
+        node_id,
+        parent: Cell::new(parent),
     })
 }
 

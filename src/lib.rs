@@ -44,6 +44,8 @@ pub mod neighbor;
 #[allow(unsafe_code)]
 pub mod request;
 mod status;
+#[allow(unsafe_code)]
+pub mod threads;
 pub mod topology;
 
 pub use comm_create::PendingDuplicate;
@@ -89,7 +91,7 @@ pub fn exit_with(e: &Error) -> ! {
 
 pub(crate) struct Inner {
     pub(crate) engine: RefCell<Engine>,
-    runtime: RefCell<Runtime>,
+    pub(crate) runtime: RefCell<Runtime>,
     params: Params,
     node_id: String,
     /// The inter-communicator to the job that spawned this one.

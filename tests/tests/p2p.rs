@@ -171,3 +171,26 @@ fn split_copies_of_every_large_size_are_intact() {
         assert!(out.success(), "{mode:?}: {}", out.show());
     }
 }
+
+/// `MPI_THREAD_MULTIPLE` through the Rust API (`kestrel::threads`, `examples/threads_check`):
+/// four threads per rank, 100,000 ordered messages, shared wildcard receives, concurrent
+/// collectives on duplicates; on 2 ranks and on 3 (the third joins the collectives).
+#[test]
+fn rust_api_threads_share_communicators_on_two_and_three_ranks() {
+    let prog = example("threads_check");
+    for ranks in [2u32, 3] {
+        let n = ranks.to_string();
+        let out = run(
+            kestrel_run(&["-n", &n, "--timeout", "100", prog.to_str().unwrap()]),
+            Duration::from_secs(120),
+        );
+        assert!(
+            out.success()
+                && out
+                    .stdout
+                    .contains(&format!("threads_check passed on {ranks} ranks")),
+            "threads_check on {ranks} ranks: {}",
+            out.show()
+        );
+    }
+}
