@@ -3,8 +3,8 @@
  * MPI_THREAD_MULTIPLE, for Kestrel's MPICH-ABI library, Open MPI and MPICH in bench/compare.
  * Build: mpicc -O2 -o osu_latency_mt osu_latency_mt.c
  *
- * Rank 0 runs SENDERS threads, rank 1 RECEIVERS threads (-t SENDERS[:RECEIVERS], default
- * 1:2; -t N gives both sides N). Per size: a barrier, then every sender thread does -x
+ * Rank 0 runs SENDERS threads, rank 1 RECEIVERS threads (-t SENDERS:RECEIVERS; -t N sets
+ * the receivers with one sender, OSU's default is 1:2). Per size: a barrier, then every sender thread does -x
  * untimed and -i timed round trips (MPI_Send tag 1, MPI_Recv tag 2), and the receiver
  * threads share the matching MPI_Recv tag 1 / MPI_Send tag 2 between them (each takes an
  * equal part of the senders' total). Which receiver thread answers which sender thread is
@@ -40,7 +40,7 @@ static void help(void)
     printf("  -t, --num_threads         SEND:[RECV] - set the sender and receiver number of threads\n");
     printf("%28smin: 1 default: (receiver threads: 2 sender threads: 1), max: 128.\n", "");
     printf("%28sExamples:\n", "");
-    printf("%28s-t 4        // receiver threads = 4 and sender threads = 4\n", "");
+    printf("%28s-t 4        // receiver threads = 4 and sender threads = 1\n", "");
     printf("%28s-t 4:6      // sender threads = 4 and receiver threads = 6\n", "");
     printf("  -M, --mem-limit           SIZE - set per process maximum memory consumption to SIZE bytes\n");
     printf("%28s(default 536870912)\n", "");

@@ -56,13 +56,16 @@ static int print_rate = 1;
 /* -t SENDERS[:RECEIVERS] of the multithreaded tests (OSU_THREADS defined), OSU's defaults. */
 static long threads_sender = 1, threads_receiver = 2;
 
-/* OSU's -t of the multithreaded tests: N (both sides) or SENDERS:RECEIVERS, each 1..128. */
+/* OSU's -t of the multithreaded tests: N (the receivers; one sender) or SENDERS:RECEIVERS,
+ * each 1..128. */
 __attribute__((unused)) static int set_threads(const char *val)
 {
     char *end = NULL;
-    long s = strtol(val, &end, 10), r = s;
-    if (end && *end == ':')
+    long s = 1, r = strtol(val, &end, 10);
+    if (end && *end == ':') {
+        s = r;
         r = strtol(end + 1, &end, 10);
+    }
     if (!end || *end || s < 1 || s > 128 || r < 1 || r > 128)
         return -1;
     threads_sender = s;

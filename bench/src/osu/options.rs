@@ -40,6 +40,9 @@ pub struct Options {
     /// `-t` (nonblocking collectives): `MPI_Test` calls during the dummy computation (OSU's
     /// `num_probes`; default 0, no test).
     pub num_probes: usize,
+    /// `-t SENDERS[:RECEIVERS]` (osu_latency_mt): threads on rank 0 and on rank 1 (OSU's
+    /// defaults 1 and 2; `-t N` sets the receivers only).
+    pub threads: (usize, usize),
     /// Warnings for stderr that do not stop the run (e.g. a memory limit raised to 1 MiB).
     pub warnings: Vec<String>,
 }
@@ -70,6 +73,7 @@ impl Options {
             pairs: None,
             print_rate: true,
             num_probes: 0,
+            threads: (1, 2),
             warnings: Vec::new(),
         }
     }
@@ -315,7 +319,10 @@ pub(super) fn option_defs(spec: &Spec) -> Vec<&'static OptDef> {
             &OPT_P, &OPT_W, &OPT_R, &OPT_X, &OPT_I, &OPT_M, &OPT_H, &OPT_V,
         ],
         (Bench::Pt2pt, Subtype::Bw) => vec![&OPT_H, &OPT_V, &OPT_M, &OPT_X, &OPT_I, &OPT_W],
-        (Bench::Pt2pt, Subtype::Lat) => vec![&OPT_H, &OPT_V, &OPT_M, &OPT_X, &OPT_I],
+        (Bench::Pt2pt | Bench::LatencyMt, Subtype::Lat) => {
+            vec![&OPT_H, &OPT_V, &OPT_M, &OPT_X, &OPT_I]
+        }
+        (Bench::LatencyMt, Subtype::Bw) => unreachable!("osu_latency_mt is a latency test"),
     };
     if spec.full {
         // Where OSU has -f it follows -v in the option string.
@@ -323,7 +330,7 @@ pub(super) fn option_defs(spec: &Spec) -> Vec<&'static OptDef> {
         v.insert(at, &OPT_F);
     }
     v.push(&OPT_MEM);
-    if matches!(spec.bench, Bench::Nonblocking(_)) {
+    if matches!(spec.bench, Bench::Nonblocking(_) | Bench::LatencyMt) {
         v.push(&OPT_T);
     }
     v
@@ -400,7 +407,7 @@ fn bad(message: &str, option: String, optarg: Option<&str>) -> Parsed {
 }
 
 /// Applies one option with its argument; `Some` ends parsing.
-fn apply(o: &mut Options, c: char, arg: Option<&str>) -> Option<Parsed> {
+fn apply(spec: &Spec, o: &mut Options, c: char, arg: Option<&str>) -> Option<Parsed> {
     let a = arg.unwrap_or("");
     let opt = format!("-{c}");
     match c {
@@ -458,6 +465,10 @@ fn apply(o: &mut Options, c: char, arg: Option<&str>) -> Option<Parsed> {
             }
             o.pairs = Some(v as usize);
         }
+        't' if spec.bench == Bench::LatencyMt => match thread_counts(a) {
+            Some(t) => o.threads = t,
+            None => return Some(bad("Invalid Number of Threads", opt, arg)),
+        },
         't' => {
             let v = c_atoi(a);
             if v < 0 {
@@ -468,6 +479,16 @@ fn apply(o: &mut Options, c: char, arg: Option<&str>) -> Option<Parsed> {
         _ => unreachable!("option -{c} has no handler"),
     }
     None
+}
+
+/// OSU's `-t` of the multithreaded tests: `N` (receivers; one sender) or `SENDERS:RECEIVERS`,
+/// each 1 to 128.
+fn thread_counts(a: &str) -> Option<(usize, usize)> {
+    let ok = |v: usize| (1..=128).contains(&v).then_some(v);
+    match a.split_once(':') {
+        None => Some((1, ok(a.parse().ok()?)?)),
+        Some((s, r)) => Some((ok(s.parse().ok()?)?, ok(r.parse().ok()?)?)),
+    }
 }
 
 /// Parses the arguments after the program name.
@@ -519,7 +540,7 @@ pub fn parse<S: AsRef<str>>(spec: &Spec, args: &[S]) -> Parsed {
                 }
                 None
             };
-            if let Some(p) = apply(&mut o, def.short, arg.as_deref()) {
+            if let Some(p) = apply(spec, &mut o, def.short, arg.as_deref()) {
                 return p;
             }
             continue;
@@ -543,12 +564,12 @@ pub fn parse<S: AsRef<str>>(spec: &Spec, args: &[S]) -> Parsed {
                 } else {
                     return bad("Option Missing Required Argument", format!("-{c}"), None);
                 };
-                if let Some(p) = apply(&mut o, c, Some(&arg)) {
+                if let Some(p) = apply(spec, &mut o, c, Some(&arg)) {
                     return p;
                 }
                 break;
             }
-            if let Some(p) = apply(&mut o, c, None) {
+            if let Some(p) = apply(spec, &mut o, c, None) {
                 return p;
             }
         }

@@ -41,6 +41,13 @@ pub fn preamble(spec: &Spec, opts: &Options, pairs: usize) -> String {
     if let Bench::Nonblocking(_) = spec.bench {
         s.push_str("# Overall = Coll. Init + Compute + MPI_Test + MPI_Wait\n\n");
     }
+    if spec.bench == Bench::LatencyMt {
+        let _ = writeln!(
+            s,
+            "# Number of Sender threads: {}\n# Number of Receiver threads: {}",
+            opts.threads.0, opts.threads.1
+        );
+    }
     if spec.bench == Bench::MbwMr {
         let _ = writeln!(
             s,
@@ -77,10 +84,12 @@ pub fn column_header(spec: &Spec, opts: &Options) -> String {
         (Bench::Pt2pt, Subtype::Bw) => {
             let _ = write!(s, "{:>w$}", "Bandwidth (MB/s)");
         }
-        (Bench::Pt2pt | Bench::Collective(_), Subtype::Lat) => {
+        (Bench::Pt2pt | Bench::Collective(_) | Bench::LatencyMt, Subtype::Lat) => {
             let _ = write!(s, "{:>w$}", "Avg Latency(us)");
         }
-        (Bench::Collective(_), Subtype::Bw) => unreachable!("collectives measure latency"),
+        (Bench::Collective(_) | Bench::LatencyMt, Subtype::Bw) => {
+            unreachable!("collectives and osu_latency_mt measure latency")
+        }
         (Bench::Nonblocking(_), _) => unreachable!("printed by nbc_column_header"),
     }
     if opts.show_full {

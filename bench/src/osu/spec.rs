@@ -11,6 +11,8 @@ pub enum Bench {
     Pt2pt,
     /// The multiple bandwidth / message rate test.
     MbwMr,
+    /// The multithreaded ping-pong (`MPI_THREAD_MULTIPLE`, `-t SENDERS[:RECEIVERS]`).
+    LatencyMt,
     /// A blocking collective over all ranks.
     Collective(Coll),
     /// A nonblocking collective over all ranks, measured with OSU's overlap method (see
@@ -97,6 +99,15 @@ pub const LATENCY: Spec = Spec {
     name: "osu_latency",
     title: "OSU MPI Latency Test",
     bench: Bench::Pt2pt,
+    subtype: Subtype::Lat,
+    full: false,
+};
+/// `osu_latency_mt`: ping-pong between sender threads on rank 0 and receiver threads on
+/// rank 1.
+pub const LATENCY_MT: Spec = Spec {
+    name: "osu_latency_mt",
+    title: "OSU MPI Multi-threaded Latency Test",
+    bench: Bench::LatencyMt,
     subtype: Subtype::Lat,
     full: false,
 };

@@ -666,3 +666,24 @@ fn nonblocking_roots_and_dummy_compute() {
     let (test, req) = c.dummy_compute(0.001, 4, None);
     assert!(req.is_none() && test >= 0.0);
 }
+
+#[test]
+fn latency_mt_threads_follow_osu() {
+    assert_eq!(run(&LATENCY_MT, &[]).threads, (1, 2));
+    assert_eq!(run(&LATENCY_MT, &["-t", "4"]).threads, (1, 4));
+    assert_eq!(run(&LATENCY_MT, &["-t", "3:5"]).threads, (3, 5));
+    assert_eq!(
+        bad_usage(&LATENCY_MT, &["-t", "0"]),
+        "Invalid Number of Threads [-t 0]"
+    );
+    assert_eq!(
+        bad_usage(&LATENCY_MT, &["-t", "2:"]),
+        "Invalid Number of Threads [-t 2:]"
+    );
+    assert_eq!(
+        bad_usage(&LATENCY_MT, &["-t", "129:1"]),
+        "Invalid Number of Threads [-t 129:1]"
+    );
+    // The nonblocking collectives keep -t as their MPI_Test count.
+    assert_eq!(run(&IALLREDUCE, &["-t", "7"]).num_probes, 7);
+}
