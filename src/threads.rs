@@ -109,8 +109,10 @@ impl Shared {
     }
 }
 
-/// Cores per rank on this node (the cores this process may use over `MPI_LOCALNRANKS`).
-fn cores_per_rank() -> u32 {
+/// Cores per rank on this node: the cores this process may run on, shared by the node's ranks
+/// (`MPI_LOCALNRANKS`, which kestrel-run and hydra set). A waiting thread yields its core
+/// when more threads wait than this (here and in the C library's blocking waits).
+pub fn cores_per_rank() -> u32 {
     static CORES: OnceLock<u32> = OnceLock::new();
     *CORES.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;

@@ -7,7 +7,6 @@
 //! of the library state across [`Locked::let_others_in`].
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 
 use crate::error::MpiResult;
 use crate::mem::St;
@@ -16,21 +15,6 @@ use crate::state::Locked;
 
 /// Threads of this process inside a blocking wait under `MPI_THREAD_MULTIPLE`.
 static BLOCKED: AtomicU32 = AtomicU32::new(0);
-
-/// Cores per rank on this node: the cores this process may run on, shared by the node's
-/// ranks (`MPI_LOCALNRANKS`, which kestrel-run and hydra set).
-fn cores_per_rank() -> u32 {
-    static CORES: OnceLock<u32> = OnceLock::new();
-    *CORES.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-        let ranks = std::env::var("MPI_LOCALNRANKS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(1)
-            .max(1);
-        (cores / ranks).max(1)
-    })
-}
 
 /// The state of one blocking wait: its idle count, and whether it counts in [`BLOCKED`].
 #[derive(Default)]
@@ -55,7 +39,8 @@ impl Waiter {
                 BLOCKED.fetch_add(1, Ordering::Relaxed);
             }
             l.let_others_in();
-            if self.idle > 0 && BLOCKED.load(Ordering::Relaxed) > cores_per_rank() {
+            if self.idle > 0 && BLOCKED.load(Ordering::Relaxed) > kestrel::threads::cores_per_rank()
+            {
                 std::thread::yield_now();
             }
         }
