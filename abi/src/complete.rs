@@ -52,6 +52,11 @@ fn poll_slot(core: &mut Core, i: u32) -> MpiResult<bool> {
 /// Reports a completed slot: its status; frees it (or deactivates a persistent one) and
 /// sets the handle to `MPI_REQUEST_NULL` when freed.
 fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
+    if i == handle::COMPLETED_SEND_SLOT {
+        // The shared record of sends that completed as they started: it stays.
+        *h = handle::REQUEST_NULL;
+        return St::default();
+    }
     // The common record, a plain send or receive with nothing extra: its status, and the
     // slot freed.
     if let Some(r) = core.requests.get_mut(i) {
@@ -102,6 +107,10 @@ fn comm_of(core: &Core, i: u32) -> c_int {
 
 /// `MPI_Wait`: the status and the request's communicator.
 pub fn wait(l: &mut Locked, h: &mut c_int) -> MpiResult<(St, c_int)> {
+    if *h == handle::COMPLETED_SEND {
+        *h = handle::REQUEST_NULL;
+        return Ok((St::default(), handle::COMM_WORLD));
+    }
     let core = l.core()?;
     let Some(i) = slot_of(core, *h)? else {
         return Ok((St::empty(ANY_SOURCE), handle::COMM_WORLD));
@@ -120,6 +129,10 @@ pub fn wait(l: &mut Locked, h: &mut c_int) -> MpiResult<(St, c_int)> {
 
 /// `MPI_Test`: the status if complete.
 pub fn test(core: &mut Core, h: &mut c_int) -> MpiResult<Option<(St, c_int)>> {
+    if *h == handle::COMPLETED_SEND {
+        *h = handle::REQUEST_NULL;
+        return Ok(Some((St::default(), handle::COMM_WORLD)));
+    }
     let Some(i) = slot_of(core, *h)? else {
         return Ok(Some((St::empty(ANY_SOURCE), handle::COMM_WORLD)));
     };
@@ -173,50 +186,55 @@ fn many_failed(statuses: Vec<St>, failed: usize, comm: c_int) -> Many {
 pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResult<Many> {
     let core = l.core()?;
     for &h in hs.iter() {
-        slot_of(core, h)?;
+        if h != handle::COMPLETED_SEND {
+            slot_of(core, h)?;
+        }
     }
     // Requests mostly complete in the order they were started (a window of sends, or of
-    // receives matched in order): poll from the first one not yet seen complete and stop at
-    // the first still pending, so a pass costs what completed since the last pass, not the
-    // whole array (which made a 64-request window quadratic).
-    let mut next = 0;
-    let mut w = Waiter::default();
-    loop {
-        let core = l.core()?;
-        while let Some(&h) = hs.get(next) {
-            match slot_of(core, h)? {
-                Some(i) if live(core, i) && !poll_slot(core, i)? => break,
-                _ => next += 1,
-            }
-        }
-        if next == hs.len() {
-            break;
-        }
-        w.step(l)?;
-    }
-    let core = l.core()?;
+    // receives matched in order): go through them in order, reporting each as soon as it
+    // completes, and make progress only at the first one still pending. A pass then costs
+    // what completed since the last pass, not the whole array (which made a 64-request
+    // window quadratic), and each request is looked up once.
     let mut comm = handle::COMM_WORLD;
     let mut failed = 0;
     let mut statuses = Vec::new();
     if want_statuses {
         statuses.reserve_exact(hs.len());
     }
-    for h in hs.iter_mut() {
-        let st = match slot_of(core, *h)? {
-            Some(i) if live(core, i) => {
-                let c = comm_of(core, i);
-                let st = finish(core, h, i);
-                if st.error != error::SUCCESS {
-                    comm = c;
-                    failed += 1;
+    let mut next = 0;
+    let mut w = Waiter::default();
+    loop {
+        let core = l.core()?;
+        while let Some(h) = hs.get_mut(next) {
+            let st = if *h == handle::COMPLETED_SEND {
+                *h = handle::REQUEST_NULL;
+                St::default()
+            } else {
+                match slot_of(core, *h)? {
+                    Some(i) if live(core, i) => {
+                        if !poll_slot(core, i)? {
+                            break;
+                        }
+                        let c = comm_of(core, i);
+                        let st = finish(core, h, i);
+                        if st.error != error::SUCCESS {
+                            comm = c;
+                            failed += 1;
+                        }
+                        st
+                    }
+                    _ => St::empty(ANY_SOURCE),
                 }
-                st
+            };
+            if want_statuses {
+                statuses.push(st);
             }
-            _ => St::empty(ANY_SOURCE),
-        };
-        if want_statuses {
-            statuses.push(st);
+            next += 1;
         }
+        if next == hs.len() {
+            break;
+        }
+        w.step(l)?;
     }
     Ok(many_failed(statuses, failed, comm))
 }
@@ -367,6 +385,10 @@ pub fn cancel(core: &mut Core, h: c_int) -> MpiResult<()> {
 pub fn free(core: &mut Core, h: &mut c_int) -> MpiResult<()> {
     let i = slot_of(core, *h)?
         .ok_or_else(|| MpiError::new(error::ERR_REQUEST, "the request is MPI_REQUEST_NULL"))?;
+    if i == handle::COMPLETED_SEND_SLOT {
+        *h = handle::REQUEST_NULL;
+        return Ok(());
+    }
     let pending_grequest = core
         .requests
         .get_mut(i)

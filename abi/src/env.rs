@@ -116,12 +116,17 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
     let provided = required.clamp(THREAD_SINGLE, THREAD_MULTIPLE);
     l.set_multithreaded(provided == THREAD_MULTIPLE);
     tracing::debug!(target: "abi", rank = me, size, provided, "MPI initialized");
+    let mut requests = Slab::default();
+    requests.put_at(
+        handle::COMPLETED_SEND_SLOT,
+        crate::requests::ReqRec::done(handle::COMM_WORLD, 0, crate::mem::St::default()),
+    );
     *l.phase() = Phase::Running(Box::new(Core {
         engine,
         runtime,
         comms,
         groups: Slab::default(),
-        requests: Slab::default(),
+        requests,
         messages: Slab::default(),
         ops: Slab::default(),
         errhandlers: Slab::default(),

@@ -98,6 +98,14 @@ pub const GROUP_EMPTY: c_int = make(Kind::Builtin, Obj::Group, 0);
 pub const DATATYPE_NULL: c_int = make(Kind::Null, Obj::Datatype, 0);
 /// `MPI_REQUEST_NULL` (also `MPI_MESSAGE_NULL`).
 pub const REQUEST_NULL: c_int = make(Kind::Null, Obj::Request, 0);
+/// The request of every send that completed as it started (an eager send whose data left
+/// at once): one permanent record in request slot [`COMPLETED_SEND_SLOT`], so such a send
+/// stores and frees nothing, and completing it is one comparison. MPICH hands out shared
+/// built-in requests for such sends too; MPI does not ask distinct sends to have distinct
+/// handles.
+pub const COMPLETED_SEND: c_int = make(Kind::Direct, Obj::Request, COMPLETED_SEND_SLOT);
+/// The request table slot of [`COMPLETED_SEND`], reserved at initialization.
+pub const COMPLETED_SEND_SLOT: u32 = 0;
 /// `MPI_MESSAGE_NO_PROC`: the message a matched probe of `MPI_PROC_NULL` returns.
 pub const MESSAGE_NO_PROC: c_int = make(Kind::Builtin, Obj::Request, 0);
 /// `MPI_OP_NULL`.

@@ -200,13 +200,11 @@ pub fn isend_plain(
 ) -> Option<c_int> {
     let (ctx, dest) = plain_dest(core.comm(comm).ok()?, dest, tag)?;
     let id = core.engine.isend(ctx, dest, tag, span, false).ok()?;
-    let state = if id == kestrel_pml::engine::DONE {
-        ReqState::Done(St::default())
-    } else {
-        ReqState::Active(id)
-    };
+    if id == kestrel_pml::engine::DONE {
+        return Some(handle::COMPLETED_SEND);
+    }
     Some(core.insert_request(ReqRec {
-        state,
+        state: ReqState::Active(id),
         comm,
         ctx,
         recv: false,

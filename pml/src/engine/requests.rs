@@ -13,22 +13,7 @@ impl Engine {
         if crate::engine::nbc::is_coll(id) {
             return self.coll_try_complete(id);
         }
-        let done = match self.st.req_mut(id)? {
-            Req::Send { state, .. } => matches!(state, SendState::Done),
-            Req::Recv { state, .. } => matches!(state, RecvState::Done),
-        };
-        if !done {
-            return None;
-        }
-        let status = match self.st.free(id) {
-            Some(Req::Recv { status, .. }) => status,
-            Some(Req::Send { failed, .. }) => Status {
-                failed_peer: failed,
-                ..Status::default()
-            },
-            None => Status::default(),
-        };
-        Some(status)
+        self.st.take_done(id)
     }
 
     /// Whether `id` is complete (without freeing it).
@@ -144,14 +129,33 @@ impl State {
         slot.req.as_mut()
     }
 
-    pub(super) fn free(&mut self, id: ReqId) -> Option<Req> {
+    /// The status of `id` if it is done, freeing it; one lookup, and the record is not
+    /// moved out (it is large, and this runs once per completed message).
+    #[inline]
+    pub(super) fn take_done(&mut self, id: ReqId) -> Option<Status> {
         let idx = (id & 0xffff_ffff) as usize;
         let slot = self.reqs.get_mut(idx)?;
         if u64::from(slot.gen) != id >> 32 {
             return None;
         }
-        let r = slot.req.take();
+        let status = match slot.req.as_ref()? {
+            Req::Send {
+                state: SendState::Done,
+                failed,
+                ..
+            } => Status {
+                failed_peer: *failed,
+                ..Status::default()
+            },
+            Req::Recv {
+                state: RecvState::Done,
+                status,
+                ..
+            } => *status,
+            _ => return None,
+        };
+        slot.req = None;
         self.free_reqs.push(idx as u32);
-        r
+        Some(status)
     }
 }
