@@ -35,3 +35,7 @@ PKG_CONFIG_LIBDIR="$PWD/target/empty-pkgconfig" CARGO_TARGET_DIR=target/no-libfa
 # The shared-memory queue and fast box under loom (every interleaving within the bound).
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
   cargo test -p kestrel-shm --release --test loom
+# The C library's call lock and request table under loom (threads starting, waiting for,
+# handing over and completing requests).
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
+  cargo test -p kestrel-abi-lock --release --test loom

@@ -1,5 +1,5 @@
 //! How a blocking call waits: progress between polls and, under `MPI_THREAD_MULTIPLE`, the
-//! library lock handed to a thread waiting for it (see [`crate::call_lock`]).
+//! library lock handed to a thread waiting for it (see [`kestrel_abi_lock::call_lock`]).
 //!
 //! This module owns the wait loop every blocking call of the C library uses (the wait and
 //! test families, blocking sends, receives and probes, blocking collectives). It never

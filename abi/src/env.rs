@@ -23,7 +23,7 @@ pub const THREAD_SINGLE: c_int = 0;
 /// `MPI_THREAD_SERIALIZED`.
 pub const THREAD_SERIALIZED: c_int = 2;
 /// `MPI_THREAD_MULTIPLE`: granted when asked for (the library lock turns shared and blocking
-/// calls let other threads in while they wait; see [`crate::call_lock`]).
+/// calls let other threads in while they wait; see [`kestrel_abi_lock::call_lock`]).
 pub const THREAD_MULTIPLE: c_int = 3;
 
 /// The MPI standard version this library implements, but for one-sided communication,

@@ -8,7 +8,7 @@
 //! Layout, from the C boundary inwards:
 //! * [`ffi`]: the exported `MPI_*`/`PMPI_*` functions. Each converts its C arguments
 //!   (through [`mem`]) and runs a body under [`api::call`].
-//! * [`api`]: running a call under the library lock ([`call_lock`]), and error handlers;
+//! * [`api`]: running a call under the library lock (`kestrel_abi_lock::CallLock`, its own crate so that loom can check it), and error handlers;
 //!   [`blocking`]: how a blocking call waits (letting other threads in under
 //!   `MPI_THREAD_MULTIPLE`).
 //! * [`p2p`], [`requests`], [`complete`], [`coll`], [`comm`], [`dpm`], [`env`]: the calls' meaning,
@@ -20,15 +20,14 @@
 //!
 //! `unsafe` code is confined to [`ffi`] (C entry points), [`mem`] (C pointers to bounded
 //! views), [`callbacks`] (calls into the program's C functions), [`requests`] (library
-//! memory lent to the engine), [`call_lock`] (the state's lock) and one `Send` impl in
-//! [`state`]; each block says why it is
-//! sound.
+//! memory lent to the engine) and one `Send` impl in
+//! [`state`] (the state's lock lives in the `kestrel-abi-lock` crate); each block says why
+//! it is sound.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod blocking;
-pub mod call_lock;
 pub mod callbacks;
 pub mod coll;
 pub mod comm;

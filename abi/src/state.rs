@@ -10,7 +10,7 @@
 //! except that blocking calls give it back between polls when another thread waits for it
 //! ([`Locked::let_others_in`]). Under `MPI_THREAD_MULTIPLE` that makes any call from any
 //! thread safe at any time; below it, taking the lock costs no locked instruction (see
-//! [`crate::call_lock`]). Derived datatypes live in [`TYPES`], a separate lock taken only
+//! [`kestrel_abi_lock`]). Derived datatypes live in [`TYPES`], a separate lock taken only
 //! briefly, so that a user reduction function (called while [`CORE`] is held) may still ask
 //! `MPI_Type_size` and friends. Callbacks that may legitimately call MPI (error handlers,
 //! attribute copy and delete functions) run with [`CORE`] released ([`Locked::unlocked`]).
@@ -31,73 +31,7 @@ use crate::handle::{self, Kind, Obj};
 use crate::requests::{self, ReqRec};
 use crate::types::{self, Dt, TypeInfo};
 
-/// A table of objects addressed by slot number, reusing freed slots.
-#[derive(Debug)]
-pub struct Slab<T> {
-    items: Vec<Option<T>>,
-    free: Vec<u32>,
-}
-
-impl<T> Default for Slab<T> {
-    fn default() -> Self {
-        Slab {
-            items: Vec::new(),
-            free: Vec::new(),
-        }
-    }
-}
-
-impl<T> Slab<T> {
-    /// Stores `v`; returns its slot.
-    pub fn insert(&mut self, v: T) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.items[i as usize] = Some(v);
-                i
-            }
-            None => {
-                self.items.push(Some(v));
-                (self.items.len() - 1) as u32
-            }
-        }
-    }
-
-    /// Stores `v` in slot `i` (for fixed slots such as the world communicator).
-    pub fn put_at(&mut self, i: u32, v: T) {
-        let i = i as usize;
-        if self.items.len() <= i {
-            self.items.resize_with(i + 1, || None);
-        }
-        self.items[i] = Some(v);
-    }
-
-    /// The object in slot `i`.
-    pub fn get(&self, i: u32) -> Option<&T> {
-        self.items.get(i as usize)?.as_ref()
-    }
-
-    /// The object in slot `i`, mutably.
-    pub fn get_mut(&mut self, i: u32) -> Option<&mut T> {
-        self.items.get_mut(i as usize)?.as_mut()
-    }
-
-    /// Empties slot `i`.
-    pub fn remove(&mut self, i: u32) -> Option<T> {
-        let v = self.items.get_mut(i as usize)?.take();
-        if v.is_some() {
-            self.free.push(i);
-        }
-        v
-    }
-
-    /// Occupied slots and their objects.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        self.items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| v.as_ref().map(|v| (i as u32, v)))
-    }
-}
+pub use kestrel_abi_lock::Slab;
 
 /// `MPI_User_function`: `f(invec, inoutvec, len, datatype)`.
 pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut c_int);
@@ -464,7 +398,7 @@ pub struct PhaseCell(pub Phase);
 #[allow(unsafe_code)]
 unsafe impl Send for PhaseCell {}
 
-pub use crate::call_lock::{CallGuard, CallLock};
+pub use kestrel_abi_lock::{CallGuard, CallLock};
 
 /// Everything but datatypes; see the module documentation.
 pub static CORE: CallLock<PhaseCell> = CallLock::new(PhaseCell(Phase::Before));
@@ -534,7 +468,7 @@ impl Locked {
     }
 
     /// Between the polls of a blocking call: under `MPI_THREAD_MULTIPLE`, lets a thread
-    /// waiting for [`CORE`] in (see [`crate::call_lock`]); nothing otherwise.
+    /// waiting for [`CORE`] in (see [`kestrel_abi_lock`]); nothing otherwise.
     #[inline]
     pub fn let_others_in(&mut self) {
         if let Some(g) = self.guard.as_mut() {

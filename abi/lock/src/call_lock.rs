@@ -21,7 +21,26 @@
 //!   A program that breaks its thread level gets what MPICH gives it: undefined behaviour.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+// Under loom (`tests/loom.rs`) the atomics and the scheduling points are loom's, so that it
+// explores every interleaving of takers, holders and hand-overs.
+#[cfg(loom)]
+use loom::{
+    hint::spin_loop,
+    sync::atomic::{AtomicBool, AtomicU32, Ordering},
+    thread::yield_now,
+};
+#[cfg(not(loom))]
+use std::{
+    hint::spin_loop,
+    sync::atomic::{AtomicBool, AtomicU32, Ordering},
+    thread::yield_now,
+};
+
+/// Failed attempts a waiting thread spins through before it starts yielding its core. Under
+/// loom every spin is a scheduling point, so the model spins once (the same protocol, fewer
+/// identical branches).
+const SPINS_BEFORE_YIELD: u32 = if cfg!(loom) { 1 } else { 100 };
 
 /// The library state's lock; see the module documentation.
 pub struct CallLock<T> {
@@ -42,16 +61,27 @@ pub struct CallLock<T> {
 #[allow(unsafe_code)]
 unsafe impl<T: Send> Sync for CallLock<T> {}
 
-impl<T> CallLock<T> {
-    /// An unheld lock around `value`, in shared mode.
-    pub const fn new(value: T) -> Self {
-        CallLock {
-            held: AtomicBool::new(false),
-            shared: AtomicBool::new(true),
-            waiting: AtomicU32::new(0),
-            value: UnsafeCell::new(value),
+/// `CallLock::new`: `const` for the library's `static`, plain under loom (whose atomics
+/// are made at run time).
+macro_rules! call_lock_new {
+    ($($constness:ident)?) => {
+        /// An unheld lock around `value`, in shared mode.
+        pub $($constness)? fn new(value: T) -> Self {
+            CallLock {
+                held: AtomicBool::new(false),
+                shared: AtomicBool::new(true),
+                waiting: AtomicU32::new(0),
+                value: UnsafeCell::new(value),
+            }
         }
-    }
+    };
+}
+
+impl<T> CallLock<T> {
+    #[cfg(not(loom))]
+    call_lock_new!(const);
+    #[cfg(loom)]
+    call_lock_new!();
 
     /// The guard, if the lock is free now.
     #[inline]
@@ -89,10 +119,10 @@ impl<T> CallLock<T> {
                 break g;
             }
             spins += 1;
-            if spins < 100 {
-                std::hint::spin_loop();
+            if spins < SPINS_BEFORE_YIELD {
+                spin_loop();
             } else {
-                std::thread::yield_now();
+                yield_now();
             }
         };
         self.waiting.fetch_sub(1, Ordering::Relaxed);
@@ -134,7 +164,7 @@ impl<'a, T> CallGuard<'a, T> {
     #[cold]
     fn hand_over(&mut self) {
         self.lock.held.store(false, Ordering::Release);
-        std::thread::yield_now();
+        yield_now();
         let g = self.lock.lock();
         // The new guard and this one guard the same lock: keep this one, forget the other.
         std::mem::forget(g);
@@ -169,7 +199,7 @@ impl<T> Drop for CallGuard<'_, T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::CallLock;
 
