@@ -86,3 +86,124 @@ fn a_crash_on_a_remote_host_stops_every_host() {
         );
     }
 }
+
+/// A second local user, created for the test and removed after it (with its processes).
+struct Stranger(String);
+
+impl Stranger {
+    fn create() -> Stranger {
+        let name = format!("kstranger{}", std::process::id() % 1_000_000);
+        let _ = std::process::Command::new("userdel").arg(&name).status();
+        let ok = std::process::Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                &name,
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "useradd {name} failed (the test needs root)");
+        Stranger(name)
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("pkill")
+            .args(["-KILL", "-u", &self.0])
+            .status();
+        let _ = std::process::Command::new("userdel").arg(&self.0).status();
+    }
+}
+
+/// An address and port `pid` listens on for TCP (from `ss`).
+fn listening_address(pid: u32) -> Option<(String, u16)> {
+    let out = std::process::Command::new("ss")
+        .args(["-ltnpH"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find(|l| l.contains(&format!("pid={pid},")))?;
+    let local = line.split_whitespace().nth(3)?;
+    let (ip, port) = local.rsplit_once(':')?;
+    Some((ip.to_string(), port.parse().ok()?))
+}
+
+#[test]
+fn a_stranger_on_the_host_can_neither_join_nor_disturb_a_two_host_job() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts().to_vec();
+    let stranger = Stranger::create();
+    let mark = marker("stranger");
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let args = [
+        "--host",
+        &hosts,
+        "--launch-agent",
+        "ip netns exec",
+        "--",
+        "sh",
+        "-c",
+        r#"sleep 4; echo "done $PMI_RANK""#,
+        &mark,
+    ];
+    let job = {
+        let cmd = kestrel_run(&args);
+        std::thread::spawn(move || run(cmd, DEADLINE))
+    };
+    // Both daemons authenticated once both hosts run a rank.
+    let start = std::time::Instant::now();
+    let head = loop {
+        let ranks_up = h.iter().all(|host| cluster.pids(host).len() >= 2);
+        let head = processes_matching(&mark).into_iter().find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "kestrel-run")
+        });
+        if let (true, Some(head)) = (ranks_up, head) {
+            break head;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the job did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (ip, port) = listening_address(head).expect("the launcher's daemon port");
+    assert!(
+        ip != "0.0.0.0" && ip != "*",
+        "the launcher listens on every address"
+    );
+    let attack = std::process::Command::new("runuser")
+        .args(["-u", &stranger.0, "--", "/usr/bin/python3", "-c"])
+        .arg(include_str!("../strangers/launcher_intruder.py"))
+        .args([ip.clone(), port.to_string()])
+        .current_dir("/")
+        .output()
+        .expect("run the intruder as the second user");
+    let said = String::from_utf8_lossy(&attack.stdout).into_owned();
+    assert!(
+        attack.status.success() && said.contains("accepted 0"),
+        "the stranger got in: {said}\n{}",
+        String::from_utf8_lossy(&attack.stderr)
+    );
+    let out = job.join().expect("job thread");
+    assert!(
+        out.success(),
+        "the job did not survive the stranger: {}",
+        out.show()
+    );
+    assert_eq!(lines_starting(&out.stdout, "done "), ["done 0", "done 1"]);
+    assert!(
+        out.stderr.contains("WARN launcher:")
+            && out.stderr.contains("daemon connection refused")
+            && out.stderr.contains(&format!("peer={ip}:"))
+            && out.stderr.contains("did not prove this job's secret"),
+        "the attempts were not logged with their address: {}",
+        out.show()
+    );
+    for host in &h {
+        assert!(cluster.pids(host).is_empty(), "processes left in {host}");
+    }
+}

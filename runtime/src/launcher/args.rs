@@ -78,8 +78,6 @@ pub struct DaemonOptions {
     pub parents: Vec<String>,
     /// `--host-index N`.
     pub host_index: u32,
-    /// `--key K`.
-    pub key: String,
     /// `--verbose FILTER`.
     pub verbose: String,
 }
@@ -168,7 +166,6 @@ pub fn parse(
     let mut daemon = false;
     let mut parents = Vec::new();
     let mut host_index = None;
-    let mut key = None;
     let mut verbose = String::new();
 
     let mut i = 0;
@@ -310,7 +307,13 @@ pub fn parse(
                         .map_err(|_| usage("--host-index needs a number"))?,
                 )
             }
-            "--key" => key = Some(value("a key")?),
+            "--key" => {
+                return Err(usage(
+                    "--key is not accepted: kestrel-run gives its daemons the job's secret on \
+                     standard input, never on a command line (is this daemon from another \
+                     Kestrel version?)",
+                ))
+            }
             "--verbose" => verbose = value("a filter")?,
             "-h" | "--help" => return Ok(Invocation::Help),
             "-V" | "--version" => return Ok(Invocation::Version),
@@ -320,14 +323,13 @@ pub fn parse(
     }
 
     if daemon {
-        return match (parents.is_empty(), host_index, key) {
-            (false, Some(host_index), Some(key)) => Ok(Invocation::Daemon(DaemonOptions {
+        return match (parents.is_empty(), host_index) {
+            (false, Some(host_index)) => Ok(Invocation::Daemon(DaemonOptions {
                 parents,
                 host_index,
-                key,
                 verbose,
             })),
-            _ => Err(usage("--daemon needs --parent, --host-index and --key (it is started by kestrel-run itself)")),
+            _ => Err(usage("--daemon needs --parent and --host-index, and the job's secret on standard input (it is started by kestrel-run itself)")),
         };
     }
     let Some(at) = program_at.filter(|&at| at < args.len()) else {
@@ -455,7 +457,11 @@ mod tests {
             ("--timeout -1 true", "seconds"),
             ("--frobnicate true", "unknown option '--frobnicate'"),
             ("--mca btl", "needs a value"),
-            ("--daemon --key k", "--parent"),
+            ("--daemon --host-index 1", "--parent"),
+            (
+                "--daemon --parent 1.2.3.4:5 --host-index 1 --key k",
+                "standard input",
+            ),
         ] {
             let e = parse(&argv(line), &|_| None).unwrap_err().to_string();
             assert!(e.contains(needle), "{line}: {e}");
@@ -501,7 +507,7 @@ mod tests {
     #[test]
     fn daemon_mode() {
         let inv = parse(
-            &argv("--daemon --parent 10.0.0.1:5,127.0.0.1:5 --host-index 2 --key abc"),
+            &argv("--daemon --parent 10.0.0.1:5,127.0.0.1:5 --host-index 2"),
             &|_| None,
         )
         .unwrap();
@@ -510,7 +516,6 @@ mod tests {
             Invocation::Daemon(DaemonOptions {
                 parents: vec!["10.0.0.1:5".into(), "127.0.0.1:5".into()],
                 host_index: 2,
-                key: "abc".into(),
                 verbose: String::new(),
             })
         );

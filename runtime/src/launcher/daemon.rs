@@ -8,12 +8,21 @@ use tokio::sync::mpsc::unbounded_channel;
 
 use super::agent::{run_agent, AgentLink};
 use super::args::DaemonOptions;
+use super::auth::{self, JobSecret, Role};
 use super::proto::{split_frame, ToAgent, ToHead};
 use crate::host::{available_cpus, machine_id};
 
-/// Connects to the first reachable parent address, then serves the host until the head says
-/// shutdown or disappears. Returns the process exit code.
+/// Reads the job's secret from standard input, connects to the first reachable parent
+/// address, proves the secret and checks the head's proof ([`super::auth`]), then serves the
+/// host until the head says shutdown or disappears. Returns the process exit code.
 pub async fn run(opts: DaemonOptions) -> i32 {
+    let secret = match JobSecret::read_line(&mut std::io::stdin().lock()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kestrel-run daemon (host index {}): {e}", opts.host_index);
+            return 1;
+        }
+    };
     let stream = match connect_any(&opts.parents).await {
         Some(s) => s,
         None => {
@@ -31,13 +40,12 @@ pub async fn run(opts: DaemonOptions) -> i32 {
     let (to_head, mut head_rx) = unbounded_channel::<ToHead>();
     let (to_agent, from_head) = unbounded_channel::<ToAgent>();
     let to_agent_for_signals = to_agent.clone();
-    let hello = ToHead::Hello {
-        host_index: opts.host_index,
-        key: opts.key.clone(),
-        machine: machine_id(),
-        cpus: available_cpus().len() as u32,
-    };
-    if write.write_all(&hello.encode()).await.is_err() {
+    let mut buf = Vec::new();
+    if let Err(e) = handshake(&secret, opts.host_index, &mut read, &mut write, &mut buf).await {
+        eprintln!(
+            "kestrel-run daemon (host index {}): {e}; leaving",
+            opts.host_index
+        );
         return 1;
     }
     let writer = tokio::spawn(async move {
@@ -50,7 +58,6 @@ pub async fn run(opts: DaemonOptions) -> i32 {
         let _ = write.shutdown().await;
     });
     tokio::spawn(async move {
-        let mut buf = Vec::new();
         let mut chunk = vec![0u8; 65536];
         loop {
             match split_frame(&buf) {
@@ -103,6 +110,72 @@ pub async fn run(opts: DaemonOptions) -> i32 {
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     0
 }
+
+/// Answers the head's challenge and checks its welcome: nothing the head sends counts
+/// before it proved the job's secret. What follows the welcome stays in `buf`.
+async fn handshake(
+    secret: &JobSecret,
+    host_index: u32,
+    read: &mut tokio::net::tcp::OwnedReadHalf,
+    write: &mut tokio::net::tcp::OwnedWriteHalf,
+    buf: &mut Vec<u8>,
+) -> Result<(), String> {
+    let challenge = match next_frame(read, buf).await? {
+        ToAgent::Challenge { nonce } => nonce,
+        _ => return Err("the launcher did not open with a challenge".into()),
+    };
+    let mine = auth::nonce()?;
+    let hello = ToHead::Hello {
+        host_index,
+        proof: secret.proof(Role::Daemon, host_index, &challenge),
+        nonce: mine.clone(),
+        machine: machine_id(),
+        cpus: available_cpus().len() as u32,
+    };
+    write
+        .write_all(&hello.encode())
+        .await
+        .map_err(|e| format!("cannot send the hello: {e}"))?;
+    match next_frame(read, buf).await? {
+        ToAgent::Welcome { proof } if secret.verify(Role::Head, host_index, &mine, &proof) => {
+            Ok(())
+        }
+        _ => Err("the launcher did not prove this job's secret (or refused ours)".into()),
+    }
+}
+
+/// One frame of the handshake, read within [`HANDSHAKE_WITHIN`] and at most
+/// [`MAX_HANDSHAKE`] bytes.
+async fn next_frame(
+    read: &mut tokio::net::tcp::OwnedReadHalf,
+    buf: &mut Vec<u8>,
+) -> Result<ToAgent, String> {
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_WITHIN;
+    loop {
+        if let Some((body, used)) = split_frame(buf).map_err(|e| e.to_string())? {
+            let m = ToAgent::decode(body).map_err(|e| e.to_string())?;
+            buf.drain(..used);
+            return Ok(m);
+        }
+        if buf.len() >= MAX_HANDSHAKE {
+            return Err("the launcher's handshake frame is too long".into());
+        }
+        let mut chunk = [0u8; 1024];
+        let n = tokio::time::timeout_at(deadline, read.read(&mut chunk))
+            .await
+            .map_err(|_| "the launcher did not answer within 10 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the launcher closed the connection during the handshake".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Time each handshake frame may take.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
+/// Bytes a handshake frame may take (a challenge or welcome is well under 100).
+const MAX_HANDSHAKE: usize = 4096;
 
 async fn connect_any(parents: &[String]) -> Option<TcpStream> {
     let mut attempts = tokio::task::JoinSet::new();

@@ -3,21 +3,21 @@
 //! fate of the job when a rank fails, the user interrupts, or the timeout expires.
 
 use std::collections::{BTreeMap, HashSet};
-use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
 use kestrel_transport::params::{self, Params};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::time::Instant;
 
 use super::agent::{run_agent, AgentLink};
 use super::args::{Bind, HostSource, LaunchOptions};
+use super::auth::JobSecret;
+use super::daemon_link::{accept_daemons, listen_for_daemons, LinkEvent};
 use super::exit::describe_status;
-use super::proto::{split_frame, NodeLaunch, PmiState, RankStatus, ToAgent, ToHead};
+use super::proto::{NodeLaunch, PmiState, RankStatus, ToAgent, ToHead};
 use crate::host::{available_cpus, hostname, machine_id};
 use crate::hosts::{self, HostSlots};
 use crate::session;
@@ -286,7 +286,18 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
     let remote: Vec<usize> = (0..head.plan.hosts.len())
         .filter(|&h| !head.plan.hosts[h].local)
         .collect();
-    let key = session::new_job_id();
+    // The job's secret goes to each daemon on its standard input, never on a command line.
+    let secret = if remote.is_empty() {
+        None
+    } else {
+        match JobSecret::generate() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("{e}");
+                return 2;
+            }
+        }
+    };
     let mut machines: BTreeMap<usize, (String, u32)> = BTreeMap::new();
     for h in 0..head.plan.hosts.len() {
         if head.plan.hosts[h].local {
@@ -305,24 +316,40 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
         }
     }
     if !remote.is_empty() {
-        let listener = match TcpListener::bind("0.0.0.0:0").await {
+        let names: Vec<String> = remote
+            .iter()
+            .map(|&h| head.plan.hosts[h].name.clone())
+            .collect();
+        let (listeners, parents) = match listen_for_daemons(&names).await {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("kestrel-run: cannot open a TCP port for the remote daemons: {e}");
+                eprintln!("{e}");
                 return 2;
             }
         };
-        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-        let parents: Vec<String> = local_ipv4_addresses()
-            .iter()
-            .map(|a| format!("{a}:{port}"))
-            .collect();
+        let (link_tx, mut link_rx) = unbounded_channel();
+        let link_secret = secret.clone().expect("made for remote hosts");
         tokio::spawn(accept_daemons(
-            listener,
-            key.clone(),
+            listeners,
+            link_secret,
             head.plan.hosts.len(),
-            events_tx.clone(),
+            link_tx,
         ));
+        let tx = events_tx.clone();
+        tokio::spawn(async move {
+            while let Some(e) = link_rx.recv().await {
+                let e = match e {
+                    LinkEvent::Connected(h, to, machine, cpus) => {
+                        HeadEvent::Connected(h, to, machine, cpus)
+                    }
+                    LinkEvent::Frame(h, m) => HeadEvent::Agent(h, m),
+                    LinkEvent::Lost(h) => HeadEvent::AgentLost(h),
+                };
+                if tx.send(e).is_err() {
+                    break;
+                }
+            }
+        });
         let exe = {
             let configured = crate::params::DAEMON_PATH.get(&params);
             if configured.is_empty() {
@@ -341,12 +368,7 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                 "--parent".into(),
                 parents.join(","),
             ]);
-            words.extend([
-                "--host-index".into(),
-                h.to_string(),
-                "--key".into(),
-                key.clone(),
-            ]);
+            words.extend(["--host-index".into(), h.to_string()]);
             if !verbose.is_empty() {
                 words.extend(["--verbose".into(), verbose.clone()]);
             }
@@ -356,14 +378,22 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
             // Its own process group: a Ctrl-C at the terminal reaches the launcher only, which
             // then stops the job in order, instead of killing daemons under their ranks.
             cmd.args(&words[1..])
-                .stdin(Stdio::null())
+                .stdin(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
             let tx = events_tx.clone();
             match cmd.spawn() {
                 Ok(mut child) => {
                     head.agent_processes.insert(h);
+                    let line = secret.as_ref().map(JobSecret::line).unwrap_or_default();
+                    let stdin = child.stdin.take();
                     tokio::spawn(async move {
+                        if let Some(mut stdin) = stdin {
+                            // A daemon that never reads it fails to authenticate; nothing
+                            // to do about a write error here.
+                            let _ = stdin.write_all(line.as_bytes()).await;
+                            drop(stdin);
+                        }
                         let status = child.wait().await;
                         let how = match status {
                             Ok(s) => describe_exit_status(s),
@@ -800,92 +830,6 @@ pub fn local_ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
         addrs.push(std::net::Ipv4Addr::LOCALHOST);
     }
     addrs
-}
-
-async fn accept_daemons(
-    listener: TcpListener,
-    key: String,
-    hosts: usize,
-    events: UnboundedSender<HeadEvent>,
-) {
-    loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            return;
-        };
-        let key = key.clone();
-        let events = events.clone();
-        tokio::spawn(async move {
-            if let Err(e) = serve_daemon(stream, peer, &key, hosts, events).await {
-                tracing::warn!(target: "launcher", %peer, "daemon connection refused: {e}");
-            }
-        });
-    }
-}
-
-async fn read_frame(
-    stream: &mut tokio::net::tcp::OwnedReadHalf,
-    buf: &mut Vec<u8>,
-) -> Result<Option<ToHead>, String> {
-    loop {
-        if let Some((body, used)) = split_frame(buf).map_err(|e| e.to_string())? {
-            let msg = ToHead::decode(body).map_err(|e| e.to_string())?;
-            buf.drain(..used);
-            return Ok(Some(msg));
-        }
-        let mut chunk = [0u8; 8192];
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-async fn serve_daemon(
-    stream: TcpStream,
-    peer: SocketAddr,
-    key: &str,
-    hosts: usize,
-    events: UnboundedSender<HeadEvent>,
-) -> Result<(), String> {
-    let _ = stream.set_nodelay(true);
-    let (mut read, mut write) = stream.into_split();
-    let mut buf = Vec::new();
-    let hello = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut read, &mut buf))
-        .await
-        .map_err(|_| "no hello within 10 s".to_string())??;
-    let (h, machine, cpus) = match hello {
-        Some(ToHead::Hello {
-            host_index,
-            key: k,
-            machine,
-            cpus,
-        }) if k == key && (host_index as usize) < hosts => (host_index as usize, machine, cpus),
-        _ => return Err(format!("{peer} did not present this job's key")),
-    };
-    let (tx, mut rx) = unbounded_channel::<ToAgent>();
-    tokio::spawn(async move {
-        while let Some(m) = rx.recv().await {
-            if write.write_all(&m.encode()).await.is_err() {
-                break;
-            }
-        }
-    });
-    let _ = events.send(HeadEvent::Connected(h, tx, machine, cpus));
-    loop {
-        match read_frame(&mut read, &mut buf).await {
-            Ok(Some(msg)) => {
-                let _ = events.send(HeadEvent::Agent(h, msg));
-            }
-            Ok(None) => break,
-            Err(e) => {
-                eprintln!("kestrel-run: the daemon for host index {h} sent {e}; dropping it");
-                break;
-            }
-        }
-    }
-    let _ = events.send(HeadEvent::AgentLost(h));
-    Ok(())
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 
 pub mod agent;
 pub mod args;
+pub mod auth;
 pub mod daemon;
+pub mod daemon_link;
 pub mod exit;
 pub mod head;
 pub mod proto;

@@ -89,8 +89,11 @@ pub enum ToHead {
     Hello {
         /// Which host it serves.
         host_index: u32,
-        /// The job key given on its command line.
-        key: String,
+        /// Its proof of the job's secret over the head's challenge
+        /// ([`super::auth::JobSecret::proof`], role daemon).
+        proof: Vec<u8>,
+        /// Its own challenge, which the head answers in [`ToAgent::Welcome`].
+        nonce: Vec<u8>,
         /// Identity of the machine (boot id), to detect hosts sharing cores.
         machine: String,
         /// CPUs this agent may use.
@@ -153,6 +156,18 @@ pub enum ToAgent {
     Kill,
     /// The job is over: clean up and leave.
     Shutdown,
+    /// The head's first frame on a daemon connection: the nonce the daemon must prove the
+    /// job's secret over.
+    Challenge {
+        /// Fresh random bytes ([`super::auth::NONCE_LEN`]).
+        nonce: Vec<u8>,
+    },
+    /// The head accepted the daemon's proof and proves the secret in turn over the
+    /// daemon's nonce (role head); the daemon trusts no other frame before it.
+    Welcome {
+        /// [`super::auth::JobSecret::proof`] over the daemon's nonce.
+        proof: Vec<u8>,
+    },
 }
 
 use crate::codec::Writer;
@@ -191,13 +206,15 @@ impl ToHead {
         match self {
             ToHead::Hello {
                 host_index,
-                key,
+                proof,
+                nonce,
                 machine,
                 cpus,
             } => {
                 w.u8(1);
                 w.u32(*host_index);
-                w.string(key);
+                w.bytes(proof);
+                w.bytes(nonce);
                 w.string(machine);
                 w.u32(*cpus);
             }
@@ -252,7 +269,8 @@ impl ToHead {
         let msg = match r.u8("message tag")? {
             1 => ToHead::Hello {
                 host_index: r.u32("hello")?,
-                key: r.string("hello")?,
+                proof: r.bytes("hello proof")?,
+                nonce: r.bytes("hello nonce")?,
                 machine: r.string("hello")?,
                 cpus: r.u32("hello")?,
             },
@@ -341,6 +359,14 @@ impl ToAgent {
             ToAgent::Shutdown => {
                 w.u8(4);
             }
+            ToAgent::Challenge { nonce } => {
+                w.u8(5);
+                w.bytes(nonce);
+            }
+            ToAgent::Welcome { proof } => {
+                w.u8(6);
+                w.bytes(proof);
+            }
         }
         w.into_frame()
     }
@@ -384,6 +410,12 @@ impl ToAgent {
             },
             3 => ToAgent::Kill,
             4 => ToAgent::Shutdown,
+            5 => ToAgent::Challenge {
+                nonce: r.bytes("challenge")?,
+            },
+            6 => ToAgent::Welcome {
+                proof: r.bytes("welcome")?,
+            },
             _ => return Err(bad("message tag", "unknown launcher message")),
         };
         r.finish("launcher message")?;
@@ -433,7 +465,8 @@ mod tests {
         vec![
             ToHead::Hello {
                 host_index: 3,
-                key: "k".into(),
+                proof: vec![7; 32],
+                nonce: vec![9; 32],
                 machine: "boot".into(),
                 cpus: 2,
             },
@@ -466,6 +499,8 @@ mod tests {
             ToAgent::FenceDone { puts: vec![] },
             ToAgent::Kill,
             ToAgent::Shutdown,
+            ToAgent::Challenge { nonce: vec![1; 32] },
+            ToAgent::Welcome { proof: vec![2; 32] },
         ]
     }
 
@@ -486,16 +521,22 @@ mod tests {
 
     #[test]
     fn truncated_mutated_and_padded_frames_are_errors_not_panics() {
-        let frames: Vec<Vec<u8>> = all_to_head()
+        // (frame, whether it is a head-bound one): a cut frame must fail as its own kind;
+        // decoding it as the other kind only must not panic.
+        let frames: Vec<(Vec<u8>, bool)> = all_to_head()
             .iter()
-            .map(|m| m.encode())
-            .chain(all_to_agent().iter().map(|m| m.encode()))
+            .map(|m| (m.encode(), true))
+            .chain(all_to_agent().iter().map(|m| (m.encode(), false)))
             .collect();
-        for frame in frames {
+        for (frame, to_head) in frames {
             let body = &frame[4..];
             for cut in 0..body.len() {
-                assert!(ToHead::decode(&body[..cut]).is_err() || cut == body.len());
-                let _ = ToAgent::decode(&body[..cut]);
+                let (head, agent) = (ToHead::decode(&body[..cut]), ToAgent::decode(&body[..cut]));
+                if to_head {
+                    assert!(head.is_err(), "a cut head-bound frame decoded");
+                } else {
+                    assert!(agent.is_err(), "a cut agent-bound frame decoded");
+                }
             }
             let mut padded = body.to_vec();
             padded.push(0);

@@ -114,6 +114,9 @@ pub async fn run_agent(mut link: AgentLink) {
                 Some(ToAgent::Kill) => agent.kill(),
                 Some(ToAgent::Shutdown) => break,
                 Some(ToAgent::Launch(_)) => tracing::warn!(target: "launcher", "second launch message ignored"),
+                Some(ToAgent::Challenge { .. } | ToAgent::Welcome { .. }) => {
+                    tracing::warn!(target: "launcher", "authentication message after the handshake ignored");
+                }
                 None => {
                     // The head is gone: nobody will collect our ranks' results.
                     tracing::warn!(target: "launcher", "lost the connection to kestrel-run; stopping this host's ranks");
