@@ -392,10 +392,13 @@ fn ports(u: &Universe) {
     for bad in [
         "",
         "hello",
-        "kestrel-port:v1:1.2.3.4:99999:1",
-        "kestrel-port:v1:1.2.3:80:1",
+        "kestrel-port:v2:1.2.3.4:99999:1:0123456789abcdef0123456789abcdef",
+        "kestrel-port:v2:1.2.3:80:1:0123456789abcdef0123456789abcdef",
         "kestrel-port:v9:1.2.3.4:80:1",
-        "kestrel-port:v1:1.2.3.4:80",
+        "kestrel-port:v1:1.2.3.4:80:1",
+        "kestrel-port:v2:1.2.3.4:80",
+        "kestrel-port:v2:1.2.3.4:80:1",
+        "kestrel-port:v2:1.2.3.4:80:1:0123",
     ] {
         match world.connect(bad, 0) {
             Err(DpmError::Port(e)) if me == 0 => {
@@ -429,7 +432,7 @@ fn ports(u: &Universe) {
     let gone = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let p = l.local_addr().unwrap().port();
-        format!("kestrel-port:v1:127.0.0.1:{p}:1")
+        format!("kestrel-port:v2:127.0.0.1:{p}:1:0123456789abcdef0123456789abcdef")
     };
     let start = Instant::now();
     match world.connect(&gone, 0) {
@@ -450,7 +453,10 @@ fn ports(u: &Universe) {
         Ok(_) => die("connect", "a dead port was connected"),
     }
     // Accept on a port this process does not own.
-    match world.accept("kestrel-port:v1:127.0.0.1:9:77", 0) {
+    match world.accept(
+        "kestrel-port:v2:127.0.0.1:9:77:0123456789abcdef0123456789abcdef",
+        0,
+    ) {
         Err(e) if e.mpi_class() == MpiClass::Port => {}
         other => die("accept on a foreign port", format!("{other:?}")),
     }

@@ -24,8 +24,11 @@
 //! inter-communicator whose other side failed returns [`DpmError::ProcFailed`] from every
 //! operation that needs it (see `kestrel_pml::dpm` for how failures are noticed).
 //!
-//! Port names look like `kestrel-port:v1:192.0.2.7,127.0.0.1:40123:1` (addresses and TCP port
-//! of the opener's listener, then a tag); see `kestrel_runtime::dpm::port` for the grammar.
+//! Port names look like `kestrel-port:v2:192.0.2.7,127.0.0.1:40123:1:<32 hex digits>`
+//! (addresses and TCP port of the opener's listener, a tag, and the port's random 128-bit
+//! token); see `kestrel_runtime::dpm::port` for the grammar. A port name is a capability:
+//! whoever holds it may connect, and connect and accept each prove knowledge of the token
+//! before anything else counts.
 //! The name service is kept by `kestrel-run` in the directory named by the `dpm_name_dir`
 //! parameter (by default `$TMPDIR/kestrel-names-<uid>`), shared by separate `kestrel-run`
 //! invocations. Spawned jobs are started by the parent's `kestrel-run` (info keys `host`,

@@ -8,6 +8,7 @@
 //! * [`slurm`], [`hosts`]: where ranks go; [`host`]: what this machine is (name, boot id, CPUs).
 //! * [`session`]: job ids and the files a job leaves, so they can be removed.
 //! * [`dpm`]: dynamic processes: port names, the out-of-band listener, lifelines, names.
+//! * [`mac`]: keyed proofs (HMAC-SHA256) of a shared secret, for the launcher and DPM ports.
 //!
 //! This crate must never depend on a transport: transports publish their business cards
 //! through [`Runtime`], not the other way round. Its only `unsafe` code is in `sys`.
@@ -20,6 +21,7 @@ pub mod dpm;
 pub mod host;
 pub mod hosts;
 pub mod launcher;
+pub mod mac;
 pub mod modex;
 pub mod params;
 pub mod session;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 pub mod netns;
 pub mod slurm;
+pub mod stranger;
 
 /// `target/<profile>` of the running test binary.
 pub fn target_dir() -> PathBuf {

@@ -337,9 +337,12 @@ fn malformed_closed_and_unreachable_ports_are_errors_naming_the_port() {
         "'hello' refused: dpm: port name 'hello' is malformed: it does not start with 'kestrel-port:'",
         "TCP port '99999' is not a number from 1 to 65535",
         "'1.2.3' is not a dotted-quad IPv4 address",
-        "version 'v9' is not v1",
+        "version 'v9' is not v2",
+        "version 'v1' is not v2",
         "the tag is missing",
-        "closed port refused: dpm: port kestrel-port:v1:",
+        "the token is missing",
+        "token '0123' is not 32 lowercase hex digits",
+        "closed port refused: dpm: port kestrel-port:v2:",
         "(the port was closed)",
         "within 1500 ms (dpm_connect_timeout_ms",
         "rank 0: ports ok",
@@ -374,4 +377,86 @@ fn intercomm_create_between_the_halves_of_a_job() {
             .stdout
             .contains(&format!("intercomm merged rank {r} of 4: allreduce 6 ok")));
     }
+}
+
+#[test]
+fn a_stranger_on_the_host_cannot_disturb_an_accept_nor_read_the_port() {
+    let stranger = kestrel_tests::stranger::Stranger::create();
+    let mark = marker("dpm-stranger");
+    let dir = name_dir("names-stranger");
+    let service = format!("svc-{mark}");
+    let dir_s = dir.display().to_string();
+    let launch = |n: &str, mode: &str| {
+        let mut c = kestrel_run(&["-n", n, "--mca", "dpm_name_dir", &dir_s]);
+        c.arg(prog()).args([mode, service.as_str(), mark.as_str()]);
+        c
+    };
+    let server_cmd = launch("2", "server");
+    let server = std::thread::spawn(move || run(server_cmd, DEADLINE));
+    // Both server ranks wait in accept once each has its out-of-band listener.
+    let start = std::time::Instant::now();
+    let listeners = loop {
+        let ranks: Vec<u32> = processes_matching(&mark)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "dpm_check")
+            })
+            .collect();
+        let all: Vec<String> = ranks
+            .iter()
+            .flat_map(|&p| kestrel_tests::stranger::listening_addresses(p))
+            .map(|(ip, port)| {
+                let ip = if ip == "0.0.0.0" || ip == "*" {
+                    "127.0.0.1".to_string()
+                } else {
+                    ip
+                };
+                format!("{ip}:{port}")
+            })
+            .collect();
+        if ranks.len() == 2 && all.len() >= 2 {
+            break all;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the server did not reach accept"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut args = vec![dir_s.clone()];
+    args.extend(listeners);
+    let attack = kestrel_tests::stranger::run_as(
+        &stranger,
+        include_str!("../strangers/dpm_intruder.py"),
+        &args,
+    );
+    let said = String::from_utf8_lossy(&attack.stdout).into_owned();
+    assert!(
+        attack.status.success()
+            && said.contains("accepted 0")
+            && !said.contains("read the name file"),
+        "the stranger got in or read the port: {said}\n{}",
+        String::from_utf8_lossy(&attack.stderr)
+    );
+    // The accept still takes the real client.
+    let client = run(launch("3", "client"), DEADLINE);
+    let server = server.join().unwrap();
+    assert!(server.success(), "server: {}", server.show());
+    assert!(client.success(), "client: {}", client.show());
+    assert!(
+        server
+            .stdout
+            .contains("server merged rank 0 of 5: allreduce 10 ok"),
+        "{}",
+        server.show()
+    );
+    assert!(
+        server.stderr.contains("did not prove the port's token"),
+        "the attempts were not logged: {}",
+        server.show()
+    );
+    let mut jobs = job_ids(&server);
+    jobs.extend(job_ids(&client));
+    assert_clean(&jobs, &mark);
 }

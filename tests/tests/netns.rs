@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use kestrel_tests::netns::Cluster;
+use kestrel_tests::stranger::{listening_address, run_as, Stranger};
 use kestrel_tests::*;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -87,50 +88,6 @@ fn a_crash_on_a_remote_host_stops_every_host() {
     }
 }
 
-/// A second local user, created for the test and removed after it (with its processes).
-struct Stranger(String);
-
-impl Stranger {
-    fn create() -> Stranger {
-        let name = format!("kstranger{}", std::process::id() % 1_000_000);
-        let _ = std::process::Command::new("userdel").arg(&name).status();
-        let ok = std::process::Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                &name,
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "useradd {name} failed (the test needs root)");
-        Stranger(name)
-    }
-}
-
-impl Drop for Stranger {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("pkill")
-            .args(["-KILL", "-u", &self.0])
-            .status();
-        let _ = std::process::Command::new("userdel").arg(&self.0).status();
-    }
-}
-
-/// An address and port `pid` listens on for TCP (from `ss`).
-fn listening_address(pid: u32) -> Option<(String, u16)> {
-    let out = std::process::Command::new("ss")
-        .args(["-ltnpH"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let line = text.lines().find(|l| l.contains(&format!("pid={pid},")))?;
-    let local = line.split_whitespace().nth(3)?;
-    let (ip, port) = local.rsplit_once(':')?;
-    Some((ip.to_string(), port.parse().ok()?))
-}
-
 #[test]
 fn a_stranger_on_the_host_can_neither_join_nor_disturb_a_two_host_job() {
     let cluster = Cluster::up(2);
@@ -175,13 +132,11 @@ fn a_stranger_on_the_host_can_neither_join_nor_disturb_a_two_host_job() {
         ip != "0.0.0.0" && ip != "*",
         "the launcher listens on every address"
     );
-    let attack = std::process::Command::new("runuser")
-        .args(["-u", &stranger.0, "--", "/usr/bin/python3", "-c"])
-        .arg(include_str!("../strangers/launcher_intruder.py"))
-        .args([ip.clone(), port.to_string()])
-        .current_dir("/")
-        .output()
-        .expect("run the intruder as the second user");
+    let attack = run_as(
+        &stranger,
+        include_str!("../strangers/launcher_intruder.py"),
+        &[ip.clone(), port.to_string()],
+    );
     let said = String::from_utf8_lossy(&attack.stdout).into_owned();
     assert!(
         attack.status.success() && said.contains("accepted 0"),

@@ -29,7 +29,11 @@ impl Engine {
     /// `MPI_Open_port`: a new port of this process (see `kestrel_runtime::dpm::port` for
     /// the format).
     pub fn open_port(&mut self) -> Result<String, PmlError> {
-        Ok(self.listener()?.open_port().to_string())
+        let port = self
+            .listener()?
+            .open_port()
+            .map_err(|e| dpm_err(DpmError::Setup(e)))?;
+        Ok(port.to_string())
     }
 
     /// `MPI_Close_port`.
@@ -134,6 +138,8 @@ impl Engine {
         mine.extend_from_slice(
             &OobMsg::Connect {
                 tag: 0,
+                proof: Vec::new(),
+                nonce: Vec::new(),
                 group: vec![me_info],
                 ctx: 0,
             }
@@ -170,6 +176,7 @@ impl Engine {
                     v.extend_from_slice(
                         &OobMsg::Accept {
                             conn: a.conn,
+                            proof: Vec::new(),
                             group: a.remote,
                             ctx: a.ctx,
                         }
@@ -185,14 +192,17 @@ impl Engine {
         outcome?;
         let body = decode_outcome(&bytes, root)?;
         let agreed = match (body.split_first(), body.get(1..).map(OobMsg::decode)) {
-            (Some((&acc, _)), Some(Ok(OobMsg::Accept { conn, group, ctx }))) if acc <= 1 => {
-                Agreed {
-                    conn,
-                    acceptor: acc == 1,
-                    remote: group,
-                    ctx,
-                }
-            }
+            (
+                Some((&acc, _)),
+                Some(Ok(OobMsg::Accept {
+                    conn, group, ctx, ..
+                })),
+            ) if acc <= 1 => Agreed {
+                conn,
+                acceptor: acc == 1,
+                remote: group,
+                ctx,
+            },
             _ => {
                 return Err(dpm_err(DpmError::Protocol {
                     peer: format!("root {root} of the local group"),
@@ -248,7 +258,12 @@ impl Engine {
                 };
                 match ev {
                     PortEvent::SpawnFailed { reason } => Err(dpm_err(DpmError::Spawn(reason))),
-                    PortEvent::Connect { stream, group, ctx } => {
+                    PortEvent::Connect {
+                        stream,
+                        group,
+                        ctx,
+                        nonce,
+                    } => {
                         let peer = stream
                             .peer_addr()
                             .map(|a| format!("the connecting root at {a}"))
@@ -258,7 +273,9 @@ impl Engine {
                             peer,
                             buf: Vec::new(),
                         };
-                        let r = self.accept_side(&mut link, local, proposal, group, ctx);
+                        // The connector checks that this side knows the port's token too.
+                        let proof = name.proof(PortRole::Accept, &nonce);
+                        let r = self.accept_side(&mut link, local, proposal, group, ctx, proof);
                         *link_out = Some(link);
                         r
                     }
@@ -284,10 +301,28 @@ impl Engine {
                     peer: format!("port {port}"),
                     buf: Vec::new(),
                 };
+                // The listener opens with a challenge: prove the port's token over it, and
+                // send a nonce of ours for the acceptor to prove it back.
+                let challenge = match link.recv(self, Some(deadline))? {
+                    Some(OobMsg::Challenge { nonce }) => nonce,
+                    other => {
+                        return Err(dpm_err(DpmError::Protocol {
+                            peer: format!("port {port}"),
+                            what: format!(
+                                "expected Challenge, got {}",
+                                other.map(|m| m.kind()).unwrap_or("nothing")
+                            ),
+                        }))
+                    }
+                };
+                let mine =
+                    kestrel_runtime::mac::nonce().map_err(|e| dpm_err(DpmError::Setup(e)))?;
                 link.send(
                     self,
                     &OobMsg::Connect {
                         tag: name.tag,
+                        proof: name.proof(PortRole::Connect, &challenge),
+                        nonce: mine.clone(),
                         group: local.to_vec(),
                         ctx: proposal,
                     },
@@ -298,12 +333,21 @@ impl Engine {
                         port: port.to_string(),
                         timeout_ms: timeout.as_millis() as u64,
                     })),
-                    Some(OobMsg::Accept { conn, group, ctx }) => Ok(Agreed {
+                    Some(OobMsg::Accept {
+                        conn,
+                        proof,
+                        group,
+                        ctx,
+                    }) if name.verify(PortRole::Accept, &mine, &proof) => Ok(Agreed {
                         conn,
                         acceptor: false,
                         remote: group,
                         ctx,
                     }),
+                    Some(OobMsg::Accept { .. }) => Err(dpm_err(DpmError::Protocol {
+                        peer: format!("port {port}"),
+                        what: "the accepting side did not prove the port's token".into(),
+                    })),
                     Some(OobMsg::Refuse { reason }) => Err(dpm_err(DpmError::Refused {
                         port: port.to_string(),
                         reason,
@@ -347,7 +391,8 @@ impl Engine {
                 let r = if mine < theirs {
                     match link.recv(self, None)? {
                         Some(OobMsg::Connect { group, ctx, .. }) => {
-                            self.accept_side(&mut link, local, proposal, group, ctx)
+                            // Over a communicator both sides are members already: no proof.
+                            self.accept_side(&mut link, local, proposal, group, ctx, Vec::new())
                         }
                         other => Err(dpm_err(DpmError::Protocol {
                             peer: link.peer(),
@@ -362,12 +407,16 @@ impl Engine {
                         self,
                         &OobMsg::Connect {
                             tag: 0,
+                            proof: Vec::new(),
+                            nonce: Vec::new(),
                             group: local.to_vec(),
                             ctx: proposal,
                         },
                     )?;
                     match link.recv(self, None)? {
-                        Some(OobMsg::Accept { conn, group, ctx }) => Ok(Agreed {
+                        Some(OobMsg::Accept {
+                            conn, group, ctx, ..
+                        }) => Ok(Agreed {
                             conn,
                             acceptor: false,
                             remote: group,
@@ -392,7 +441,8 @@ impl Engine {
         }
     }
 
-    /// The accepting root answers a `Connect`.
+    /// The accepting root answers a `Connect`; `proof` is its proof of the port's token over
+    /// the connector's nonce (empty over a communicator).
     pub(super) fn accept_side(
         &mut self,
         link: &mut Link,
@@ -400,6 +450,7 @@ impl Engine {
         proposal: u16,
         remote: Vec<ProcInfo>,
         their_ctx: u16,
+        proof: Vec<u8>,
     ) -> Result<Agreed, PmlError> {
         let ctx = proposal.max(their_ctx);
         let refuse = |why: String| OobMsg::Refuse { reason: why };
@@ -420,6 +471,7 @@ impl Engine {
             self,
             &OobMsg::Accept {
                 conn,
+                proof,
                 group: local.to_vec(),
                 ctx,
             },

@@ -42,9 +42,9 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use kestrel_runtime::dpm::listener::connect_any;
-use kestrel_runtime::dpm::oob::{read_frame, write_frame, FrameError};
+use kestrel_runtime::dpm::oob::{write_frame, FrameError};
 use kestrel_runtime::dpm::{
-    DpmError, LifelineEvent, Listener, OobMsg, PortEvent, PortName, ProcInfo,
+    DpmError, LifelineEvent, Listener, OobMsg, PortEvent, PortName, PortRole, ProcInfo,
 };
 use kestrel_transport::set::remap::Retired;
 use kestrel_transport::set::{self, NO_ROUTE};

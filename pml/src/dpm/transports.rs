@@ -3,7 +3,7 @@
 //! [`Remapped`] instances, and abandoned together when the connection fails. Owns the slots
 //! a connection adds; it must never know a concrete transport.
 
-use kestrel_runtime::dpm::listener::{connect_any, parse_contact};
+use kestrel_runtime::dpm::listener::{connect_any, parse_contact, read_frame_after_challenge};
 use kestrel_runtime::dpm::ProcInfo;
 use kestrel_transport::component::OpenContext;
 use kestrel_transport::set::remap::{Remapped, Retired};
@@ -153,7 +153,7 @@ impl Engine {
                         rank,
                     },
                 )
-                .and_then(|()| match read_frame(&mut stream)? {
+                .and_then(|()| match read_frame_after_challenge(&mut stream)? {
                     OobMsg::LifelineOk => Ok(()),
                     _ => Err(FrameError::Closed),
                 })

@@ -2,14 +2,19 @@
 //!
 //! Each process that takes part in dynamic-process operations starts one listener (a TCP
 //! socket on every IPv4 address, and a thread that accepts on it). Every incoming connection
-//! gets its own short-lived thread that reads the first frame with a bounded wait and files it:
+//! gets its own short-lived thread that sends a `Challenge` (a fresh nonce), reads the first
+//! frame with a bounded wait and files it:
 //!
-//! * `Connect` for an open port's tag is queued for that port's `accept`; for a closed or
-//!   unknown tag it is answered with `Refuse` naming the port and dropped;
+//! * `Connect` for an open port's tag whose proof of the port's token over the challenge
+//!   verifies is queued for that port's `accept`; a wrong proof is dropped without an answer
+//!   and logged at warning level with the peer's address (so a stranger who guesses a tag
+//!   learns nothing and never reaches an accept); a closed or unknown tag is answered with
+//!   `Refuse`;
 //! * `Lifeline` is answered with `LifelineOk` and kept for the connection it names until the
 //!   local side claims it;
-//! * `SpawnFailed` (from the launcher) is queued for the port like a connection, so an accept
-//!   waiting for children that will never come returns an error.
+//! * `SpawnFailed` (from the launcher, which knows the port name it spawned for) with a valid
+//!   proof is queued for the port like a connection, so an accept waiting for children that
+//!   will never come returns an error; without one it is dropped and logged.
 //!
 //! Anything else (a stranger, a port scanner, garbage) is dropped and logged. The listener
 //! never touches a transport and never blocks its caller except in the `wait_*` functions,
@@ -21,7 +26,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::oob::{read_frame, write_frame, OobMsg, ProcInfo};
-use super::port::PortName;
+use super::port::{PortName, PortRole, TOKEN_LEN};
 
 /// How long a new connection may take to send its first frame.
 const FIRST_FRAME_WAIT: Duration = Duration::from_secs(10);
@@ -40,6 +45,8 @@ pub enum PortEvent {
         group: Vec<ProcInfo>,
         /// The connecting group's free context id.
         ctx: u16,
+        /// The connecting root's nonce, which the `Accept` proves the port's token over.
+        nonce: Vec<u8>,
     },
     /// The launcher says the job spawned for this port ended before it connected.
     SpawnFailed {
@@ -59,9 +66,15 @@ pub struct IncomingLifeline {
     pub stream: TcpStream,
 }
 
+/// An open port: its token and what arrived for it.
+struct OpenPort {
+    token: [u8; TOKEN_LEN],
+    queue: VecDeque<PortEvent>,
+}
+
 #[derive(Default)]
 struct State {
-    open: HashMap<u32, VecDeque<PortEvent>>,
+    open: HashMap<u32, OpenPort>,
     next_tag: u32,
     lifelines: HashMap<u64, Vec<IncomingLifeline>>,
     unclaimed: usize,
@@ -143,28 +156,42 @@ impl Listener {
         format!("{}:{}", ips.join(","), self.tcp_port)
     }
 
-    /// Opens a new port and returns its name.
-    pub fn open_port(&self) -> PortName {
+    /// Opens a new port with a fresh random token and returns its name.
+    pub fn open_port(&self) -> Result<PortName, String> {
+        let mut token = [0u8; TOKEN_LEN];
+        crate::mac::random_bytes(&mut token).map_err(|e| format!("dpm: open_port: {e}"))?;
         let mut st = self.shared.lock();
         let tag = st.next_tag;
         st.next_tag = st.next_tag.wrapping_add(1).max(1);
-        st.open.insert(tag, VecDeque::new());
-        PortName::new(&self.addresses, self.tcp_port, tag)
+        st.open.insert(
+            tag,
+            OpenPort {
+                token,
+                queue: VecDeque::new(),
+            },
+        );
+        Ok(PortName::new(&self.addresses, self.tcp_port, tag, token))
     }
 
-    /// Whether `port` names an open port of this listener.
+    /// Whether `port` names an open port of this listener (its token included).
     pub fn owns(&self, port: &PortName) -> bool {
-        port.tcp_port == self.tcp_port && self.shared.lock().open.contains_key(&port.tag)
+        port.tcp_port == self.tcp_port
+            && self
+                .shared
+                .lock()
+                .open
+                .get(&port.tag)
+                .is_some_and(|p| p.token == port.token)
     }
 
     /// Closes a port: connections queued on it are refused. False if it was not open here.
     pub fn close_port(&self, port: &PortName) -> bool {
-        if port.tcp_port != self.tcp_port {
+        if !self.owns(port) {
             return false;
         }
         let queued = self.shared.lock().open.remove(&port.tag);
         let Some(queued) = queued else { return false };
-        for ev in queued {
+        for ev in queued.queue {
             if let PortEvent::Connect { mut stream, .. } = ev {
                 let _ = write_frame(
                     &mut stream,
@@ -188,10 +215,10 @@ impl Listener {
         loop {
             {
                 let mut st = self.shared.lock();
-                match st.open.get_mut(&port.tag) {
+                match st.open.get_mut(&port.tag).filter(|p| p.token == port.token) {
                     None => return Err(format!("dpm: port {port} is not open in this process (closed, or opened by another process); accept on a port this process opened")),
-                    Some(q) => {
-                        if let Some(ev) = q.pop_front() {
+                    Some(p) => {
+                        if let Some(ev) = p.queue.pop_front() {
                             return Ok(Some(ev));
                         }
                     }
@@ -260,6 +287,22 @@ impl Listener {
     }
 }
 
+/// Whether `proof` shows the token of open port `p` (tag `tag`) for `role` over `challenge`.
+fn proves(p: &OpenPort, tag: u32, role: PortRole, challenge: &[u8], proof: &[u8]) -> bool {
+    PortName::new(&[], 0, tag, p.token).verify(role, challenge, proof)
+}
+
+/// Reads a frame, skipping the listener's `Challenge` (a lifeline opener, which proves
+/// nothing, reads its answer this way).
+pub fn read_frame_after_challenge(
+    stream: &mut TcpStream,
+) -> Result<OobMsg, super::oob::FrameError> {
+    match read_frame(stream)? {
+        OobMsg::Challenge { .. } => read_frame(stream),
+        other => Ok(other),
+    }
+}
+
 /// Reads the first frame of a new connection and files it.
 fn intake(shared: &Shared, mut stream: TcpStream) {
     let peer = stream
@@ -267,7 +310,24 @@ fn intake(shared: &Shared, mut stream: TcpStream) {
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let _ = stream.set_read_timeout(Some(FIRST_FRAME_WAIT));
+    let _ = stream.set_write_timeout(Some(FIRST_FRAME_WAIT));
     let _ = stream.set_nodelay(true);
+    let challenge = match crate::mac::nonce() {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(target: "dpm", "dropped an out-of-band connection: {e}");
+            return;
+        }
+    };
+    let greeted = write_frame(
+        &mut stream,
+        &OobMsg::Challenge {
+            nonce: challenge.clone(),
+        },
+    );
+    if greeted.is_err() {
+        return;
+    }
     let msg = match read_frame(&mut stream) {
         Ok(m) => m,
         Err(e) => {
@@ -277,11 +337,26 @@ fn intake(shared: &Shared, mut stream: TcpStream) {
     };
     let _ = stream.set_read_timeout(None);
     match msg {
-        OobMsg::Connect { tag, group, ctx } => {
+        OobMsg::Connect {
+            tag,
+            proof,
+            nonce,
+            group,
+            ctx,
+        } => {
             let mut st = shared.lock();
             match st.open.get_mut(&tag) {
-                Some(q) => {
-                    q.push_back(PortEvent::Connect { stream, group, ctx });
+                Some(p) if !proves(p, tag, PortRole::Connect, &challenge, &proof) => {
+                    drop(st);
+                    tracing::warn!(target: "dpm", %peer, "refused a connection to port tag {tag}: it did not prove the port's token");
+                }
+                Some(p) => {
+                    p.queue.push_back(PortEvent::Connect {
+                        stream,
+                        group,
+                        ctx,
+                        nonce,
+                    });
                     shared.cv.notify_all();
                 }
                 None => {
@@ -297,11 +372,18 @@ fn intake(shared: &Shared, mut stream: TcpStream) {
                 }
             }
         }
-        OobMsg::SpawnFailed { tag, reason } => {
+        OobMsg::SpawnFailed { tag, proof, reason } => {
             let mut st = shared.lock();
-            if let Some(q) = st.open.get_mut(&tag) {
-                q.push_back(PortEvent::SpawnFailed { reason });
-                shared.cv.notify_all();
+            match st.open.get_mut(&tag) {
+                Some(p) if proves(p, tag, PortRole::SpawnFailed, &challenge, &proof) => {
+                    p.queue.push_back(PortEvent::SpawnFailed { reason });
+                    shared.cv.notify_all();
+                }
+                Some(_) => {
+                    drop(st);
+                    tracing::warn!(target: "dpm", %peer, "ignored a spawn failure report for port tag {tag}: it did not prove the port's token");
+                }
+                None => {}
             }
         }
         OobMsg::Lifeline { conn, job, rank } => {
@@ -392,54 +474,51 @@ mod tests {
         .unwrap()
     }
 
+    /// Dials `port` and reads the listener's challenge.
+    fn dial_challenged(port: &PortName) -> (TcpStream, Vec<u8>) {
+        let mut s = dial(port);
+        match read_frame(&mut s).unwrap() {
+            OobMsg::Challenge { nonce } => (s, nonce),
+            other => panic!("the listener opened with {other:?}"),
+        }
+    }
+
+    /// A `Connect` for `port` with a proof made with `token`.
+    fn connect(port: &PortName, token: [u8; TOKEN_LEN], challenge: &[u8], ctx: u16) -> OobMsg {
+        let as_known = PortName::new(&[], 0, port.tag, token);
+        OobMsg::Connect {
+            tag: port.tag,
+            proof: as_known.proof(PortRole::Connect, challenge),
+            nonce: vec![7; crate::mac::NONCE_LEN],
+            group: vec![],
+            ctx,
+        }
+    }
+
+    fn next_event(l: &Listener, p: &PortName, within: Duration) -> Option<PortEvent> {
+        l.wait_port(p, Some(Instant::now() + within), &mut || {})
+            .unwrap()
+    }
+
     #[test]
     fn connections_queue_on_open_ports_and_closed_ports_refuse() {
         let l = listener();
-        let p = l.open_port();
-        let q = l.open_port();
+        let p = l.open_port().unwrap();
+        let q = l.open_port().unwrap();
         assert_ne!(p.tag, q.tag);
+        assert_ne!(p.token, q.token);
         assert!(l.owns(&p));
-        let mut s = dial(&p);
-        write_frame(
-            &mut s,
-            &OobMsg::Connect {
-                tag: p.tag,
-                group: vec![],
-                ctx: 5,
-            },
-        )
-        .unwrap();
-        let ev = l
-            .wait_port(
-                &p,
-                Some(Instant::now() + Duration::from_secs(5)),
-                &mut || {},
-            )
-            .unwrap()
-            .unwrap();
-        assert!(matches!(ev, PortEvent::Connect { ctx: 5, .. }));
+        let (mut s, challenge) = dial_challenged(&p);
+        write_frame(&mut s, &connect(&p, p.token, &challenge, 5)).unwrap();
+        let ev = next_event(&l, &p, Duration::from_secs(5)).unwrap();
+        assert!(matches!(ev, PortEvent::Connect { ctx: 5, ref nonce, .. } if nonce == &[7; 32]));
         // Nothing more: the wait ends at the deadline.
-        let none = l
-            .wait_port(
-                &p,
-                Some(Instant::now() + Duration::from_millis(20)),
-                &mut || {},
-            )
-            .unwrap();
-        assert!(none.is_none());
+        assert!(next_event(&l, &p, Duration::from_millis(20)).is_none());
         // A closed port refuses with a reason.
         assert!(l.close_port(&q));
         assert!(!l.close_port(&q));
-        let mut s = dial(&q);
-        write_frame(
-            &mut s,
-            &OobMsg::Connect {
-                tag: q.tag,
-                group: vec![],
-                ctx: 1,
-            },
-        )
-        .unwrap();
+        let (mut s, challenge) = dial_challenged(&q);
+        write_frame(&mut s, &connect(&q, q.token, &challenge, 1)).unwrap();
         match read_frame(&mut s).unwrap() {
             OobMsg::Refuse { reason } => assert!(reason.contains("closed"), "{reason}"),
             other => panic!("{other:?}"),
@@ -448,32 +527,67 @@ mod tests {
     }
 
     #[test]
+    fn a_stranger_without_the_token_never_reaches_an_accept() {
+        // A stranger knows the address, port and tag (a counter) but not the token.
+        let l = listener();
+        let p = l.open_port().unwrap();
+        let mut guessed = p.clone();
+        guessed.token = [0; TOKEN_LEN];
+        assert!(!l.owns(&guessed), "a port is owned only with its token");
+        // A connect with a wrong proof, one replaying a proof made over another challenge,
+        // and a spawn failure report without a proof: each is dropped without an answer.
+        let (mut s, challenge) = dial_challenged(&p);
+        write_frame(&mut s, &connect(&p, [0; TOKEN_LEN], &challenge, 9)).unwrap();
+        assert!(read_frame(&mut s).is_err(), "a stranger got an answer");
+        let (mut s, _) = dial_challenged(&p);
+        write_frame(&mut s, &connect(&p, p.token, &[1; 32], 9)).unwrap();
+        assert!(
+            read_frame(&mut s).is_err(),
+            "a replayed proof got an answer"
+        );
+        let (mut s, _) = dial_challenged(&p);
+        write_frame(
+            &mut s,
+            &OobMsg::SpawnFailed {
+                tag: p.tag,
+                proof: vec![],
+                reason: "a stranger's text".into(),
+            },
+        )
+        .unwrap();
+        let _ = read_frame(&mut s);
+        assert!(
+            next_event(&l, &p, Duration::from_millis(100)).is_none(),
+            "a stranger's frame reached the accept"
+        );
+        // The real connector still gets through.
+        let (mut s, challenge) = dial_challenged(&p);
+        write_frame(&mut s, &connect(&p, p.token, &challenge, 4)).unwrap();
+        let ev = next_event(&l, &p, Duration::from_secs(5)).unwrap();
+        assert!(matches!(ev, PortEvent::Connect { ctx: 4, .. }));
+    }
+
+    #[test]
     fn garbage_is_dropped_and_the_listener_keeps_working() {
         let l = listener();
-        let p = l.open_port();
+        let p = l.open_port().unwrap();
         let mut junk = dial(&p);
         use std::io::Write;
         junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
         let mut short = dial(&p);
         short.write_all(&[0, 0, 0, 50, b'K']).unwrap();
         drop(short);
-        let mut s = dial(&p);
+        let (mut s, challenge) = dial_challenged(&p);
         write_frame(
             &mut s,
             &OobMsg::SpawnFailed {
                 tag: p.tag,
+                proof: p.proof(PortRole::SpawnFailed, &challenge),
                 reason: "exit 3".into(),
             },
         )
         .unwrap();
-        let ev = l
-            .wait_port(
-                &p,
-                Some(Instant::now() + Duration::from_secs(5)),
-                &mut || {},
-            )
-            .unwrap()
-            .unwrap();
+        let ev = next_event(&l, &p, Duration::from_secs(5)).unwrap();
         assert!(matches!(ev, PortEvent::SpawnFailed { reason } if reason == "exit 3"));
     }
 
@@ -494,7 +608,10 @@ mod tests {
                 },
             )
             .unwrap();
-            assert_eq!(read_frame(&mut s).unwrap(), OobMsg::LifelineOk);
+            assert_eq!(
+                read_frame_after_challenge(&mut s).unwrap(),
+                OobMsg::LifelineOk
+            );
             opened.push(s);
         }
         let want = vec![("j".to_string(), 0), ("j".to_string(), 2)];

@@ -23,7 +23,7 @@ pub use lifeline::{LifelineEvent, Lifelines};
 pub use listener::{Listener, PortEvent};
 pub use names::{NameError, NameRegistry};
 pub use oob::{OobMsg, ProcInfo};
-pub use port::{PortError, PortName};
+pub use port::{PortError, PortName, PortRole};
 
 /// Why a dynamic-process operation failed. Each variant maps to an MPI error class in the C
 /// ABI (see [`DpmError::mpi_class`]).

@@ -8,8 +8,11 @@
 //! never a panic. The same frames travel over point-to-point messages when two groups already
 //! share a communicator (`intercomm_create`).
 //!
-//! A connection runs: `Connect` (connecting root → accepting root), `Accept` or `Refuse`,
-//! `Cards` both ways, `Ready` both ways. Lifeline sockets open with `Lifeline` and are answered
+//! A connection runs: `Challenge` (the listener's first frame on every socket), `Connect`
+//! (connecting root → accepting root, with its proof of the port's token over the challenge and
+//! its own nonce), `Accept` (with the acceptor's proof over that nonce) or `Refuse`, `Cards`
+//! both ways, `Ready` both ways. Over an existing communicator (`intercomm_create`) there is no
+//! challenge and the proofs are empty. Lifeline sockets open with `Lifeline` and are answered
 //! with `LifelineOk`; a launcher that sees a spawned job die before it connected sends
 //! `SpawnFailed` to the spawning root's port.
 
@@ -19,7 +22,7 @@ use std::io::{Read, Write};
 /// The first bytes of every frame body.
 pub const MAGIC: &[u8; 4] = b"KDPM";
 /// The protocol version this code speaks.
-pub const OOB_VERSION: u8 = 1;
+pub const OOB_VERSION: u8 = 2;
 /// Largest frame accepted (cards of thousands of processes fit).
 pub const MAX_FRAME: usize = 16 << 20;
 
@@ -43,6 +46,11 @@ pub enum OobMsg {
     Connect {
         /// The port tag it wants.
         tag: u32,
+        /// Its proof of the port's token over the listener's challenge (see
+        /// [`super::listener`]); empty over a communicator.
+        proof: Vec<u8>,
+        /// Its own challenge, which the acceptor's `Accept` proves the token over.
+        nonce: Vec<u8>,
         /// Its group, in rank order.
         group: Vec<ProcInfo>,
         /// The smallest context id free on every member of its group.
@@ -52,6 +60,9 @@ pub enum OobMsg {
     Accept {
         /// The connection's id (random; names its transports and keys its datagrams).
         conn: u64,
+        /// The acceptor's proof of the port's token over the connector's nonce; empty over a
+        /// communicator.
+        proof: Vec<u8>,
         /// Its group, in rank order.
         group: Vec<ProcInfo>,
         /// The context id of the new inter-communicator (free on every member of both groups).
@@ -89,8 +100,16 @@ pub enum OobMsg {
     SpawnFailed {
         /// The port's tag.
         tag: u32,
+        /// The launcher's proof of the port's token over the listener's challenge.
+        proof: Vec<u8>,
         /// How the job ended.
         reason: String,
+    },
+    /// The listener's first frame on every connection: what a `Connect` or `SpawnFailed`
+    /// must prove the port's token over.
+    Challenge {
+        /// Fresh random bytes.
+        nonce: Vec<u8>,
     },
 }
 
@@ -106,6 +125,7 @@ impl OobMsg {
             OobMsg::Lifeline { .. } => "Lifeline",
             OobMsg::LifelineOk => "LifelineOk",
             OobMsg::SpawnFailed { .. } => "SpawnFailed",
+            OobMsg::Challenge { .. } => "Challenge",
         }
     }
 }
@@ -158,15 +178,29 @@ impl OobMsg {
         w.raw(MAGIC);
         w.u8(OOB_VERSION);
         match self {
-            OobMsg::Connect { tag, group, ctx } => {
+            OobMsg::Connect {
+                tag,
+                proof,
+                nonce,
+                group,
+                ctx,
+            } => {
                 w.u8(1);
                 w.u32(*tag);
+                w.bytes(proof);
+                w.bytes(nonce);
                 write_group(&mut w, group);
                 w.u16(*ctx);
             }
-            OobMsg::Accept { conn, group, ctx } => {
+            OobMsg::Accept {
+                conn,
+                proof,
+                group,
+                ctx,
+            } => {
                 w.u8(2);
                 w.u64(*conn);
+                w.bytes(proof);
                 write_group(&mut w, group);
                 w.u16(*ctx);
             }
@@ -195,10 +229,15 @@ impl OobMsg {
             OobMsg::LifelineOk => {
                 w.u8(7);
             }
-            OobMsg::SpawnFailed { tag, reason } => {
+            OobMsg::SpawnFailed { tag, proof, reason } => {
                 w.u8(8);
                 w.u32(*tag);
+                w.bytes(proof);
                 w.string(reason);
+            }
+            OobMsg::Challenge { nonce } => {
+                w.u8(9);
+                w.bytes(nonce);
             }
         }
         w.into_vec()
@@ -227,11 +266,14 @@ impl OobMsg {
         let msg = match r.u8("message type")? {
             1 => OobMsg::Connect {
                 tag: r.u32("connect tag")?,
+                proof: r.bytes("connect proof")?,
+                nonce: r.bytes("connect nonce")?,
                 group: read_group(&mut r)?,
                 ctx: r.u16("connect context")?,
             },
             2 => OobMsg::Accept {
                 conn: r.u64("accept connection id")?,
+                proof: r.bytes("accept proof")?,
                 group: read_group(&mut r)?,
                 ctx: r.u16("accept context")?,
             },
@@ -258,7 +300,11 @@ impl OobMsg {
             7 => OobMsg::LifelineOk,
             8 => OobMsg::SpawnFailed {
                 tag: r.u32("spawn failure tag")?,
+                proof: r.bytes("spawn failure proof")?,
                 reason: r.string("spawn failure reason")?,
+            },
+            9 => OobMsg::Challenge {
+                nonce: r.bytes("challenge")?,
             },
             _ => return Err(bad("message type", "unknown message type")),
         };
@@ -345,11 +391,14 @@ mod tests {
         vec![
             OobMsg::Connect {
                 tag: 7,
+                proof: vec![1; 32],
+                nonce: vec![2; 32],
                 group: g.clone(),
                 ctx: 12,
             },
             OobMsg::Accept {
                 conn: u64::MAX - 3,
+                proof: vec![3; 32],
                 group: g,
                 ctx: 65534,
             },
@@ -371,8 +420,10 @@ mod tests {
             OobMsg::LifelineOk,
             OobMsg::SpawnFailed {
                 tag: 3,
+                proof: vec![4; 32],
                 reason: "exit 1".into(),
             },
+            OobMsg::Challenge { nonce: vec![5; 32] },
         ]
     }
 
@@ -413,9 +464,9 @@ mod tests {
         let mut bad = samples()[0].encode_body();
         bad[0] = b'X';
         assert_eq!(OobMsg::decode(&bad).unwrap_err().what, "magic");
-        let mut v2 = samples()[0].encode_body();
-        v2[4] = 2;
-        assert_eq!(OobMsg::decode(&v2).unwrap_err().what, "version");
+        let mut v1 = samples()[0].encode_body();
+        v1[4] = 1;
+        assert_eq!(OobMsg::decode(&v1).unwrap_err().what, "version");
         // A huge count is refused before allocation.
         let mut w = MAGIC.to_vec();
         w.extend_from_slice(&[OOB_VERSION, 4, 0xff, 0xff, 0xff, 0xff]);

@@ -14,13 +14,12 @@
 
 use std::io::Read;
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use crate::mac;
 
 /// Bytes of the job secret.
 pub const SECRET_LEN: usize = 32;
 /// Bytes of a challenge nonce.
-pub const NONCE_LEN: usize = 32;
+pub const NONCE_LEN: usize = mac::NONCE_LEN;
 /// The label before the hex secret on the daemon's standard input.
 const LINE_LABEL: &str = "kestrel-job-secret ";
 /// The longest line a daemon reads (label, hex, newline, and some slack).
@@ -44,23 +43,9 @@ impl Role {
     }
 }
 
-/// Fills `buf` from the kernel's random source; an error, never a weaker fallback.
-pub fn random_bytes(buf: &mut [u8]) -> Result<(), String> {
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(buf))
-        .map_err(|e| {
-            format!(
-                "kestrel-run: cannot read /dev/urandom for the job's secret: {e}; the launcher \
-                 needs the kernel's random source"
-            )
-        })
-}
-
 /// A fresh challenge.
 pub fn nonce() -> Result<Vec<u8>, String> {
-    let mut n = vec![0u8; NONCE_LEN];
-    random_bytes(&mut n)?;
-    Ok(n)
+    mac::nonce().map_err(|e| format!("kestrel-run: {e}"))
 }
 
 /// A job's shared secret.
@@ -77,7 +62,7 @@ impl JobSecret {
     /// A new random secret.
     pub fn generate() -> Result<Self, String> {
         let mut s = [0u8; SECRET_LEN];
-        random_bytes(&mut s)?;
+        mac::random_bytes(&mut s).map_err(|e| format!("kestrel-run: the job's secret: {e}"))?;
         Ok(JobSecret(s))
     }
 
@@ -128,31 +113,21 @@ impl JobSecret {
         Ok(JobSecret(s))
     }
 
-    fn mac(&self, role: Role, host_index: u32, nonce: &[u8]) -> Hmac<Sha256> {
-        let mut m =
-            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
-        m.update(role.label());
-        m.update(&host_index.to_be_bytes());
-        m.update(nonce);
-        m
-    }
-
     /// `role`'s proof of the secret for host `host_index` over the other side's `nonce`.
     pub fn proof(&self, role: Role, host_index: u32, nonce: &[u8]) -> Vec<u8> {
-        self.mac(role, host_index, nonce)
-            .finalize()
-            .into_bytes()
-            .to_vec()
+        mac::proof(&self.0, role.label(), &[&host_index.to_be_bytes(), nonce])
     }
 
     /// Whether `proof` is `role`'s proof for `host_index` over `nonce` (compared in
     /// constant time). A nonce of the wrong length never verifies.
     pub fn verify(&self, role: Role, host_index: u32, nonce: &[u8], proof: &[u8]) -> bool {
         nonce.len() == NONCE_LEN
-            && self
-                .mac(role, host_index, nonce)
-                .verify_slice(proof)
-                .is_ok()
+            && mac::verify(
+                &self.0,
+                role.label(),
+                &[&host_index.to_be_bytes(), nonce],
+                proof,
+            )
     }
 }
 
@@ -213,22 +188,5 @@ mod tests {
         assert!(!s.verify(Role::Daemon, 1, &n2, &p), "another challenge");
         assert!(!s.verify(Role::Daemon, 1, &n[..8], &s.proof(Role::Daemon, 1, &n[..8])));
         assert!(!s.verify(Role::Daemon, 1, &n, &p[..31]));
-    }
-
-    #[test]
-    fn hmac_sha256_matches_rfc_4231_case_2() {
-        // Key "Jefe", data "what do ya want for nothing?".
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(b"Jefe").unwrap();
-        m.update(b"what do ya want for nothing?");
-        let hex: String = m
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(
-            hex,
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
     }
 }

@@ -176,14 +176,22 @@ impl Agent {
             let Ok(name) = crate::dpm::PortName::parse(&port) else {
                 return;
             };
-            let msg = crate::dpm::OobMsg::SpawnFailed {
-                tag: name.tag,
-                reason,
-            }
-            .encode();
             for addr in name.socket_addresses() {
                 let connect = tokio::net::TcpStream::connect(addr);
                 if let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(2), connect).await {
+                    // The listener opens with a challenge; the report proves the port's token
+                    // over it (the port name this launcher spawned for carries the token).
+                    let Ok(Ok(challenge)) =
+                        tokio::time::timeout(Duration::from_secs(2), read_challenge(&mut s)).await
+                    else {
+                        continue;
+                    };
+                    let msg = crate::dpm::OobMsg::SpawnFailed {
+                        tag: name.tag,
+                        proof: name.proof(crate::dpm::PortRole::SpawnFailed, &challenge),
+                        reason,
+                    }
+                    .encode();
                     let _ = s.write_all(&msg).await;
                     let _ = s.shutdown().await;
                     return;
@@ -232,5 +240,22 @@ impl Agent {
                 }
             }
         }
+    }
+}
+
+/// Reads the listener's opening `Challenge` frame; its nonce.
+async fn read_challenge(s: &mut tokio::net::TcpStream) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await.map_err(|e| e.to_string())?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > 1024 {
+        return Err("the listener's first frame is not a challenge".into());
+    }
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await.map_err(|e| e.to_string())?;
+    match crate::dpm::OobMsg::decode(&body) {
+        Ok(crate::dpm::OobMsg::Challenge { nonce }) => Ok(nonce),
+        _ => Err("the listener's first frame is not a challenge".into()),
     }
 }
