@@ -1,6 +1,7 @@
 //! Misbehaving ranks for the launcher's failure tests: `fail abort CODE` (rank 1 aborts the
 //! job), `fail early-exit` (rank 1 leaves without finalizing while the others wait in a
-//! barrier).
+//! barrier), `fail spin` (every rank runs barriers forever, through the node's collective
+//! segment: for tests that kill the launcher).
 
 fn main() {
     let mut u = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
@@ -24,8 +25,13 @@ fn main() {
             }
             let _ = u.barrier();
         }
+        "spin" => loop {
+            if u.barrier().is_err() {
+                std::process::exit(3);
+            }
+        },
         other => {
-            eprintln!("fail: unknown mode '{other}' (abort CODE | early-exit)");
+            eprintln!("fail: unknown mode '{other}' (abort CODE | early-exit | spin)");
             std::process::exit(2);
         }
     }

@@ -583,3 +583,61 @@ fn ranks_do_not_outlive_a_killed_launcher() {
         "ranks survived SIGKILL of kestrel-run"
     );
 }
+
+#[test]
+fn a_launcher_killed_by_sigkill_leaves_no_rank_segment_or_session_directory() {
+    let mark = marker("sigkill");
+    let job = mark.replace('.', "-");
+    let files = |job: &str| -> Vec<String> {
+        job_files()
+            .into_iter()
+            .filter(|f| f.contains(&format!("kestrel.{job}.")))
+            .collect()
+    };
+    let mut child = kestrel_run(&[
+        "-n",
+        "4",
+        "--job-id",
+        &job,
+        &example("fail").display().to_string(),
+        "spin",
+        &mark,
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("start kestrel-run");
+    // Running: every rank has its segment, and the session directory exists.
+    let start = std::time::Instant::now();
+    while files(&job).len() < 5 {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the job did not start: {:?}", files(&job));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL the launcher");
+    let _ = child.wait();
+    let killed = std::time::Instant::now();
+    loop {
+        let left_files = files(&job);
+        let left_procs = processes_matching(&mark);
+        if left_files.is_empty() && left_procs.is_empty() {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(3),
+            "3 s after SIGKILL: files {left_files:?}, processes {left_procs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut err = String::new();
+    use std::io::Read;
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(
+        err.contains(&format!(
+            "the launcher of job {job} ended without cleaning up"
+        )),
+        "{err}"
+    );
+}

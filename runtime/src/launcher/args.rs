@@ -82,6 +82,23 @@ pub struct DaemonOptions {
     pub verbose: String,
 }
 
+/// Whether `v` may be a job id: 1 to 64 letters, digits, '-' or '_' (it names files).
+fn valid_job_id(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 64
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// What the launcher's guard removes once the launcher is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardOptions {
+    /// The job whose files go.
+    pub job_id: String,
+    /// Shared-memory directories besides the default ones.
+    pub dirs: Vec<std::path::PathBuf>,
+}
+
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Invocation {
@@ -89,6 +106,9 @@ pub enum Invocation {
     Launch(LaunchOptions),
     /// Serve one host for a head.
     Daemon(DaemonOptions),
+    /// `--cleanup-after-exit JOB [--cleanup-dir DIR]...`: the launcher's guard (see
+    /// [`super::guard`]).
+    Guard(GuardOptions),
     /// `--help`.
     Help,
     /// `--version`.
@@ -164,6 +184,8 @@ pub fn parse(
     let mut wdir = None;
     let mut job_id = None;
     let mut daemon = false;
+    let mut guard_job: Option<String> = None;
+    let mut guard_dirs: Vec<std::path::PathBuf> = Vec::new();
     let mut parents = Vec::new();
     let mut host_index = None;
     let mut verbose = String::new();
@@ -286,12 +308,7 @@ pub fn parse(
             }
             "--job-id" => {
                 let v = value("a job id")?;
-                if v.is_empty()
-                    || v.len() > 64
-                    || !v
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                {
+                if !valid_job_id(&v) {
                     return Err(usage(format!(
                         "--job-id '{v}' must be 1 to 64 letters, digits, '-' or '_'"
                     )));
@@ -299,6 +316,8 @@ pub fn parse(
                 job_id = Some(v);
             }
             "--daemon" => daemon = true,
+            "--cleanup-after-exit" => guard_job = Some(value("a job id")?),
+            "--cleanup-dir" => guard_dirs.push(value("a directory")?.into()),
             "--parent" => parents = value("addresses")?.split(',').map(String::from).collect(),
             "--host-index" => {
                 host_index = Some(
@@ -322,6 +341,17 @@ pub fn parse(
         i += 1;
     }
 
+    if let Some(job_id) = guard_job {
+        if !valid_job_id(&job_id) {
+            return Err(usage(format!(
+                "--cleanup-after-exit '{job_id}' is not a job id"
+            )));
+        }
+        return Ok(Invocation::Guard(GuardOptions {
+            job_id,
+            dirs: guard_dirs,
+        }));
+    }
     if daemon {
         return match (parents.is_empty(), host_index) {
             (false, Some(host_index)) => Ok(Invocation::Daemon(DaemonOptions {

@@ -17,6 +17,7 @@ use super::args::{Bind, HostSource, LaunchOptions};
 use super::auth::JobSecret;
 use super::daemon_link::{accept_daemons, listen_for_daemons, LinkEvent};
 use super::exit::describe_status;
+use super::guard::Guard;
 use super::proto::{NodeLaunch, PmiState, RankStatus, ToAgent, ToHead};
 use crate::host::{available_cpus, hostname, machine_id};
 use crate::hosts::{self, HostSlots};
@@ -253,6 +254,20 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
             return 2;
         }
     };
+    // Removes the job's files on this host should this process die without doing it.
+    let shm_dirs: Vec<std::path::PathBuf> = opts
+        .env
+        .iter()
+        .filter(|(k, _)| k == "KESTREL_SHM_DIR" || k == "KESTREL_MCA_SHM_DIR")
+        .map(|(_, v)| v.into())
+        .chain(
+            opts.mca
+                .iter()
+                .filter(|(k, _)| k == "shm_dir")
+                .map(|(_, v)| v.into()),
+        )
+        .collect();
+    let guard = Guard::start(&argv0, &plan.job_id, &shm_dirs);
     let grace_ms = crate::params::KILL_GRACE_MS.get(&params);
     let daemon_timeout = Duration::from_secs(crate::params::DAEMON_TIMEOUT_S.get(&params) as u64);
     tracing::debug!(target: "launcher", job = %plan.job_id, size = plan.size, hosts = plan.hosts.len(), "plan ready");
@@ -610,6 +625,9 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
     // The head-local agents cleaned up on Shutdown; remote daemons did on theirs. A lost daemon
     // on a shared machine leaves its files: remove what we can see from here.
     session::remove_job_files(&head.plan.job_id, None, &[]);
+    if let Some(g) = guard {
+        g.finish();
+    }
     head.exit_code.unwrap_or(0)
 }
 

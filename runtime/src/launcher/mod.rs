@@ -12,6 +12,7 @@ pub mod auth;
 pub mod daemon;
 pub mod daemon_link;
 pub mod exit;
+pub mod guard;
 pub mod head;
 pub mod proto;
 
@@ -53,6 +54,7 @@ pub fn main(argv: Vec<String>) -> i32 {
             println!("kestrel-run {}", env!("CARGO_PKG_VERSION"));
             0
         }
+        args::Invocation::Guard(opts) => guard::run(opts),
         args::Invocation::Daemon(opts) => {
             let _ = kestrel_transport::logging::init(
                 &opts.verbose,
