@@ -492,6 +492,7 @@ mod tests {
                 "--daemon --parent 1.2.3.4:5 --host-index 1 --key k",
                 "standard input",
             ),
+            ("--cleanup-after-exit ../etc", "is not a job id"),
         ] {
             let e = parse(&argv(line), &|_| None).unwrap_err().to_string();
             assert!(e.contains(needle), "{line}: {e}");
