@@ -318,7 +318,7 @@ pub fn create(dir: &Path, name: &str, layout: &Layout) -> Result<(PathBuf, Mappi
     if let Ok(free) = free_bytes(dir) {
         if free < layout.total as u64 {
             return Err(CreateError(format!(
-                "shm: {} has {} free, the shm transport needs {} for {} local ranks ({} each); \
+                "{} has {} free, the shm transport needs {} for {} local ranks ({} each); \
                  enlarge it (docker --shm-size, or mount -o remount,size=... {}) or set \
                  KESTREL_SHM_DIR to a larger tmpfs directory",
                 dir.display(),
@@ -337,9 +337,19 @@ pub fn create(dir: &Path, name: &str, layout: &Layout) -> Result<(PathBuf, Mappi
         .mode(0o600)
         .open(&path)
         .map_err(|e| {
+            let fix = if !dir.exists() {
+                format!(
+                    "the directory {} does not exist; create it or set KESTREL_SHM_DIR to an \
+                     existing tmpfs directory",
+                    dir.display()
+                )
+            } else {
+                "make the directory writable or set KESTREL_SHM_DIR to a writable tmpfs \
+                 directory"
+                    .to_string()
+            };
             CreateError(format!(
-                "shm: cannot create segment {}: {e}; make the directory writable or set \
-                 KESTREL_SHM_DIR to a writable tmpfs directory",
+                "cannot create segment {}: {e}; {fix}",
                 path.display()
             ))
         })?;
@@ -354,7 +364,7 @@ pub fn create(dir: &Path, name: &str, layout: &Layout) -> Result<(PathBuf, Mappi
             .map(mib)
             .unwrap_or_else(|_| "unknown".into());
         return Err(CreateError(format!(
-            "shm: cannot reserve {} for segment {} ({e}); {} has {free} free and {} local ranks \
+            "cannot reserve {} for segment {} ({e}); {} has {free} free and {} local ranks \
              need {}; enlarge it (docker --shm-size) or set KESTREL_SHM_DIR to a larger tmpfs",
             mib(layout.total as u64),
             path.display(),
@@ -365,7 +375,7 @@ pub fn create(dir: &Path, name: &str, layout: &Layout) -> Result<(PathBuf, Mappi
     }
     let map = Mapping::map(&file, layout.total).map_err(|e| {
         let _ = std::fs::remove_file(&path);
-        CreateError(format!("shm: cannot map segment {}: {e}", path.display()))
+        CreateError(format!("cannot map segment {}: {e}", path.display()))
     })?;
     Ok((path, map))
 }

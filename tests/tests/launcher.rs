@@ -641,3 +641,18 @@ fn a_launcher_killed_by_sigkill_leaves_no_rank_segment_or_session_directory() {
         "{err}"
     );
 }
+
+#[test]
+fn a_missing_shm_directory_is_named_as_missing() {
+    let mut cmd = kestrel_run(&["-n", "2", &example("hello").display().to_string()]);
+    cmd.env("KESTREL_SHM_DIR", "/nonexistent-kestrel-shm-dir");
+    let out = run(cmd, DEADLINE);
+    assert!(!out.success(), "{}", out.show());
+    assert!(
+        out.stderr
+            .contains("the directory /nonexistent-kestrel-shm-dir does not exist")
+            && !out.stderr.contains("shm: shm:"),
+        "{}",
+        out.show()
+    );
+}
