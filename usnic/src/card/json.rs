@@ -28,7 +28,7 @@ const ROUTE_FIELDS: &[&str] = &["dest", "interface", "metric"];
 impl HostCard {
     /// Parses and validates a JSON card; `source` names it in errors (usually the file name).
     pub fn from_json_str(source: &str, text: &str) -> Result<HostCard, CardError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| CardError {
+        let syntax = |e: serde_json::Error| CardError {
             source: source.to_string(),
             field: String::new(),
             problem: CardProblem::Syntax {
@@ -36,7 +36,10 @@ impl HostCard {
                 column: e.column(),
                 message: strip_position(&e.to_string()),
             },
-        })?;
+        };
+        // serde_json would keep the last of duplicate keys silently: refuse them first.
+        serde_json::from_str::<super::unique_keys::UniqueKeys>(text).map_err(syntax)?;
+        let value: Value = serde_json::from_str(text).map_err(syntax)?;
         HostCard::from_json_value(source, &value)
     }
 

@@ -60,6 +60,7 @@ mod error;
 mod json;
 mod modex;
 mod rules;
+mod unique_keys;
 
 pub use error::{CardError, CardProblem, InvalidField};
 pub use modex::{CardDecodeError, ModexCard, ModexInterface};
@@ -474,6 +475,25 @@ mod tests {
             .collect();
         card.routes = None;
         assert_eq!(card.validate().unwrap_err().field, "interfaces");
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_with_its_position_and_name() {
+        let text = EXAMPLE.replacen("\"mtu\"", "\"mtu\": 1500, \"mtu\"", 1);
+        assert_ne!(text, EXAMPLE, "the example card has an mtu");
+        let e = parse_err(&text);
+        match &e.problem {
+            CardProblem::Syntax { message, .. } => {
+                assert!(message.contains("\"mtu\" appears twice"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let top = "{\"version\":1,\"version\":1}";
+        let shown = parse_err(top).to_string();
+        assert!(
+            shown.contains("not valid JSON (line 1, column 22: the key \"version\" appears twice"),
+            "{shown}"
+        );
     }
 
     #[test]
