@@ -6,7 +6,8 @@
 //!   abort.
 //! * [`launcher`]: the `kestrel-run` launcher: PMI server, per-host daemons, failure handling.
 //! * [`slurm`], [`hosts`]: where ranks go; [`host`]: what this machine is (name, boot id, CPUs).
-//! * [`session`]: job ids and the files a job leaves, so they can be removed.
+//! * [`session`]: job ids and the files a job leaves, so they can be removed; [`stale`]: what
+//!   dead jobs left, found and removed.
 //! * [`dpm`]: dynamic processes: port names, the out-of-band listener, lifelines, names.
 //! * [`mac`]: keyed proofs (HMAC-SHA256) of a shared secret, for the launcher and DPM ports.
 //!
@@ -27,6 +28,7 @@ pub mod params;
 pub mod session;
 pub mod slurm;
 pub mod spawn_request;
+pub mod stale;
 #[allow(unsafe_code)]
 mod sys;
 pub mod wire;

@@ -656,3 +656,95 @@ fn a_missing_shm_directory_is_named_as_missing() {
         out.show()
     );
 }
+
+#[test]
+fn cleanup_removes_what_dead_jobs_left_and_nothing_of_live_ones() {
+    let mark = marker("stale");
+    let live = format!("{mark}-live");
+    let dead = format!("{mark}-dead");
+    let files_of = |job: &str| -> Vec<String> {
+        job_files()
+            .into_iter()
+            .filter(|f| f.contains(&format!("kestrel.{job}.")))
+            .collect()
+    };
+    let mut job = kestrel_run(&[
+        "-n",
+        "2",
+        "--job-id",
+        &live,
+        &example("fail").display().to_string(),
+        "spin",
+        &mark,
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("start kestrel-run");
+    let start = std::time::Instant::now();
+    while files_of(&live).len() < 3 {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = job.kill();
+            panic!("the live job did not start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // What a dead job left: a segment nobody maps and a session directory whose owner is gone
+    // (a pid that has exited), both older than the sweep's minimum age; and a fresh segment.
+    let gone = {
+        let mut c = Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    };
+    let parent = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    let stale_segment = format!("/dev/shm/kestrel.{dead}.shm.0");
+    let stale_session = format!("{parent}/kestrel.{dead}.h0");
+    let fresh_segment = format!("/dev/shm/kestrel.{dead}-fresh.shm.0");
+    std::fs::write(&stale_segment, b"x").unwrap();
+    std::fs::write(&fresh_segment, b"x").unwrap();
+    std::fs::create_dir(&stale_session).unwrap();
+    std::fs::write(format!("{stale_session}/owner"), format!("{gone} 12345\n")).unwrap();
+    // Age everything, the live job's files too: only being mapped or owned keeps them.
+    let mut aged = vec![stale_segment.clone(), stale_session.clone()];
+    aged.extend(files_of(&live));
+    let ok = Command::new("touch")
+        .args(["-d", "1 minute ago"])
+        .args(&aged)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "touch -d");
+    let out = run(kestrel_run(&["--cleanup"]), DEADLINE);
+    let live_left = files_of(&live);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(job.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = job.wait();
+    let fresh_left = std::path::Path::new(&fresh_segment).exists();
+    let _ = std::fs::remove_file(&fresh_segment);
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.stdout.contains(&format!("removed {stale_segment}"))
+            && out.stdout.contains(&format!("removed {stale_session}")),
+        "{}",
+        out.show()
+    );
+    assert!(
+        !std::path::Path::new(&stale_segment).exists()
+            && !std::path::Path::new(&stale_session).exists()
+    );
+    assert!(
+        fresh_left,
+        "a segment younger than the minimum age was removed"
+    );
+    assert!(
+        live_left.len() >= 3 && !out.stdout.contains(&live),
+        "the live job lost files: {live_left:?}\n{}",
+        out.show()
+    );
+    assert!(
+        files_of(&live).is_empty(),
+        "the live job did not clean up after SIGTERM"
+    );
+}

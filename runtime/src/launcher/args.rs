@@ -109,6 +109,8 @@ pub enum Invocation {
     /// `--cleanup-after-exit JOB [--cleanup-dir DIR]...`: the launcher's guard (see
     /// [`super::guard`]).
     Guard(GuardOptions),
+    /// `--cleanup`: remove what dead jobs of this user left (see [`crate::stale`]).
+    Cleanup,
     /// `--help`.
     Help,
     /// `--version`.
@@ -136,6 +138,9 @@ options:
   --launch-agent CMD      how to reach another host, run as `CMD HOST COMMAND...`
                           (default: ssh; 'ip netns exec' reaches network namespaces)
   --wdir DIR              run the ranks in DIR
+  --cleanup               remove what dead jobs of this user left (shared-memory segments
+                          no process maps, session directories whose launcher is gone),
+                          say what was removed, and exit (every launch does this too)
   -h, --help              this text
   --version               Kestrel's version
 
@@ -317,6 +322,7 @@ pub fn parse(
             }
             "--daemon" => daemon = true,
             "--cleanup-after-exit" => guard_job = Some(value("a job id")?),
+            "--cleanup" => return Ok(Invocation::Cleanup),
             "--cleanup-dir" => guard_dirs.push(value("a directory")?.into()),
             "--parent" => parents = value("addresses")?.split(',').map(String::from).collect(),
             "--host-index" => {

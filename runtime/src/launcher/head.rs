@@ -268,6 +268,12 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
         )
         .collect();
     let guard = Guard::start(&argv0, &plan.job_id, &shm_dirs);
+    for path in crate::stale::sweep(&shm_dirs) {
+        eprintln!(
+            "kestrel-run: removed {}, left by a job that is gone",
+            path.display()
+        );
+    }
     let grace_ms = crate::params::KILL_GRACE_MS.get(&params);
     let daemon_timeout = Duration::from_secs(crate::params::DAEMON_TIMEOUT_S.get(&params) as u64);
     tracing::debug!(target: "launcher", job = %plan.job_id, size = plan.size, hosts = plan.hosts.len(), "plan ready");

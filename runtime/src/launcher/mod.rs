@@ -55,6 +55,17 @@ pub fn main(argv: Vec<String>) -> i32 {
             0
         }
         args::Invocation::Guard(opts) => guard::run(opts),
+        args::Invocation::Cleanup => {
+            let removed = crate::stale::sweep(&[]);
+            for path in &removed {
+                println!("kestrel-run: removed {}", path.display());
+            }
+            println!(
+                "kestrel-run: {} stale file(s) of dead jobs removed",
+                removed.len()
+            );
+            0
+        }
         args::Invocation::Daemon(opts) => {
             let _ = kestrel_transport::logging::init(
                 &opts.verbose,

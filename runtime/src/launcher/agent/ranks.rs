@@ -26,7 +26,13 @@ impl Agent {
     pub(super) fn start(&mut self, events: &UnboundedSender<Event>) {
         let dir = session::session_dir(&self.launch.job_id, self.launch.host_index as usize);
         match session::create_session_dir(&dir) {
-            Ok(()) => self.session_dir = Some(dir),
+            Ok(()) => {
+                // Names this agent as its owner, so a later sweep knows when it is stale.
+                if let Err(e) = crate::stale::claim(&dir) {
+                    tracing::warn!(target: "launcher", "cannot write the owner of {}: {e}", dir.display());
+                }
+                self.session_dir = Some(dir)
+            }
             Err(e) => eprintln!(
                 "kestrel-run: cannot create the session directory {} on {}: {e}; ranks run \
                  without one (set TMPDIR to a writable directory)",
