@@ -55,10 +55,12 @@ pub fn listening_addresses(pid: u32) -> Vec<(String, u16)> {
         .collect()
 }
 
-/// Runs the Python program `source` with `args` as the stranger, from `/`.
+/// Runs the Python program `source` (after the shared framing of `tests/strangers/wire.py`)
+/// with `args` as the stranger, from `/`.
 pub fn run_as(stranger: &Stranger, source: &str, args: &[String]) -> std::process::Output {
+    let program = format!("{}\n{source}", include_str!("../strangers/wire.py"));
     Command::new("runuser")
-        .args(["-u", &stranger.0, "--", "/usr/bin/python3", "-c", source])
+        .args(["-u", &stranger.0, "--", "/usr/bin/python3", "-c", &program])
         .args(args)
         .current_dir("/")
         .output()

@@ -1,9 +1,10 @@
-# Run by tests/tests/dpm.rs as a second local user while a job waits in MPI_Comm_accept.
-# argv: the server's name-service directory, then host:port of every listener of the server's
-# ranks. It does what a stranger on the host can: try to read the published port name, then
-# on every listener guess the port (tags 0..7, a zero and a random token), send a Connect with
-# a proof made from the guess, a SpawnFailed carrying a stranger's text, and frames that open
-# without answering the challenge. Prints "accepted N" (Accept frames it got) last; exit 0.
+# Run (after wire.py) by tests/tests/dpm.rs as a second local user while a job waits in
+# MPI_Comm_accept. argv: the server's name-service directory, then host:port of every listener
+# of the server's ranks. It does what a stranger on the host can: try to read the published port
+# name, then on every listener guess the port (tags 0..7, a zero and a random token), send a
+# Connect with a proof made from the guess, a SpawnFailed carrying a stranger's text, and
+# frames that open without answering the challenge. Prints "accepted N" (Accept frames it got)
+# last; exit 0.
 import hashlib
 import hmac
 import os
@@ -18,29 +19,6 @@ try:
         print(f"read the name file {f}")
 except OSError as e:
     print(f"name service: {e.strerror}")
-
-
-def frame(body):
-    return struct.pack(">I", len(body)) + body
-
-
-def blob(b):
-    return struct.pack(">I", len(b)) + b
-
-
-def recvn(s, n):
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise EOFError
-        out += chunk
-    return out
-
-
-def read_frame(s):
-    (n,) = struct.unpack(">I", recvn(s, 4))
-    return recvn(s, min(n, 1 << 20))
 
 
 HEAD = b"KDPM" + bytes([2])

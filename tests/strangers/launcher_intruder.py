@@ -1,8 +1,9 @@
-# Run by tests/tests/netns.rs as a second local user against a running job's launcher
-# address and port (argv[1], argv[2]). It does what a stranger on the host can: read every process's command line (and
-# any environment it may read), take every hex string found there as a candidate job key, and
-# try to join as each host index with each candidate; then try frames without any hello and
-# an oversized frame. It prints one line per outcome and "accepted N" last; exit 0.
+# Run (after wire.py) by tests/tests/netns.rs as a second local user against a running job's
+# launcher address and port (argv[1], argv[2]). It does what a stranger on the host can: read
+# every process's command line (and any environment it may read), take every hex string found
+# there as a candidate job key, and try to join as each host index with each candidate; then
+# try frames without any hello and an oversized frame. It prints one line per outcome and
+# "accepted N" last; exit 0.
 import hashlib
 import hmac
 import os
@@ -23,29 +24,6 @@ for pid in os.listdir("/proc"):
             continue
         tokens.update(re.findall(rb"[0-9a-f]{12,}", data))
 print(f"tokens {len(tokens)}")
-
-
-def frame(body):
-    return struct.pack(">I", len(body)) + body
-
-
-def blob(b):
-    return struct.pack(">I", len(b)) + b
-
-
-def recvn(s, n):
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise EOFError
-        out += chunk
-    return out
-
-
-def read_frame(s):
-    (n,) = struct.unpack(">I", recvn(s, 4))
-    return recvn(s, n)
 
 
 def close(s):

@@ -584,43 +584,52 @@ fn ranks_do_not_outlive_a_killed_launcher() {
     );
 }
 
-#[test]
-fn a_launcher_killed_by_sigkill_leaves_no_rank_segment_or_session_directory() {
-    let mark = marker("sigkill");
-    let job = mark.replace('.', "-");
-    let files = |job: &str| -> Vec<String> {
-        job_files()
-            .into_iter()
-            .filter(|f| f.contains(&format!("kestrel.{job}.")))
-            .collect()
-    };
+/// Files of job `job` (segments and session directories).
+fn files_of(job: &str) -> Vec<String> {
+    job_files()
+        .into_iter()
+        .filter(|f| f.contains(&format!("kestrel.{job}.")))
+        .collect()
+}
+
+/// Starts `n` ranks of `fail spin` as job `job` (stderr piped) and waits until every rank has
+/// its segment and the session directory exists.
+fn start_spinning_job(n: usize, job: &str, mark: &str) -> std::process::Child {
+    let n_text = n.to_string();
     let mut child = kestrel_run(&[
         "-n",
-        "4",
+        &n_text,
         "--job-id",
-        &job,
+        job,
         &example("fail").display().to_string(),
         "spin",
-        &mark,
+        mark,
     ])
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::piped())
     .spawn()
     .expect("start kestrel-run");
-    // Running: every rank has its segment, and the session directory exists.
     let start = std::time::Instant::now();
-    while files(&job).len() < 5 {
+    while files_of(job).len() < n + 1 {
         if start.elapsed() > Duration::from_secs(20) {
             let _ = child.kill();
-            panic!("the job did not start: {:?}", files(&job));
+            panic!("job {job} did not start: {:?}", files_of(job));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    child
+}
+
+#[test]
+fn a_launcher_killed_by_sigkill_leaves_no_rank_segment_or_session_directory() {
+    let mark = marker("sigkill");
+    let job = mark.replace('.', "-");
+    let mut child = start_spinning_job(4, &job, &mark);
     child.kill().expect("SIGKILL the launcher");
     let _ = child.wait();
     let killed = std::time::Instant::now();
     loop {
-        let left_files = files(&job);
+        let left_files = files_of(&job);
         let left_procs = processes_matching(&mark);
         if left_files.is_empty() && left_procs.is_empty() {
             break;
@@ -662,33 +671,7 @@ fn cleanup_removes_what_dead_jobs_left_and_nothing_of_live_ones() {
     let mark = marker("stale");
     let live = format!("{mark}-live");
     let dead = format!("{mark}-dead");
-    let files_of = |job: &str| -> Vec<String> {
-        job_files()
-            .into_iter()
-            .filter(|f| f.contains(&format!("kestrel.{job}.")))
-            .collect()
-    };
-    let mut job = kestrel_run(&[
-        "-n",
-        "2",
-        "--job-id",
-        &live,
-        &example("fail").display().to_string(),
-        "spin",
-        &mark,
-    ])
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .expect("start kestrel-run");
-    let start = std::time::Instant::now();
-    while files_of(&live).len() < 3 {
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = job.kill();
-            panic!("the live job did not start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut job = start_spinning_job(2, &live, &mark);
     // What a dead job left: a segment nobody maps and a session directory whose owner is gone
     // (a pid that has exited), both older than the sweep's minimum age; and a fresh segment.
     let gone = {
