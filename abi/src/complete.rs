@@ -49,6 +49,18 @@ fn poll_slot(core: &mut Core, i: u32) -> MpiResult<bool> {
     }
 }
 
+/// Whether `h` is the shared request of sends that completed as they started
+/// ([`handle::COMPLETED_SEND`]); if so it becomes `MPI_REQUEST_NULL` (its status is the
+/// default one). The wait and test fast paths check this before any table lookup.
+#[inline]
+fn take_completed_send(h: &mut c_int) -> bool {
+    let done = *h == handle::COMPLETED_SEND;
+    if done {
+        *h = handle::REQUEST_NULL;
+    }
+    done
+}
+
 /// Reports a completed slot: its status; frees it (or deactivates a persistent one) and
 /// sets the handle to `MPI_REQUEST_NULL` when freed.
 fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
@@ -107,8 +119,7 @@ fn comm_of(core: &Core, i: u32) -> c_int {
 
 /// `MPI_Wait`: the status and the request's communicator.
 pub fn wait(l: &mut Locked, h: &mut c_int) -> MpiResult<(St, c_int)> {
-    if *h == handle::COMPLETED_SEND {
-        *h = handle::REQUEST_NULL;
+    if take_completed_send(h) {
         return Ok((St::default(), handle::COMM_WORLD));
     }
     let core = l.core()?;
@@ -129,8 +140,7 @@ pub fn wait(l: &mut Locked, h: &mut c_int) -> MpiResult<(St, c_int)> {
 
 /// `MPI_Test`: the status if complete.
 pub fn test(core: &mut Core, h: &mut c_int) -> MpiResult<Option<(St, c_int)>> {
-    if *h == handle::COMPLETED_SEND {
-        *h = handle::REQUEST_NULL;
+    if take_completed_send(h) {
         return Ok(Some((St::default(), handle::COMM_WORLD)));
     }
     let Some(i) = slot_of(core, *h)? else {
@@ -206,8 +216,7 @@ pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResu
     loop {
         let core = l.core()?;
         while let Some(h) = hs.get_mut(next) {
-            let st = if *h == handle::COMPLETED_SEND {
-                *h = handle::REQUEST_NULL;
+            let st = if take_completed_send(h) {
                 St::default()
             } else {
                 match slot_of(core, *h)? {

@@ -203,13 +203,13 @@ async fn serve_daemon(
             "host index {h} is not in this job of {hosts} hosts"
         ));
     }
+    if nonce.len() != auth::NONCE_LEN {
+        return Err("its challenge has the wrong length".into());
+    }
     if !joined.lock().map_err(|_| "poisoned")?.insert(h) {
         return Err(format!(
             "host index {h} already has its daemon; a second connection for it is refused"
         ));
-    }
-    if nonce.len() != auth::NONCE_LEN {
-        return Err("its challenge has the wrong length".into());
     }
     let welcome = ToAgent::Welcome {
         proof: secret.proof(Role::Head, host_index, &nonce),
