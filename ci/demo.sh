@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 bash ci/setup.sh
 cargo build --release --workspace --examples --bins
 
-echo "== kestrel-run -n 4 hello"
-target/release/kestrel-run -n 4 target/release/examples/hello
+# Four ranks on any machine: more ranks than cores must be asked for (--oversubscribe).
+echo "== kestrel-run --oversubscribe -n 4 hello"
+target/release/kestrel-run --oversubscribe -n 4 target/release/examples/hello
 echo
 echo "== kestrel-run -n 2 demo"
 target/release/kestrel-run -n 2 target/release/examples/demo

@@ -153,6 +153,21 @@ pub const COUNTERS: &[kestrel_transport::btl::CounterSpec] = &[
     },
 ];
 
+/// The sizes of each rank's segment on a node of `local_size` ranks with these parameters.
+pub fn segment_geometry(params: &Params, local_size: usize) -> Geometry {
+    let frag_count = params::FRAG_COUNT.get(params) as usize;
+    // Every fragment of every local rank (plus its returns) fits in any queue at once, so a
+    // queue is full only transiently.
+    let fifo_capacity = (2 * frag_count * local_size).next_power_of_two().max(64);
+    Geometry {
+        local_size,
+        fifo_capacity,
+        fbox_size: (params::FBOX_SIZE.get(params) as usize).next_power_of_two(),
+        frag_count,
+        frag_size: params::FRAG_SIZE.get(params) as usize,
+    }
+}
+
 impl ShmBtl {
     /// The card peers need to map this process's segment.
     pub fn own_card(&self) -> ShmCard {
@@ -211,18 +226,8 @@ impl ShmBtl {
         })?;
         let local_size = node_ranks.len();
         let frag_size = params::FRAG_SIZE.get(params) as usize;
-        let frag_count = params::FRAG_COUNT.get(params) as usize;
-        let fbox_size = (params::FBOX_SIZE.get(params) as usize).next_power_of_two();
-        // Every fragment of every local rank (plus its returns) fits in any queue at once, so
-        // a queue is full only transiently.
-        let fifo_capacity = (2 * frag_count * local_size).next_power_of_two().max(64);
-        let geometry = Geometry {
-            local_size,
-            fifo_capacity,
-            fbox_size,
-            frag_count,
-            frag_size,
-        };
+        let geometry = segment_geometry(params, local_size);
+        let fifo_capacity = geometry.fifo_capacity;
         let layout = geometry.layout();
         let dir = PathBuf::from(params::DIR.get(params));
         let (path, me) = segment::create(&dir, file_name, &layout).map_err(|e| e.0)?;
@@ -258,7 +263,7 @@ impl ShmBtl {
                 v
             },
             queue: fifo::Consumer::new(layout.fifo_off, fifo_capacity),
-            free: (0..frag_count as u32).rev().collect(),
+            free: (0..geometry.frag_count as u32).rev().collect(),
             pending_returns: Vec::new(),
             out: (0..local_size).map(|_| OutBox::default()).collect(),
             inboxes: Vec::new(),

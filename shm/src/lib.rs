@@ -23,4 +23,19 @@ pub mod params;
 pub mod segment;
 
 pub use btl::{ShmBtl, ShmCard};
+
+/// Where the shm transport puts a job's segments, and the bytes the point-to-point segments of
+/// `local_size` ranks on one node take there (each rank's segment grows with the node's
+/// ranks). The launcher checks this against the free space before it starts any rank;
+/// collective segments come on top and are checked when a communicator creates one.
+pub fn job_footprint(
+    params: &kestrel_transport::params::Params,
+    local_size: usize,
+) -> (std::path::PathBuf, u64) {
+    let per_rank = btl::segment_geometry(params, local_size).layout().total as u64;
+    (
+        std::path::PathBuf::from(params::DIR.get(params)),
+        per_rank.saturating_mul(local_size as u64),
+    )
+}
 pub use component::{ShmCollectives, ShmComponent};

@@ -190,6 +190,16 @@ pub fn processes_matching(needle: &str) -> Vec<u32> {
     out
 }
 
+/// SIGKILLs every process whose command line contains `needle` (a failed test's leftovers).
+pub fn kill_matching(needle: &str) {
+    for pid in processes_matching(needle) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
 /// Lines of `text` that start with `prefix`, sorted.
 pub fn lines_starting(text: &str, prefix: &str) -> Vec<String> {
     let mut v: Vec<String> = text

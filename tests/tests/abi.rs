@@ -137,7 +137,7 @@ fn bench_c_programs_build_with_kestrel_mpicc_and_run_under_kestrel_run() {
         let exe = dir.join(name);
         let exe = exe.to_str().unwrap();
         let out = if name == "hello" {
-            run(kestrel_run(&["-n", "3", exe]), DEADLINE)
+            run(kestrel_run(&["--oversubscribe", "-n", "3", exe]), DEADLINE)
         } else {
             run(
                 kestrel_run(&["-n", "2", exe, "-m", "1:65536", "-i", "10", "-x", "2"]),
@@ -267,6 +267,7 @@ fn mpich_then_kestrel_with(name: &str, ranks: &[u32], kestrel_env: &[(&str, &str
         c.args(["-n", &n.to_string()]).arg(&on_mpich);
         assert_passed(&run(c, DEADLINE), name, n, "MPICH");
         let mut k = kestrel_run(&[
+            "--oversubscribe",
             "-n",
             &n.to_string(),
             "--timeout",
@@ -400,7 +401,14 @@ fn fortran_mpich_then_kestrel(name: &str, ranks: &[u32]) {
         let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
         c.args(["-n", &n.to_string()]).arg(&exe);
         assert_passed(&run(c, DEADLINE), name, n, "MPICH");
-        let mut k = kestrel_run(&["-n", &n.to_string(), "--timeout", "100", "env"]);
+        let mut k = kestrel_run(&[
+            "--oversubscribe",
+            "-n",
+            &n.to_string(),
+            "--timeout",
+            "100",
+            "env",
+        ]);
         k.arg(format!("LD_LIBRARY_PATH={}", lib.display()))
             .arg(&exe);
         assert_passed(&run(k, DEADLINE), name, n, "Kestrel");
@@ -719,6 +727,7 @@ fn c_server_and_client_jobs_connect_merge_allreduce_and_disconnect() {
     let service = format!("svc-{}", marker("dpm-c"));
     let launch = |n: &str, mode: &str| {
         let mut c = kestrel_run(&[
+            "--oversubscribe",
             "-n",
             n,
             "--timeout",

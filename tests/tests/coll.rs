@@ -12,7 +12,7 @@ const DEADLINE: Duration = Duration::from_secs(240);
 fn check(ranks: u32, mca: &[(&str, &str)], mode: &[&str]) {
     let prog = example("coll_check");
     let n = ranks.to_string();
-    let mut args: Vec<&str> = vec!["-n", &n];
+    let mut args: Vec<&str> = vec!["--oversubscribe", "-n", &n];
     for (k, v) in mca {
         args.extend_from_slice(&["--mca", k, v]);
     }
@@ -105,7 +105,7 @@ fn topologies_and_neighborhood_collectives_on_one_to_six_ranks() {
     for ranks in [1u32, 2, 3, 4, 6] {
         let n = ranks.to_string();
         let out = run(
-            kestrel_run(&["-n", &n, prog.to_str().unwrap()]),
+            kestrel_run(&["--oversubscribe", "-n", &n, prog.to_str().unwrap()]),
             Duration::from_secs(120),
         );
         assert!(

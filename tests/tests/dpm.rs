@@ -79,7 +79,7 @@ fn server_and_client(extra: &[&str]) {
     let service = format!("svc-{mark}");
     let dir_s = dir.display().to_string();
     let launch = |n: &str, mode: &str| {
-        let mut args = vec!["-n", n, "--mca", "dpm_name_dir", &dir_s];
+        let mut args = vec!["--oversubscribe", "-n", n, "--mca", "dpm_name_dir", &dir_s];
         args.extend_from_slice(extra);
         let p = prog();
         let mut c = kestrel_run(&args);
@@ -365,7 +365,10 @@ fn malformed_closed_and_unreachable_ports_are_errors_naming_the_port() {
 #[test]
 fn intercomm_create_between_the_halves_of_a_job() {
     let p = prog();
-    let out = run(kestrel_run(&["-n", "4", &p, "intercomm"]), DEADLINE);
+    let out = run(
+        kestrel_run(&["--oversubscribe", "-n", "4", &p, "intercomm"]),
+        DEADLINE,
+    );
     assert!(out.success(), "{}", out.show());
     for r in 0..4 {
         assert!(
@@ -387,7 +390,7 @@ fn a_stranger_on_the_host_cannot_disturb_an_accept_nor_read_the_port() {
     let service = format!("svc-{mark}");
     let dir_s = dir.display().to_string();
     let launch = |n: &str, mode: &str| {
-        let mut c = kestrel_run(&["-n", n, "--mca", "dpm_name_dir", &dir_s]);
+        let mut c = kestrel_run(&["--oversubscribe", "-n", n, "--mca", "dpm_name_dir", &dir_s]);
         c.arg(prog()).args([mode, service.as_str(), mark.as_str()]);
         c
     };

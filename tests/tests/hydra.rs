@@ -71,7 +71,10 @@ fn mpich_built_program_runs_under_kestrel_run() {
         .status()
         .unwrap();
     assert!(status.success(), "mpicc.mpich failed on {}", src.display());
-    let out = run(kestrel_run(&["-n", "3", exe.to_str().unwrap()]), DEADLINE);
+    let out = run(
+        kestrel_run(&["--oversubscribe", "-n", "3", exe.to_str().unwrap()]),
+        DEADLINE,
+    );
     let _ = std::fs::remove_file(&exe);
     assert!(out.success(), "{}", out.show());
     let lines = lines_starting(&out.stdout, "Hello from rank ");

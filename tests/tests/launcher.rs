@@ -24,7 +24,10 @@ fn hello_lines(stdout: &str, n: u32) -> Vec<String> {
 #[test]
 fn hello_on_four_ranks() {
     let hello = example("hello");
-    let out = run(kestrel_run(&["-n", "4", hello.to_str().unwrap()]), DEADLINE);
+    let out = run(
+        kestrel_run(&["--oversubscribe", "-n", "4", hello.to_str().unwrap()]),
+        DEADLINE,
+    );
     assert!(out.success(), "{}", out.show());
     hello_lines(&out.stdout, 4);
 }
@@ -42,7 +45,7 @@ fn modex_blobs_allgather_and_node_ids() {
     let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
     let expect = vec![host.trim().to_string(); 5].join(",");
     for pmi in ["pmi1", "pmi2"] {
-        let mut cmd = kestrel_run(&["-n", "5", check.to_str().unwrap()]);
+        let mut cmd = kestrel_run(&["--oversubscribe", "-n", "5", check.to_str().unwrap()]);
         cmd.env("KESTREL_PMI", pmi)
             .env("KESTREL_EXPECT_NODES", &expect);
         let out = run(cmd, DEADLINE);
@@ -75,7 +78,16 @@ fn segfault_in_one_rank_stops_the_job_and_cleans_up() {
         if [ "$PMI_RANK" = 1 ]; then kill -SEGV $$; fi
         sleep 60"#;
     let out = run(
-        kestrel_run(&["-n", "3", "--", "sh", "-c", script, &mark]),
+        kestrel_run(&[
+            "--oversubscribe",
+            "-n",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            script,
+            &mark,
+        ]),
         DEADLINE,
     );
     assert!(!out.success() && !out.timed_out, "{}", out.show());
@@ -150,7 +162,7 @@ fn unknown_btl_is_refused_listing_the_known_ones() {
 }
 
 #[test]
-fn mca_values_reach_the_ranks_and_are_checked_there() {
+fn mca_values_are_checked_by_the_launcher_and_reach_the_ranks() {
     let hello = example("hello");
     let out = run(
         kestrel_run(&["-n", "2", "--mca", "btl", "^usnic", hello.to_str().unwrap()]),
@@ -167,16 +179,33 @@ fn mca_values_reach_the_ranks_and_are_checked_there() {
         "{}",
         out.show()
     );
-    let out = run(
-        kestrel_run(&["-n", "1", "--mca", "blt", "shm", hello.to_str().unwrap()]),
-        DEADLINE,
-    );
-    assert!(
-        out.stderr
-            .contains("'blt' does not exist; did you mean btl?"),
-        "{}",
-        out.show()
-    );
+    // The launcher checks every name and value before a rank starts.
+    for args in [["blt", "shm"], ["shm_frag_size", "abc"]] {
+        let out = run(
+            kestrel_run(&[
+                "-n",
+                "1",
+                "--mca",
+                args[0],
+                args[1],
+                hello.to_str().unwrap(),
+            ]),
+            DEADLINE,
+        );
+        assert_eq!(out.code, Some(2), "{}", out.show());
+        assert!(!out.stdout.contains("Hello"), "{}", out.show());
+        assert!(
+            out.stderr.starts_with("kestrel-run: parameter")
+                && (out
+                    .stderr
+                    .contains("'blt' does not exist; did you mean btl?")
+                    || out
+                        .stderr
+                        .contains("value 'abc' (from --mca shm_frag_size)")),
+            "{}",
+            out.show()
+        );
+    }
 }
 
 #[test]
@@ -245,7 +274,14 @@ fn timeout_names_the_ranks_still_running() {
 fn abort_stops_the_job_with_its_code_and_message() {
     let fail = example("fail");
     let out = run(
-        kestrel_run(&["-n", "3", fail.to_str().unwrap(), "abort", "7"]),
+        kestrel_run(&[
+            "--oversubscribe",
+            "-n",
+            "3",
+            fail.to_str().unwrap(),
+            "abort",
+            "7",
+        ]),
         DEADLINE,
     );
     assert_eq!(out.code, Some(7), "{}", out.show());
@@ -263,7 +299,13 @@ fn abort_stops_the_job_with_its_code_and_message() {
 fn leaving_without_finalize_does_not_hang_the_others() {
     let fail = example("fail");
     let out = run(
-        kestrel_run(&["-n", "3", fail.to_str().unwrap(), "early-exit"]),
+        kestrel_run(&[
+            "--oversubscribe",
+            "-n",
+            "3",
+            fail.to_str().unwrap(),
+            "early-exit",
+        ]),
         DEADLINE,
     );
     assert_eq!(out.code, Some(1), "{}", out.show());
@@ -317,6 +359,7 @@ fn environment_reaches_every_rank() {
                   $KESTREL_MCA_VERBOSE node=$KESTREL_NODE_ID auto=${KESTREL_AUTO_YIELD_WHEN_IDLE:-unset} fd=${PMI_FD:+set}\"";
     let out = run(
         kestrel_run(&[
+            "--oversubscribe",
             "-n",
             "3",
             "-x",
@@ -354,6 +397,7 @@ fn environment_reaches_every_rank() {
     // An explicit choice wins over the launcher's.
     let out = run(
         kestrel_run(&[
+            "--oversubscribe",
             "-n",
             "3",
             "--mca",
@@ -409,6 +453,162 @@ fn slots_bound_ranks_unless_oversubscribed() {
         "{}",
         out.show()
     );
+}
+
+/// Waits for `child` at most `limit`; `None` if it still runs.
+fn wait_at_most(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if t.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn sigterm(child: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    err
+}
+
+#[test]
+fn more_ranks_than_cores_is_refused_at_once_without_oversubscribe() {
+    let hello = example("hello");
+    let t = std::time::Instant::now();
+    let out = run(
+        kestrel_run(&["-n", "100000", hello.to_str().unwrap()]),
+        DEADLINE,
+    );
+    let took = t.elapsed();
+    assert_eq!(out.code, Some(2), "{}", out.show());
+    assert!(
+        out.stderr.contains("100000 ranks requested but this host")
+            && out.stderr.contains("slot")
+            && out.stderr.contains("--oversubscribe"),
+        "{}",
+        out.show()
+    );
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // One rank per core is the default count, and fits.
+    let out = run(kestrel_run(&[hello.to_str().unwrap()]), DEADLINE);
+    assert!(out.success(), "{}", out.show());
+}
+
+#[test]
+fn an_oversubscribed_giant_job_is_refused_on_a_limit_or_stopped_by_sigterm() {
+    let mark = marker("giant");
+    let mut child = kestrel_run(&[
+        "--oversubscribe",
+        "-n",
+        "100000",
+        "sh",
+        "-c",
+        "sleep 60",
+        &mark,
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let status = match wait_at_most(&mut child, Duration::from_secs(1)) {
+        Some(s) => s,
+        None => {
+            sigterm(&child);
+            let s = wait_at_most(&mut child, Duration::from_secs(2));
+            if s.is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+                kill_matching(&mark);
+                panic!("kestrel-run did not stop within 2 s of SIGTERM");
+            }
+            s.unwrap()
+        }
+    };
+    let err = stderr_of(&mut child);
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("cannot start 100000 ranks on") || err.contains("interrupted by SIGTERM"),
+        "{err}"
+    );
+    assert!(!err.contains("did not stop after SIGKILL"), "{err}");
+    assert!(processes_matching(&mark).is_empty(), "{err}");
+}
+
+#[test]
+fn sigterm_during_a_large_start_up_stops_it_within_two_seconds() {
+    let mark = marker("startup");
+    // No shared memory, so the machine's limits allow it; the ranks only sleep.
+    let mut child = kestrel_run(&[
+        "--oversubscribe",
+        "-n",
+        "1000",
+        "--mca",
+        "btl",
+        "self",
+        "sh",
+        "-c",
+        "sleep 60",
+        &mark,
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let t = std::time::Instant::now();
+    while processes_matching(&mark).len() < 20 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sigterm(&child);
+    let Some(status) = wait_at_most(&mut child, Duration::from_secs(2)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_matching(&mark);
+        panic!("kestrel-run did not stop within 2 s of SIGTERM during start-up");
+    };
+    let err = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(err.contains("interrupted by SIGTERM"), "{err}");
+    assert!(!err.contains("did not stop after SIGKILL"), "{err}");
+    assert!(processes_matching(&mark).is_empty(), "{err}");
+}
+
+#[test]
+fn output_lines_of_ranks_are_forwarded_whole() {
+    // Each line is written in three pieces; four ranks write at once to both streams.
+    let script = "for i in $(seq 300); do printf 'rank%s-' $PMI_RANK; printf 'middle-'; \
+                  printf 'end\\n'; printf 'err%s-' $PMI_RANK >&2; printf 'middle-' >&2; \
+                  printf 'end\\n' >&2; done";
+    let out = run(
+        kestrel_run(&["--oversubscribe", "-n", "4", "sh", "-c", script]),
+        DEADLINE,
+    );
+    assert!(out.success(), "{}", out.show());
+    for (text, word) in [(&out.stdout, "rank"), (&out.stderr, "err")] {
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1200, "{}", out.show());
+        for line in lines {
+            let rank = line
+                .strip_prefix(word)
+                .and_then(|l| l.strip_suffix("-middle-end"))
+                .unwrap_or_else(|| panic!("broken line {line:?}"));
+            assert!(matches!(rank, "0" | "1" | "2" | "3"), "{line:?}");
+        }
+    }
 }
 
 #[test]
@@ -479,6 +679,7 @@ fn bind_to_core_gives_each_rank_its_own_core() {
         kestrel_run(&[
             "--bind-to",
             "core",
+            "--oversubscribe",
             "-n",
             &n.to_string(),
             "sh",
@@ -597,6 +798,7 @@ fn files_of(job: &str) -> Vec<String> {
 fn start_spinning_job(n: usize, job: &str, mark: &str) -> std::process::Child {
     let n_text = n.to_string();
     let mut child = kestrel_run(&[
+        "--oversubscribe",
         "-n",
         &n_text,
         "--job-id",

@@ -17,7 +17,14 @@ fn nbc_check(ranks: u32, args: &[&str]) -> Outcome {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let prog = example("nbc_check");
     let n = ranks.to_string();
-    let mut all = vec!["-n", &n, "--timeout", "100", prog.to_str().unwrap()];
+    let mut all = vec![
+        "--oversubscribe",
+        "-n",
+        &n,
+        "--timeout",
+        "100",
+        prog.to_str().unwrap(),
+    ];
     all.extend_from_slice(args);
     let out = run(kestrel_run(&all), DEADLINE);
     assert!(

@@ -12,6 +12,7 @@ fn check(ranks: u32, single_copy: &str, mode: &[&str]) {
     let prog = example("p2p_check");
     let n = ranks.to_string();
     let mut args = vec![
+        "--oversubscribe",
         "-n",
         &n,
         "--mca",
@@ -77,7 +78,10 @@ fn rust_examples_run_on_two_and_three_ranks() {
         ("ring", "3"),
     ] {
         let p = example(prog);
-        let out = run(kestrel_run(&["-n", n, p.to_str().unwrap()]), DEADLINE);
+        let out = run(
+            kestrel_run(&["--oversubscribe", "-n", n, p.to_str().unwrap()]),
+            DEADLINE,
+        );
         assert!(out.success(), "{prog} -n {n}: {}", out.show());
         assert!(out.stdout.starts_with(prog), "{}", out.show());
     }
@@ -181,7 +185,14 @@ fn rust_api_threads_share_communicators_on_two_and_three_ranks() {
     for ranks in [2u32, 3] {
         let n = ranks.to_string();
         let out = run(
-            kestrel_run(&["-n", &n, "--timeout", "100", prog.to_str().unwrap()]),
+            kestrel_run(&[
+                "--oversubscribe",
+                "-n",
+                &n,
+                "--timeout",
+                "100",
+                prog.to_str().unwrap(),
+            ]),
             Duration::from_secs(120),
         );
         assert!(

@@ -128,8 +128,11 @@ options:
   -n, -np N               number of ranks (default: one per slot)
   -H, --host LIST         hosts and slots: h1:2,h2:2 (a host without :N has 1 slot)
   --hostfile FILE         one host per line: name [slots=N]
-  --oversubscribe         allow more ranks than slots
-  --mca NAME VALUE        set Kestrel parameter NAME for every rank (see kestrel-info)
+  --oversubscribe         allow more ranks than slots (without --host, this host has one
+                          slot per core); the process, descriptor and /dev/shm limits of
+                          each host are still checked before any rank starts
+  --mca NAME VALUE        set Kestrel parameter NAME for every rank (see kestrel-info);
+                          names and values are checked before any rank starts
   -x VAR[=VALUE]          export VAR (with its value here, or VALUE) to every rank
   --bind-to core|none     bind each rank to its own core(s); default: core when every rank
                           of a machine has a core of its own, none when oversubscribed

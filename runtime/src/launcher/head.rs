@@ -86,10 +86,30 @@ pub fn plan(
                         })
                         .collect()
                 }
-                None => vec![HostSlots {
-                    name: hostname(),
-                    slots: None,
-                }],
+                None => {
+                    // One slot per core this launcher may run on, as Open MPI counts them: more
+                    // ranks than that is oversubscription, which must be asked for.
+                    let cores = available_cpus().len().max(1) as u32;
+                    let asked = opts
+                        .np
+                        .map(|n| n + opts.more_apps.iter().map(|a| a.np).sum::<u32>());
+                    if let (Some(asked), false) = (asked, opts.oversubscribe) {
+                        if asked > cores {
+                            return Err(format!(
+                                "{asked} ranks requested but this host ({}) has {cores} slot{} \
+                                 (one per core kestrel-run may use); start at most {cores}, \
+                                 add hosts (--host, --hostfile), or allow more ranks than cores \
+                                 with --oversubscribe",
+                                hostname(),
+                                if cores == 1 { "" } else { "s" }
+                            ));
+                        }
+                    }
+                    vec![HostSlots {
+                        name: hostname(),
+                        slots: Some(cores),
+                    }]
+                }
             }
         }
     };
@@ -181,6 +201,10 @@ struct Head {
     bye: HashSet<usize>,
     /// Hosts whose launch-agent process (srun, ssh...) is running.
     agent_processes: HashSet<usize>,
+    /// Ranks in [`RankState::Done`].
+    done: usize,
+    /// Ranks in [`RankState::Running`].
+    live: usize,
 }
 
 impl Head {
@@ -216,6 +240,26 @@ impl Head {
         }
     }
 
+    /// The ranks still running that really are: a rank of this host whose process is gone
+    /// (its exit not yet reported) is not one; ranks of other hosts are as their daemon said.
+    fn describe_survivors(&self) -> String {
+        let list: Vec<String> = self
+            .running()
+            .into_iter()
+            .filter(|&(r, pid)| {
+                let local = self
+                    .rank_host
+                    .get(r as usize)
+                    .and_then(|&h| self.plan.hosts.get(h))
+                    .map(|h| h.local)
+                    .unwrap_or(false);
+                !local || process_exists(pid)
+            })
+            .map(|(r, pid)| format!("rank {r} (pid {pid} on {})", self.host_of(r)))
+            .collect();
+        list.join(", ")
+    }
+
     fn broadcast(&self, msg: ToAgent) {
         for a in self.agents.iter().flatten() {
             let _ = a.send(msg.clone());
@@ -229,7 +273,7 @@ impl Head {
         }
         if !self.stopping {
             self.stopping = true;
-            let n = self.running().len();
+            let n = self.live;
             if n > 0 {
                 eprintln!(
                     "kestrel-run: stopping the {n} rank{} still running (SIGTERM, then SIGKILL after {grace_ms} ms)",
@@ -241,7 +285,33 @@ impl Head {
     }
 
     fn all_done(&self) -> bool {
-        self.ranks.iter().all(|s| *s == RankState::Done)
+        self.done == self.ranks.len()
+    }
+
+    /// Moves `rank` to `new`, keeping the counts (a job of 100,000 ranks must not rescan them
+    /// on every event).
+    fn set_state(&mut self, rank: u32, new: RankState) {
+        let Some(state) = self.ranks.get_mut(rank as usize) else {
+            return;
+        };
+        let old = std::mem::replace(state, new);
+        match old {
+            RankState::Done => self.done -= 1,
+            RankState::Running(_) => self.live -= 1,
+            RankState::Pending => {}
+        }
+        match new {
+            RankState::Done => self.done += 1,
+            RankState::Running(_) => self.live += 1,
+            RankState::Pending => {}
+        }
+    }
+
+    /// Marks every rank done.
+    fn all_finished(&mut self) {
+        for r in 0..self.ranks.len() as u32 {
+            self.set_state(r, RankState::Done);
+        }
     }
 }
 
@@ -296,6 +366,8 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
         stopping: false,
         bye: HashSet::new(),
         agent_processes: HashSet::new(),
+        done: 0,
+        live: 0,
         plan,
     };
 
@@ -552,9 +624,7 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
         }
     } else {
         head.broadcast(ToAgent::Shutdown);
-        for r in head.ranks.iter_mut() {
-            *r = RankState::Done;
-        }
+        head.all_finished();
     }
 
     let timeout_at = opts.timeout.map(|t| Instant::now() + t);
@@ -597,8 +667,11 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                 head.fail(124, grace_ms);
             }
             _ = sleep_until_opt(stop_deadline.filter(|_| !shutdown_sent)) => {
-                eprintln!("kestrel-run: these ranks did not stop after SIGKILL: {}", head.describe_running());
-                for r in head.ranks.iter_mut() { *r = RankState::Done; }
+                let survivors = head.describe_survivors();
+                if !survivors.is_empty() {
+                    eprintln!("kestrel-run: these ranks did not stop after SIGKILL: {survivors}");
+                }
+                head.all_finished();
             }
             _ = sleep_until_opt(Some(bye_deadline).filter(|_| shutdown_sent)) => {
                 eprintln!("kestrel-run: some daemons did not confirm their cleanup; exiting anyway");
@@ -655,7 +728,7 @@ fn agent_gone(head: &mut Head, h: usize, grace_ms: i64) {
                 if lost.len() == 1 { "" } else { "s" }
             );
             for r in lost {
-                head.ranks[r as usize] = RankState::Done;
+                head.set_state(r, RankState::Done);
             }
             head.fail(1, grace_ms);
         }
@@ -676,9 +749,7 @@ fn interrupt(head: &mut Head, name: &str, signo: i32, grace_ms: i64) {
 fn handle_agent(head: &mut Head, h: usize, msg: ToHead, grace_ms: i64) {
     match msg {
         ToHead::Started { rank, pid } => {
-            if let Some(s) = head.ranks.get_mut(rank as usize) {
-                *s = RankState::Running(pid);
-            }
+            head.set_state(rank, RankState::Running(pid));
             if head.stopping {
                 // Started after the job began to stop: make sure it is stopped too.
                 if let Some(Some(a)) = head.agents.get(h) {
@@ -687,9 +758,7 @@ fn handle_agent(head: &mut Head, h: usize, msg: ToHead, grace_ms: i64) {
             }
         }
         ToHead::SpawnFailed { rank, error } => {
-            if let Some(s) = head.ranks.get_mut(rank as usize) {
-                *s = RankState::Done;
-            }
+            head.set_state(rank, RankState::Done);
             if !head.stopping {
                 eprintln!("kestrel-run: rank {rank}: {error}");
                 let code = if error.contains("not found") {
@@ -718,15 +787,15 @@ fn handle_agent(head: &mut Head, h: usize, msg: ToHead, grace_ms: i64) {
             status,
             pmi,
         } => {
-            let Some(state) = head.ranks.get_mut(rank as usize) else {
+            if rank as usize >= head.ranks.len() {
                 return;
-            };
-            *state = RankState::Done;
+            }
+            head.set_state(rank, RankState::Done);
             if head.stopping {
                 return;
             }
             let host = head.host_of(rank).to_string();
-            let others_running = !head.running().is_empty();
+            let others_running = head.live > 0;
             match status {
                 RankStatus::Code(0) if pmi == PmiState::Initialized && others_running => {
                     eprintln!(
@@ -820,6 +889,19 @@ pub fn agent_command(agent: &[String], host: &str) -> Vec<String> {
     words
 }
 
+/// Whether process `pid` of this host exists and is not a zombie waiting to be reaped.
+fn process_exists(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (COMM) STATE ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .map(|state| state != "Z" && state != "X")
+            .unwrap_or(true),
+        Err(_) => false,
+    }
+}
+
 async fn recv_signal(s: &mut Option<tokio::signal::unix::Signal>) {
     match s {
         Some(s) => {
@@ -859,6 +941,7 @@ pub fn local_ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launcher::args::AppContext;
 
     fn hp(ranks: &[u32]) -> HostPlan {
         HostPlan {
@@ -947,5 +1030,46 @@ mod tests {
         assert!(plan(&opts, &bad)
             .unwrap_err()
             .contains("SLURM_CPUS_PER_TASK"));
+    }
+
+    #[test]
+    fn this_host_has_a_slot_per_core() {
+        let cores = available_cpus().len() as u32;
+        let mut opts = LaunchOptions {
+            np: Some(cores + 1),
+            hosts: HostSource::Default,
+            oversubscribe: false,
+            mca: vec![],
+            env: vec![],
+            bind: Bind::Auto,
+            tag_output: false,
+            timeout: None,
+            launch_agent: None,
+            program: "x".into(),
+            args: vec![],
+            more_apps: vec![],
+            wdir: None,
+            job_id: None,
+        };
+        let e = plan(&opts, &|_| None).unwrap_err();
+        assert!(
+            e.contains(&format!("{} ranks requested", cores + 1))
+                && e.contains(&format!("has {cores} slot"))
+                && e.contains("--oversubscribe"),
+            "{e}"
+        );
+        opts.oversubscribe = true;
+        assert_eq!(plan(&opts, &|_| None).unwrap().size, cores + 1);
+        opts.oversubscribe = false;
+        opts.np = None;
+        assert_eq!(plan(&opts, &|_| None).unwrap().size, cores);
+        // MPMD contexts count too.
+        opts.np = Some(cores);
+        opts.more_apps = vec![AppContext {
+            np: 1,
+            program: "y".into(),
+            args: vec![],
+        }];
+        assert!(plan(&opts, &|_| None).is_err());
     }
 }

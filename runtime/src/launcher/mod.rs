@@ -5,6 +5,7 @@
 //! * [`agent`]: one host's ranks and their PMI server; [`daemon`] runs it on remote hosts.
 //! * [`proto`]: head ↔ agent messages and their checked codec.
 //! * [`exit`]: how ranks ended, in words.
+//! * [`limits`]: what a host can take (processes, descriptors, shared memory) before it forks.
 
 pub mod agent;
 pub mod args;
@@ -14,19 +15,46 @@ pub mod daemon_link;
 pub mod exit;
 pub mod guard;
 pub mod head;
+pub mod limits;
 pub mod proto;
 
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
 use kestrel_transport::params::Params;
+use kestrel_transport::ParamSpec;
 
 /// Every parameter the launcher itself reads.
-pub fn specs() -> Vec<&'static kestrel_transport::ParamSpec> {
+pub fn specs() -> Vec<&'static ParamSpec> {
     let mut s = kestrel_transport::core_params::specs();
     s.extend(crate::params::specs());
     s
 }
 
+/// What only the layers above the runtime know, handed in by the `kestrel-run` binary.
+pub struct Layers {
+    /// Every parameter a rank reads (the launcher's among them): `--mca` names and values are
+    /// checked against these before any rank starts.
+    pub specs: Vec<&'static ParamSpec>,
+    /// The shared-memory directory and the bytes a job of this many ranks takes there on one
+    /// host with these parameters; `None` when the job does not use shared memory.
+    pub shm_footprint: fn(&Params, u32) -> Option<(PathBuf, u64)>,
+}
+
+static LAYERS: OnceLock<Layers> = OnceLock::new();
+
+/// The layers given to [`main`], or the launcher's own view (its parameters, no shared-memory
+/// estimate) in a process that did not go through it.
+pub(crate) fn layers() -> &'static Layers {
+    LAYERS.get_or_init(|| Layers {
+        specs: specs(),
+        shm_footprint: |_, _| None,
+    })
+}
+
 /// The entry point of the `kestrel-run` binary: returns the exit code.
-pub fn main(argv: Vec<String>) -> i32 {
+pub fn main(argv: Vec<String>, given: Layers) -> i32 {
+    let _ = LAYERS.set(given);
     let lookup = |v: &str| std::env::var(v).ok();
     let invocation = match args::parse(argv.get(1..).unwrap_or(&[]), &lookup) {
         Ok(i) => i,
@@ -84,8 +112,10 @@ pub fn main(argv: Vec<String>) -> i32 {
                 }
                 std::env::var(var).ok()
             };
-            // Names the launcher does not know belong to the ranks' layers; they check them.
-            let params = match Params::resolve(&specs(), &lookup, &[]) {
+            // Every name and value is checked here, before a rank starts, against every
+            // layer's parameters: a typo fails in the launcher, not in each rank.
+            let names: Vec<String> = mca.iter().map(|(n, _)| n.clone()).collect();
+            let params = match Params::resolve(&layers().specs, &lookup, &names) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("kestrel-run: {e}");

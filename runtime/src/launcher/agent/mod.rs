@@ -76,6 +76,10 @@ struct Agent {
     spawned: Vec<Spawned>,
     /// Names this job's ranks published, unpublished when the job ends.
     published: Vec<(String, String)>,
+    /// Index (into `launch.ranks`) of the next rank to start.
+    next_start: usize,
+    /// The CPUs ranks are bound to, in order.
+    cpus: Vec<usize>,
 }
 
 /// Runs the agent until the head says [`ToAgent::Shutdown`] or goes away.
@@ -102,13 +106,18 @@ pub async fn run_agent(mut link: AgentLink) {
         events: events_tx.clone(),
         spawned: Vec::new(),
         published: Vec::new(),
+        next_start: 0,
+        cpus: crate::host::available_cpus(),
         launch,
     };
-    agent.start(&events_tx);
     drop(events_tx);
+    agent.prepare();
     loop {
         let deadline = agent.kill_deadline;
         tokio::select! {
+            // Ranks start a batch per turn, so that the head (and its signal handlers) run in
+            // between and a kill stops the start-up at once.
+            _ = tokio::task::yield_now(), if agent.starting() => agent.start_some(),
             msg = link.from_head.recv() => match msg {
                 Some(ToAgent::FenceDone { puts }) => agent.fence_done(puts),
                 Some(ToAgent::Kill) => agent.kill(),
@@ -142,6 +151,7 @@ pub async fn run_agent(mut link: AgentLink) {
     }
     agent.stop_spawned(&mut events).await;
     agent.finish();
+    forwarding::drain(Duration::from_secs(2));
     let _ = link.to_head.send(ToHead::Bye);
 }
 
@@ -179,6 +189,9 @@ impl Agent {
     }
 
     fn kill(&mut self) {
+        if self.starting() {
+            self.cancel_start("not started: the job was stopped while its ranks started");
+        }
         if self.launch.kill_grace_ms == 0 {
             self.signal_groups(Signal::SIGKILL);
             return;

@@ -15,15 +15,21 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
 use super::{forwarding, pmi_server, Agent, Event, Slot};
+use crate::launcher::limits;
 use crate::launcher::proto::{PmiState, RankStatus, ToHead};
 use crate::session;
 use crate::sys::{apply_child_setup, ChildSetup};
 use crate::wire::Framing;
 
+/// Ranks started per turn of the agent's event loop: few enough that a signal to the launcher
+/// or a kill from the head is seen within milliseconds, whatever the job's size.
+pub(super) const START_BATCH: usize = 8;
+
 impl Agent {
-    /// Creates the session directory and starts every rank of this host, telling the head
-    /// each one's pid or why it could not start.
-    pub(super) fn start(&mut self, events: &UnboundedSender<Event>) {
+    /// Creates the session directory and checks that this host can take its ranks (processes,
+    /// descriptors, shared memory). A host that cannot reports every rank as failed to start,
+    /// and nothing is forked.
+    pub(super) fn prepare(&mut self) {
         let dir = session::session_dir(&self.launch.job_id, self.launch.host_index as usize);
         match session::create_session_dir(&dir) {
             Ok(()) => {
@@ -40,9 +46,50 @@ impl Agent {
                 self.launch.host_name
             ),
         }
-        let cpus = crate::host::available_cpus();
+        let needs = limits::HostNeeds {
+            host: self.launch.host_name.clone(),
+            ranks: self.launch.ranks.len() as u32,
+            shm: self.shm_footprint(),
+        };
+        limits::raise_fd_limit(&needs);
+        let machine = limits::Machine::read(needs.shm.as_ref().map(|(d, _)| d.as_path()));
+        if let Err(refusal) = limits::check(&needs, &machine) {
+            tracing::debug!(target: "launcher", ?machine, "host limits refuse the job");
+            self.cancel_start(&refusal.0);
+        }
+    }
+
+    /// What the shm transport will take on this host, from the parameters the ranks will see
+    /// (the launcher's environment and the job's `--mca` and `-x` values).
+    fn shm_footprint(&self) -> Option<(std::path::PathBuf, u64)> {
+        let layers = crate::launcher::layers();
+        let env = &self.launch.env;
+        let lookup = |var: &str| {
+            env.iter()
+                .rev()
+                .find(|(k, _)| k == var)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(var).ok())
+        };
+        // A value the ranks would refuse is theirs to report; no estimate then.
+        let params =
+            kestrel_transport::params::Params::resolve(&layers.specs, &lookup, &[]).ok()?;
+        (layers.shm_footprint)(&params, self.launch.ranks.len() as u32)
+    }
+
+    /// Whether ranks of this host remain to be started.
+    pub(super) fn starting(&self) -> bool {
+        self.next_start < self.launch.ranks.len()
+    }
+
+    /// Starts the next [`START_BATCH`] ranks, telling the head each one's pid or why it could
+    /// not start.
+    pub(super) fn start_some(&mut self) {
         let local_size = self.launch.ranks.len() as u32;
-        for (local, &rank) in self.launch.ranks.clone().iter().enumerate() {
+        let end = (self.next_start + START_BATCH).min(self.launch.ranks.len());
+        for local in self.next_start..end {
+            let rank = self.launch.ranks[local];
+            self.next_start = local + 1;
             self.index_of.insert(rank, self.slots.len());
             self.slots.push(Slot {
                 rank,
@@ -53,15 +100,16 @@ impl Agent {
                 in_fence: None,
                 alive: false,
             });
-            let bind: Vec<usize> = if self.launch.bind_cores && !cpus.is_empty() {
+            let bind: Vec<usize> = if self.launch.bind_cores && !self.cpus.is_empty() {
                 let per = self.launch.cpus_per_rank.max(1) as usize;
                 (0..per)
-                    .map(|k| cpus[(local * per + k) % cpus.len()])
+                    .map(|k| self.cpus[(local * per + k) % self.cpus.len()])
                     .collect()
             } else {
                 Vec::new()
             };
-            match self.spawn_rank(rank, local as u32, local_size, bind, events) {
+            let events = self.events.clone();
+            match self.spawn_rank(rank, local as u32, local_size, bind, &events) {
                 Ok(pid) => {
                     let idx = self.index_of[&rank];
                     self.slots[idx].pid = Some(pid);
@@ -74,6 +122,19 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// Gives up starting the ranks not started yet: each is reported to the head as failed to
+    /// start, for `why`.
+    pub(super) fn cancel_start(&mut self, why: &str) {
+        for local in self.next_start..self.launch.ranks.len() {
+            let rank = self.launch.ranks[local];
+            let _ = self.to_head.send(ToHead::SpawnFailed {
+                rank,
+                error: why.to_string(),
+            });
+        }
+        self.next_start = self.launch.ranks.len();
     }
 
     fn spawn_rank(
@@ -123,9 +184,8 @@ impl Agent {
             (true, true) => Stdio::piped(),
             (false, _) => Stdio::null(),
         });
-        if l.tag_output {
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        }
+        // Always pipes: the ranks' lines are forwarded whole (see `forwarding`).
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         apply_child_setup(
             &mut cmd,
             ChildSetup {
@@ -154,7 +214,7 @@ impl Agent {
         drop(theirs);
         let pid = child.id().unwrap_or(0);
 
-        let pipes = forwarding::forward_child_io(&mut child, rank);
+        let pipes = forwarding::forward_child_io(&mut child, rank, l.tag_output);
 
         let std_stream = std::os::unix::net::UnixStream::from(ours);
         std_stream
