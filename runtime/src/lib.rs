@@ -2,6 +2,8 @@
 //!
 //! * [`client`]: PMI-1 and PMI-2 clients (and the singleton), over [`wire`] codecs.
 //! * [`spawn_request`]: what a rank asks its launcher to start, as a PMI-2 `spawn` command.
+//! * [`fuzzing`]: the bodies of the cargo-fuzz targets of its decoders (PMI wire, launcher
+//!   frames, connect/accept frames, port names) and their seed corpora.
 //! * [`modex`]: the rank-side [`Runtime`]: identity, blob publish/lookup, barrier, allgather,
 //!   abort.
 //! * [`launcher`]: the `kestrel-run` launcher: PMI server, per-host daemons, failure handling.
@@ -19,6 +21,7 @@
 pub mod client;
 pub use kestrel_transport::codec;
 pub mod dpm;
+pub mod fuzzing;
 pub mod host;
 pub mod hosts;
 pub mod launcher;

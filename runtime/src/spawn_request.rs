@@ -69,25 +69,28 @@ pub fn parse_spawn_command(
             .filter(|&n| n <= max)
             .ok_or_else(|| format!("{what} '{text}' is not a number up to {max}"))
     };
+    // Counts come from the rank: reserve room for no more items than the pairs that follow
+    // could hold, so a 60-byte command cannot make the agent allocate megabytes.
+    let room = |n: usize| n.min(cmd.pairs.len());
     let ncmds = count(next("ncmds")?, "ncmds", 1024)?;
     let npre = count(next("preputcount")?, "preputcount", 1024)?;
-    let mut preput = Vec::with_capacity(npre);
+    let mut preput = Vec::with_capacity(room(npre));
     for i in 0..npre {
         let k = next(&format!("ppkey{i}"))?;
         let v = next(&format!("ppval{i}"))?;
         preput.push((k, v));
     }
-    let mut cmds = Vec::with_capacity(ncmds);
+    let mut cmds = Vec::with_capacity(room(ncmds));
     for _ in 0..ncmds {
         let program = next("subcmd")?;
         let procs = count(next("maxprocs")?, "maxprocs", 1 << 20)? as u32;
         let argc = count(next("argc")?, "argc", 1 << 16)?;
-        let mut args = Vec::with_capacity(argc);
+        let mut args = Vec::with_capacity(room(argc));
         for i in 0..argc {
             args.push(next(&format!("argv{i}"))?);
         }
         let ninfo = count(next("infokeycount")?, "infokeycount", 1 << 16)?;
-        let mut info = Vec::with_capacity(ninfo);
+        let mut info = Vec::with_capacity(room(ninfo));
         for i in 0..ninfo {
             let k = next(&format!("infokey{i}"))?;
             let v = next(&format!("infoval{i}"))?;

@@ -2,8 +2,10 @@
 //!
 //! Two framings share one message model:
 //! * **v1** ("simple" PMI-1): one command per line, `cmd=<name> key=value ...\n`, tokens
-//!   separated by spaces. A space or backslash inside a value is escaped with a backslash (as
-//!   newer MPICH does); our own values never need it.
+//!   separated by spaces (or tabs). A space, tab or backslash inside a value is escaped with a
+//!   backslash (as newer MPICH does for spaces); our own values never need it. A value cannot
+//!   hold a newline, and the last one of a line cannot end in a carriage return (a line may end
+//!   in CRLF, so that CR would be read as part of the line end): the encoder refuses both.
 //! * **v2** (PMI-2): a 6-character decimal length (space- or zero-padded), then
 //!   `cmd=<name>;key=value;...;`. Values cannot contain `;`.
 //!
@@ -159,14 +161,15 @@ impl Framing {
 }
 
 fn check_key(key: &str) -> Result<(), EncodeError> {
+    // Tabs split PMI-1 tokens like spaces do (a key with one would come back as two words).
     if key.is_empty()
         || key
             .bytes()
-            .any(|b| matches!(b, b' ' | b'=' | b';' | b'\n' | b'\\'))
+            .any(|b| matches!(b, b' ' | b'\t' | b'=' | b';' | b'\n' | b'\r' | b'\\'))
     {
         return Err(EncodeError {
             key: key.into(),
-            reason: "key must be non-empty without spaces, '=', ';', '\\' or newlines",
+            reason: "key must be non-empty without whitespace, '=', ';', '\\' or line ends",
         });
     }
     Ok(())
@@ -183,6 +186,14 @@ fn encode_v1(cmd: &Command) -> Result<Vec<u8>, EncodeError> {
         out.push('=');
         out.push_str(&escape_v1(k, v)?);
     }
+    // The decoder takes a CR before the newline for half of a CRLF line end (and escaping it
+    // would not help: the CR is stripped before escapes are read).
+    if out.ends_with('\r') {
+        return Err(EncodeError {
+            key: cmd.pairs.last().map_or("cmd", |(k, _)| k.as_str()).into(),
+            reason: "ends in a carriage return, which PMI-1 reads as part of a CRLF line end",
+        });
+    }
     out.push('\n');
     Ok(out.into_bytes())
 }
@@ -196,7 +207,8 @@ fn escape_v1(key: &str, value: &str) -> Result<String, EncodeError> {
     }
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
-        if c == ' ' || c == '\\' {
+        // The decoder splits tokens on unescaped spaces and tabs.
+        if c == ' ' || c == '\t' || c == '\\' {
             out.push('\\');
         }
         out.push(c);
@@ -215,6 +227,11 @@ fn decode_v1(buf: &[u8]) -> Result<Option<(Command, usize)>, WireError> {
         return Ok(None);
     };
     let line = &buf[..end];
+    // Refused whole as it would be in pieces: a reader that holds more than MAX_FRAME bytes
+    // without a newline gives up above, so a longer line must not depend on arriving at once.
+    if end > MAX_FRAME {
+        return Err(WireError::new(line, "line longer than 64 KiB"));
+    }
     let text = std::str::from_utf8(line).map_err(|_| WireError::new(line, "not UTF-8"))?;
     let text = text.strip_suffix('\r').unwrap_or(text);
     let tokens = split_v1(text);
@@ -417,6 +434,10 @@ mod tests {
         }
         let long = vec![b'a'; MAX_FRAME + 1];
         assert!(Framing::V1.decode(&long).is_err());
+        // With its newline too: whether it arrived whole must not matter.
+        let mut whole = long;
+        whole.push(b'\n');
+        assert!(Framing::V1.decode(&whole).is_err());
     }
 
     #[test]
@@ -464,6 +485,28 @@ mod tests {
         assert!(Framing::V1.encode(&nl).is_err());
         let badkey = Command::new("put").with("a b", "x");
         assert!(Framing::V1.encode(&badkey).is_err());
+    }
+
+    #[test]
+    fn v1_tabs_round_trip_and_a_final_carriage_return_is_refused() {
+        let tab = Command::new("put").with("value", "a\tb");
+        let bytes = Framing::V1.encode(&tab).unwrap();
+        assert_eq!(bytes, b"cmd=put value=a\\\tb\n");
+        assert_eq!(Framing::V1.decode(&bytes).unwrap().unwrap().0, tab);
+        assert!(Framing::V1
+            .encode(&Command::new("put").with("a\tb", "c"))
+            .is_err());
+        // A CR inside a line is carried; one just before the newline would be taken for CRLF.
+        let inner = Command::new("put").with("value", "a\rb").with("key", "k");
+        let bytes = Framing::V1.encode(&inner).unwrap();
+        assert_eq!(Framing::V1.decode(&bytes).unwrap().unwrap().0, inner);
+        let last = Command::new("put").with("key", "k").with("value", "v\r");
+        assert_eq!(Framing::V1.encode(&last).unwrap_err().key, "value");
+        assert_eq!(
+            Framing::V1.encode(&Command::new("x\r")).unwrap_err().key,
+            "cmd"
+        );
+        assert!(Framing::V2.encode(&last).is_ok());
     }
 
     #[test]

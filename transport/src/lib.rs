@@ -10,6 +10,9 @@
 //!
 //! It must never depend on another Kestrel crate, and it holds no process-global state: resolved
 //! parameters are passed explicitly to whoever needs them.
+//!
+//! For the other crates' tests it also keeps the seed-corpus conventions of the fuzz targets
+//! ([`fuzz_corpus`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -19,6 +22,7 @@ pub mod component;
 pub mod components;
 pub mod conformance;
 pub mod core_params;
+pub mod fuzz_corpus;
 pub mod logging;
 pub mod node_coll;
 pub mod params;

@@ -113,12 +113,12 @@ impl PmiClient for WireClient {
     }
 
     fn abort(&mut self, code: i32, message: &str) -> Result<(), PmiError> {
-        // PMI-2 values cannot hold ';' and PMI-1 lines cannot hold newlines.
+        // PMI-2 values cannot hold ';' and PMI-1 lines cannot hold newlines (nor end in a CR).
         let clean: String = message
             .chars()
             .map(|c| match c {
                 ';' => ',',
-                '\n' => ' ',
+                '\n' | '\r' => ' ',
                 c => c,
             })
             .collect();

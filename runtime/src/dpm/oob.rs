@@ -25,6 +25,10 @@ pub const MAGIC: &[u8; 4] = b"KDPM";
 pub const OOB_VERSION: u8 = 2;
 /// Largest frame accepted (cards of thousands of processes fit).
 pub const MAX_FRAME: usize = 16 << 20;
+/// Most bytes [`read_frame`] asks the stream for at once: a frame's body buffer grows by this
+/// much as its bytes arrive, so a stranger's length field alone cannot make the listener
+/// allocate [`MAX_FRAME`].
+pub const READ_STEP: usize = 64 << 10;
 
 /// One process of a group taking part in a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -340,7 +344,8 @@ pub fn write_frame(stream: &mut impl Write, msg: &OobMsg) -> Result<(), FrameErr
     stream.flush().map_err(FrameError::Io)
 }
 
-/// Reads one frame (the stream's read timeout bounds the wait).
+/// Reads one frame (the stream's read timeout bounds the wait); its buffer grows with the bytes
+/// that arrive, [`READ_STEP`] at a time.
 pub fn read_frame(stream: &mut impl Read) -> Result<OobMsg, FrameError> {
     let mut len = [0u8; 4];
     read_exact_or_closed(stream, &mut len)?;
@@ -351,8 +356,12 @@ pub fn read_frame(stream: &mut impl Read) -> Result<OobMsg, FrameError> {
             "larger than 16 MiB",
         )));
     }
-    let mut body = vec![0u8; n];
-    read_exact_or_closed(stream, &mut body)?;
+    let mut body = Vec::new();
+    while body.len() < n {
+        let start = body.len();
+        body.resize(start + (n - start).min(READ_STEP), 0);
+        read_exact_or_closed(stream, &mut body[start..])?;
+    }
     OobMsg::decode(&body).map_err(FrameError::Malformed)
 }
 
