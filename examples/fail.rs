@@ -1,7 +1,11 @@
 //! Misbehaving ranks for the launcher's failure tests: `fail abort CODE` (rank 1 aborts the
 //! job), `fail early-exit` (rank 1 leaves without finalizing while the others wait in a
 //! barrier), `fail spin` (every rank runs barriers forever, through the node's collective
-//! segment: for tests that kill the launcher).
+//! segment: for tests that kill the launcher), `fail stop` (rank 1 stops itself with SIGSTOP
+//! before it sends rank 0 the message rank 0 waits for; the others wait in a barrier: for hang
+//! reports; a SIGCONT lets the job finish).
+
+use kestrel::Communicator;
 
 fn main() {
     let mut u = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
@@ -25,13 +29,26 @@ fn main() {
             }
             let _ = u.barrier();
         }
+        "stop" => {
+            let world = u.world();
+            if rank == 1 {
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+                world.process_at_rank(0).send_with_tag(&[7u8; 8][..], 7);
+            } else if rank == 0 {
+                let mut buf = [0u8; 8];
+                world
+                    .process_at_rank(1)
+                    .receive_into_with_tag(&mut buf[..], 7);
+            }
+            world.barrier();
+        }
         "spin" => loop {
             if u.barrier().is_err() {
                 std::process::exit(3);
             }
         },
         other => {
-            eprintln!("fail: unknown mode '{other}' (abort CODE | early-exit | spin)");
+            eprintln!("fail: unknown mode '{other}' (abort CODE | early-exit | spin | stop)");
             std::process::exit(2);
         }
     }

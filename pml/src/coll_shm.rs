@@ -16,7 +16,13 @@ const TAG_SETUP: i32 = -20;
 
 impl Engine {
     /// The segment of `ctx`, set up on first use; `None` for communicators that span nodes.
-    fn shm_segment(&mut self, ctx: u16) -> Result<Option<&mut dyn NodeSegment>, PmlError> {
+    fn shm_segment(
+        &mut self,
+        ctx: u16,
+        op: &'static str,
+    ) -> Result<Option<&mut dyn NodeSegment>, PmlError> {
+        // Named for the rank's wait record, should the segment wait long for a member.
+        kestrel_runtime::wait_board::enter_node_collective(op, ctx);
         let idx = ctx as usize;
         if !matches!(self.coll_segments.get(idx), Some(Some(_))) {
             let seg = self.setup_segment(ctx)?;
@@ -115,6 +121,7 @@ impl Engine {
             .iter()
             .all(|v| v == &[1]);
         seg.enable_single_copy(all);
+        seg.set_stall_hook(kestrel_runtime::wait_board::node_collective_stalled);
         Ok(Some(seg))
     }
 
@@ -134,7 +141,7 @@ impl Engine {
     }
 
     pub(crate) fn shm_barrier(&mut self, ctx: u16) -> Result<Option<()>, PmlError> {
-        Ok(self.shm_segment(ctx)?.map(|s| s.barrier()))
+        Ok(self.shm_segment(ctx, "barrier")?.map(|s| s.barrier()))
     }
 
     /// Allgatherv through single copy on node-local communicators, for large blocks.
@@ -148,7 +155,7 @@ impl Engine {
     ) -> Result<bool, PmlError> {
         // Every rank must decide alike: on the total, which all know.
         let total: usize = counts.iter().sum();
-        let Some(seg) = self.shm_segment(ctx)? else {
+        let Some(seg) = self.shm_segment(ctx, "allgather")? else {
             return Ok(false);
         };
         // Small blocks: one round through the segment instead of log2(n) exchanges.
@@ -170,7 +177,7 @@ impl Engine {
         root: u32,
         buf: &mut [u8],
     ) -> Result<bool, PmlError> {
-        let Some(seg) = self.shm_segment(ctx)? else {
+        let Some(seg) = self.shm_segment(ctx, "bcast")? else {
             return Ok(false);
         };
         if seg.flat(buf.len()) {
@@ -208,7 +215,7 @@ impl Engine {
             Some(r) => r,
             None => &mut none,
         };
-        let done = match self.shm_segment(ctx)? {
+        let done = match self.shm_segment(ctx, "reduce")? {
             None => false,
             Some(seg) => {
                 let mut apply = |i: &[u8], io: &mut [u8]| {
@@ -253,7 +260,7 @@ impl Engine {
     ) -> Result<bool, PmlError> {
         let mut err = None;
         let mut cma_err = None;
-        let done = match self.shm_segment(ctx)? {
+        let done = match self.shm_segment(ctx, "allreduce")? {
             None => false,
             Some(seg) => {
                 let mut apply = |i: &[u8], io: &mut [u8]| {

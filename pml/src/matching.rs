@@ -430,6 +430,31 @@ impl<M> MatchEngine<M> {
         self.posted_count
     }
 
+    /// Up to `max` posted receives' selectors, oldest first (for hang reports; a scan).
+    pub fn posted_selectors(&self, max: usize) -> Vec<Selector> {
+        let mut all: Vec<(u64, Selector)> = Vec::new();
+        for (source, state) in self.sources.iter().enumerate() {
+            if let Some(state) = state {
+                all.extend(state.posted.iter().map(|p| {
+                    let sel = Selector {
+                        source: Some(source as u32),
+                        tag: p.tag,
+                    };
+                    (p.stamp, sel)
+                }));
+            }
+        }
+        all.extend(self.wildcard.iter().map(|p| {
+            let sel = Selector {
+                source: None,
+                tag: p.tag,
+            };
+            (p.stamp, sel)
+        }));
+        all.sort_by_key(|(stamp, _)| *stamp);
+        all.into_iter().take(max).map(|(_, sel)| sel).collect()
+    }
+
     /// Number of released messages waiting for a receive.
     pub fn unexpected_len(&self) -> usize {
         self.unexpected_count

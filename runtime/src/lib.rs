@@ -12,6 +12,7 @@
 //!   dead jobs left, found and removed.
 //! * [`dpm`]: dynamic processes: port names, the out-of-band listener, lifelines, names.
 //! * [`mac`]: keyed proofs (HMAC-SHA256) of a shared secret, for the launcher and DPM ports.
+//! * [`wait_board`]: this rank's record of the wait it is stalled in, for hang reports.
 //!
 //! This crate must never depend on a transport: transports publish their business cards
 //! through [`Runtime`], not the other way round. Its only `unsafe` code is in `sys`.
@@ -34,6 +35,7 @@ pub mod spawn_request;
 pub mod stale;
 #[allow(unsafe_code)]
 mod sys;
+pub mod wait_board;
 pub mod wire;
 
 pub use modex::{Runtime, RuntimeError};

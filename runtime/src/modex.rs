@@ -103,7 +103,12 @@ impl Runtime {
             .filter(|n| !n.is_empty())
             .or_else(|| crate::slurm::direct_launch_node(&lookup))
             .unwrap_or_else(hostname);
-        Self::with_client(pmi, node_id)
+        let rt = Self::with_client(pmi, node_id)?;
+        // kestrel-run's agent reads it for hang reports (--timeout, SIGUSR1).
+        if let Some(dir) = lookup("KESTREL_SESSION_DIR").filter(|d| !d.is_empty()) {
+            crate::wait_board::open(std::path::Path::new(&dir), rt.rank());
+        }
+        Ok(rt)
     }
 
     /// Builds a runtime over an existing client (tests, embedding).
@@ -257,7 +262,16 @@ impl Runtime {
 
     /// Collective: makes every earlier put visible to every rank.
     pub fn fence(&mut self) -> Result<(), RuntimeError> {
-        self.pmi.fence()?;
+        // A fence blocks in a read of the launcher's socket, where no wait loop runs: say so
+        // before (fences are rare and slow; one write of the record costs nothing beside one).
+        crate::wait_board::stalled(true, || {
+            "a fence through the launcher (PMI: MPI_Init, MPI_Finalize, connect/spawn, or a \
+             runtime barrier)"
+                .into()
+        });
+        let done = self.pmi.fence();
+        crate::wait_board::resumed();
+        done?;
         Ok(())
     }
 

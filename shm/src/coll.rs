@@ -31,6 +31,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
+use kestrel_transport::node_coll::Stall;
+
 use crate::cma;
 use crate::mem::{Mapping, SharedMem};
 
@@ -49,6 +51,9 @@ pub const FLAT_MAX_RANKS: usize = 16;
 pub const SINGLE_COPY_MIN: usize = 64 << 10;
 /// Bytes reduced per step of a single-copy reduction.
 const SINGLE_COPY_CHUNK: usize = 64 << 10;
+
+/// Spins of a wait between calls of the stall hook (the first after a few milliseconds).
+const STALL_SPINS: u32 = 1 << 14;
 
 /// Sizes of a collective segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +93,8 @@ pub struct CollSegment {
     fragments: u64,
     flat_gen: u64,
     spin_yield: bool,
+    /// Called when a wait has spun [`STALL_SPINS`] times, and again every as many spins.
+    stall_hook: Option<kestrel_transport::node_coll::StallHook>,
     scratch: Vec<u8>,
     /// Every member may read and write every other member's memory (process_vm_readv/writev).
     cma: bool,
@@ -169,6 +176,7 @@ impl CollSegment {
             fragments: 0,
             flat_gen: 0,
             spin_yield,
+            stall_hook: None,
             scratch: Vec::new(),
             cma: false,
         }
@@ -210,15 +218,35 @@ impl CollSegment {
         self.geo.result_off() + set * self.geo.frag
     }
 
+    /// Sets what a long wait calls (the rank's wait record).
+    pub fn set_stall_hook(&mut self, hook: kestrel_transport::node_coll::StallHook) {
+        self.stall_hook = Some(hook);
+    }
+
     fn wait_word(&self, off: usize, at_least: u64) {
         let mut spins = 0u32;
         while self.map.load(off, Acquire) < at_least {
             spins = spins.saturating_add(1);
+            // Saturated after hours of waiting: then every poll asks (the board throttles by time).
+            if spins.is_multiple_of(STALL_SPINS) || spins == u32::MAX {
+                if let Some(hook) = self.stall_hook {
+                    hook(if spins == STALL_SPINS {
+                        Stall::Began
+                    } else {
+                        Stall::Continues
+                    });
+                }
+            }
             if (self.spin_yield && spins > 64) || spins > 20_000 {
                 std::thread::yield_now();
             } else if spins > 1_000 {
                 // Not in the first polls: PAUSE would add its tens of nanoseconds to latency.
                 std::hint::spin_loop();
+            }
+        }
+        if spins >= STALL_SPINS {
+            if let Some(hook) = self.stall_hook {
+                hook(Stall::Ended);
             }
         }
     }

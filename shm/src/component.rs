@@ -141,6 +141,9 @@ impl NodeSegment for CollSegment {
     fn members(&self) -> usize {
         CollSegment::members(self)
     }
+    fn set_stall_hook(&mut self, hook: kestrel_transport::node_coll::StallHook) {
+        CollSegment::set_stall_hook(self, hook)
+    }
     fn flat(&self, len: usize) -> bool {
         CollSegment::flat(self, len)
     }

@@ -611,6 +611,141 @@ fn output_lines_of_ranks_are_forwarded_whole() {
     }
 }
 
+/// The state letter of process `pid` (`/proc/PID/stat`), if it exists.
+fn state_of(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .next()?
+            .to_string(),
+    )
+}
+
+#[test]
+fn a_timeout_report_names_the_stopped_rank_and_what_the_others_wait_for() {
+    let mark = marker("hang");
+    let fail = example("fail");
+    let out = run(
+        kestrel_run(&[
+            "--oversubscribe",
+            "-n",
+            "3",
+            "--timeout",
+            "3",
+            fail.to_str().unwrap(),
+            "stop",
+            &mark,
+        ]),
+        DEADLINE,
+    );
+    assert_eq!(out.code, Some(124), "{}", out.show());
+    let err = &out.stderr;
+    assert!(
+        err.contains("state of the job's running ranks (--timeout 3.0 s expired):"),
+        "{err}"
+    );
+    let row = |rank: u32| -> String {
+        err.lines()
+            .find(|l| l.split_whitespace().next() == Some(&rank.to_string()))
+            .unwrap_or_else(|| panic!("no row for rank {rank}: {err}"))
+            .to_string()
+    };
+    assert!(row(1).contains("STOPPED"), "{err}");
+    assert!(
+        row(0).contains("recv from source 1, tag 7, communicator context 0"),
+        "{err}"
+    );
+    // Rank 2 is in the barrier (its set-up or the segment), on the same communicator.
+    assert!(row(2).contains("communicator context 0"), "{err}");
+    assert!(processes_matching(&mark).is_empty(), "{err}");
+}
+
+#[test]
+fn sigusr1_prints_the_report_and_the_job_goes_on() {
+    let mark = marker("usr1");
+    let fail = example("fail");
+    let mut child = kestrel_run(&["-n", "2", fail.to_str().unwrap(), "stop", &mark])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let t = std::time::Instant::now();
+    let stopped = loop {
+        let found = processes_matching(&mark)
+            .into_iter()
+            .find(|&p| state_of(p).as_deref() == Some("T"));
+        if let Some(p) = found {
+            break p;
+        }
+        if t.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            kill_matching(&mark);
+            panic!("rank 1 never stopped");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Let rank 0 stall long enough to write its record.
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .unwrap();
+    let mut report = Vec::new();
+    while report.len() < 4 {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) if !report.is_empty() || line.contains("(SIGUSR1)") => report.push(line),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(stopped as i32),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
+    let status = wait_at_most(&mut child, Duration::from_secs(20));
+    if status.is_none() {
+        let _ = child.kill();
+        kill_matching(&mark);
+    }
+    let text = report.join("\n");
+    assert!(
+        text.contains("state of the job's running ranks (SIGUSR1):"),
+        "{text}"
+    );
+    assert!(
+        report
+            .iter()
+            .any(|l| l.contains("STOPPED") && l.contains(&stopped.to_string())),
+        "{text}"
+    );
+    assert!(
+        report
+            .iter()
+            .any(|l| l.contains("recv from source 1, tag 7")),
+        "{text}"
+    );
+    assert_eq!(
+        status.map(|s| s.code()),
+        Some(Some(0)),
+        "the job did not go on: {text}"
+    );
+}
+
 #[test]
 fn rank_zero_reads_the_launchers_standard_input() {
     let mut cmd = kestrel_run(&[

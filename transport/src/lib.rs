@@ -6,7 +6,8 @@
 //! ([`core_params`]), the one binary codec for cards and frames ([`codec`]), and the transport contract every BTL implements ([`btl`]), with its
 //! conformance suite and the `self` loopback transport; the component side of that contract
 //! ([`component`]), the transport set that opens components and routes peers ([`set`]), and
-//! the interface to a shared-memory collective engine ([`node_coll`]).
+//! the interface to a shared-memory collective engine ([`node_coll`]), and the bytes of the
+//! record a stalled rank leaves for its launcher's hang reports ([`wait_record`]).
 //!
 //! It must never depend on another Kestrel crate, and it holds no process-global state: resolved
 //! parameters are passed explicitly to whoever needs them.
@@ -27,6 +28,7 @@ pub mod logging;
 pub mod node_coll;
 pub mod params;
 pub mod set;
+pub mod wait_record;
 
 pub use btl::{Btl, CounterSpec, Incoming, Limits, RemoteRegion, SelfBtl, SendError};
 pub use components::{Selection, SelectionError};

@@ -61,11 +61,28 @@ pub trait NodeCollectives: Sync {
     fn single_copy_allowed(&self, params: &Params) -> bool;
 }
 
+/// What a segment operation tells its [`StallHook`] about a long wait for the other members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stall {
+    /// The wait has lasted a few thousand polls.
+    Began,
+    /// It still lasts (again every few thousand polls).
+    Continues,
+    /// A wait that had begun to stall is over.
+    Ended,
+}
+
+/// Called by a segment operation about its long waits. The messaging layer uses it to keep
+/// the rank's wait record (hang reports).
+pub type StallHook = fn(Stall);
+
 /// One member's handle on a communicator's segment. Every member calls the same operations in
 /// the same order with the same sizes (MPI's collective rule).
 pub trait NodeSegment: Send {
     /// Members.
     fn members(&self) -> usize;
+    /// Sets what a long wait in this segment calls (see [`StallHook`]); none by default.
+    fn set_stall_hook(&mut self, _hook: StallHook) {}
     /// Whether blocks of `len` bytes take the one-round path through the inline lines.
     fn flat(&self, len: usize) -> bool;
     /// A barrier in one round.

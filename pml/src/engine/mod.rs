@@ -355,6 +355,8 @@ pub(crate) use kestrel_transport::set::NO_ROUTE;
 
 /// Empty polls after which even a rank with a core of its own starts yielding.
 const LONG_IDLE: u32 = 20_000;
+/// Idle steps of a wait between two calls of the stall note (the rank's wait record).
+const STALL_STEPS: u32 = 1 << 14;
 
 /// Empty polls before a busy wait starts pausing between polls.
 const PAUSE_AFTER: u32 = 1_000;

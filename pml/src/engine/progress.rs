@@ -13,10 +13,19 @@ impl Engine {
             self.apply_lifeline_events();
         }
         if self.progress() > 0 {
+            if *idle >= STALL_STEPS {
+                // The stall the wait record describes is over.
+                kestrel_runtime::wait_board::resumed();
+            }
             *idle = 0;
             return;
         }
         *idle = idle.saturating_add(1);
+        // A wait idle this long is a stall: keep the rank's wait record (hang reports). Once
+        // saturated (hours), every step asks; the record throttles by time.
+        if idle.is_multiple_of(STALL_STEPS) || *idle == u32::MAX {
+            self.note_stall(*idle == STALL_STEPS);
+        }
         // Oversubscribed ranks yield soon; the others only after a long idle stretch, which
         // costs a spinning rank nothing measurable but saves it when the machine turns out to
         // be busier than the launcher could see (other jobs, namespace hosts sharing cores).
@@ -26,6 +35,60 @@ impl Engine {
             // PAUSE costs tens of nanoseconds on recent cores: use it only once a wait is
             // clearly not a ping-pong, where it would add straight to the latency.
             std::hint::spin_loop();
+        }
+    }
+
+    /// Writes the rank's wait record (at most every heartbeat): what this engine waits for.
+    #[cold]
+    fn note_stall(&mut self, first: bool) {
+        kestrel_runtime::wait_board::stalled(first, || self.describe_wait());
+    }
+
+    /// What the engine waits for, in words: posted receives, unfinished sends, collectives
+    /// in progress (the first few of each).
+    pub fn describe_wait(&self) -> String {
+        const SHOWN: usize = 3;
+        let mut parts: Vec<String> = Vec::new();
+        let mut receives = 0;
+        for (ctx, c) in self.st.ctxs.iter().enumerate() {
+            let Some(c) = c else { continue };
+            receives += c.matcher.posted_len();
+            for sel in c.matcher.posted_selectors(SHOWN) {
+                if parts.len() >= SHOWN {
+                    break;
+                }
+                let source = sel
+                    .source
+                    .map(|s| format!("source {s}"))
+                    .unwrap_or_else(|| "any source".into());
+                let what = match sel.tag {
+                    Some(t) if t < 0 => format!("collective traffic (tag {t}) from {source}"),
+                    Some(t) => format!("recv from {source}, tag {t}"),
+                    None => format!("recv from {source}, any tag"),
+                };
+                parts.push(format!("{what}, communicator context {ctx}"));
+            }
+        }
+        if receives > parts.len() {
+            parts.push(format!("{} more receive(s)", receives - parts.len()));
+        }
+        let sends: Vec<u32> = self.st.unfinished_send_peers();
+        if !sends.is_empty() {
+            let shown: Vec<String> = sends.iter().take(SHOWN).map(|p| p.to_string()).collect();
+            parts.push(format!(
+                "{} unfinished send(s) to rank(s) {}{}",
+                sends.len(),
+                shown.join(", "),
+                if sends.len() > SHOWN { ", ..." } else { "" }
+            ));
+        }
+        if !self.nbc.is_idle() {
+            parts.push("nonblocking collective(s) in progress".into());
+        }
+        if parts.is_empty() {
+            "progress (nothing posted: a probe, a lock or a peer's answer)".into()
+        } else {
+            parts.join("; ")
         }
     }
 

@@ -53,6 +53,19 @@ impl Engine {
 }
 
 impl State {
+    /// Peers (job ranks) of the send requests not finished yet, in table order.
+    pub(crate) fn unfinished_send_peers(&self) -> Vec<u32> {
+        self.reqs
+            .iter()
+            .filter_map(|slot| match &slot.req {
+                Some(Req::Send { peer, state, .. }) if !matches!(state, SendState::Done) => {
+                    Some(*peer)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Completes the pending operations that failed process `p` ends: sends to it, receives
     /// posted on the contexts in `broken` (and split copies it was part of), and drops queued
     /// work for it. Transfers with live peers already under way are left to finish, so no

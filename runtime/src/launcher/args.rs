@@ -45,6 +45,8 @@ pub struct LaunchOptions {
     pub tag_output: bool,
     /// `--timeout SECONDS`.
     pub timeout: Option<Duration>,
+    /// `--timeout-stacks`: hang reports (timeout, SIGUSR1) add each rank's stacks.
+    pub timeout_stacks: bool,
     /// `--launch-agent CMD`.
     pub launch_agent: Option<String>,
     /// The program.
@@ -137,7 +139,10 @@ options:
   --bind-to core|none     bind each rank to its own core(s); default: core when every rank
                           of a machine has a core of its own, none when oversubscribed
   --tag-output            prefix each output line with [1,rank]<stdout>: or <stderr>:
-  --timeout SECONDS       stop the job after SECONDS and name the ranks still running
+  --timeout SECONDS       after SECONDS, report each rank's state and the MPI wait it is
+                          stalled in (as SIGUSR1 to kestrel-run does at any time), then
+                          stop the job
+  --timeout-stacks        add each rank's stacks to those reports (gdb or eu-stack)
   --launch-agent CMD      how to reach another host, run as `CMD HOST COMMAND...`
                           (default: ssh; 'ip netns exec' reaches network namespaces)
   --wdir DIR              run the ranks in DIR
@@ -188,6 +193,7 @@ pub fn parse(
     let mut bind = Bind::Auto;
     let mut tag_output = false;
     let mut timeout = None;
+    let mut timeout_stacks = false;
     let mut launch_agent = None;
     let mut wdir = None;
     let mut job_id = None;
@@ -287,6 +293,7 @@ pub fn parse(
                 }
             }
             "--tag-output" | "-tag-output" => tag_output = true,
+            "--timeout-stacks" => timeout_stacks = true,
             "--timeout" => {
                 let v = value("a number of seconds")?;
                 let secs: f64 = v
@@ -424,6 +431,7 @@ pub fn parse(
         bind,
         tag_output,
         timeout,
+        timeout_stacks,
         launch_agent,
         program: first[0].clone(),
         args: first[1..].to_vec(),

@@ -18,6 +18,7 @@ use super::auth::JobSecret;
 use super::daemon_link::{accept_daemons, listen_for_daemons, LinkEvent};
 use super::exit::describe_status;
 use super::guard::Guard;
+use super::hang_report::PendingReport;
 use super::proto::{NodeLaunch, PmiState, RankStatus, ToAgent, ToHead};
 use crate::host::{available_cpus, hostname, machine_id};
 use crate::hosts::{self, HostSlots};
@@ -205,6 +206,8 @@ struct Head {
     done: usize,
     /// Ranks in [`RankState::Running`].
     live: usize,
+    /// A hang report being gathered.
+    report: Option<PendingReport>,
 }
 
 impl Head {
@@ -368,12 +371,14 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
         agent_processes: HashSet::new(),
         done: 0,
         live: 0,
+        report: None,
         plan,
     };
 
     let mut sigint = signal(SignalKind::interrupt()).ok();
     let mut sigterm = signal(SignalKind::terminate()).ok();
     let mut sighup = signal(SignalKind::hangup()).ok();
+    let mut sigusr1 = signal(SignalKind::user_defined1()).ok();
 
     // Hosts: in-process agents for this host, daemons for the others.
     let remote: Vec<usize> = (0..head.plan.hosts.len())
@@ -628,6 +633,7 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
     }
 
     let timeout_at = opts.timeout.map(|t| Instant::now() + t);
+    let mut timed_out = false;
     let mut stop_deadline: Option<Instant> = None;
     let mut shutdown_sent = head.all_done();
     let mut bye_deadline = Instant::now() + Duration::from_secs(5);
@@ -658,13 +664,18 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                 Some(HeadEvent::Connected(..)) => {}
                 None => break,
             },
-            _ = sleep_until_opt(timeout_at.filter(|_| !head.stopping)) => {
+            _ = sleep_until_opt(timeout_at.filter(|_| !head.stopping && !timed_out)) => {
+                timed_out = true;
+                let secs = opts.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
                 eprintln!(
-                    "kestrel-run: the job exceeded --timeout {:.1} s; still running: {}",
-                    opts.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0),
+                    "kestrel-run: the job exceeded --timeout {secs:.1} s; still running: {}",
                     head.describe_running()
                 );
-                head.fail(124, grace_ms);
+                request_report(&mut head, format!("--timeout {secs:.1} s expired"), true, opts.timeout_stacks, grace_ms);
+            }
+            _ = sleep_until_opt(head.report.as_ref().map(|r| r.deadline)) => finish_report(&mut head, grace_ms),
+            _ = recv_signal(&mut sigusr1) => {
+                request_report(&mut head, "SIGUSR1".into(), false, opts.timeout_stacks, grace_ms);
             }
             _ = sleep_until_opt(stop_deadline.filter(|_| !shutdown_sent)) => {
                 let survivors = head.describe_survivors();
@@ -734,6 +745,49 @@ fn agent_gone(head: &mut Head, h: usize, grace_ms: i64) {
         }
     }
     head.bye.insert(h);
+}
+
+/// Asks every host with running ranks for their state; the table is printed when all
+/// answered or the gathering time is over, and then the job stops if `then_stop`.
+fn request_report(head: &mut Head, why: String, then_stop: bool, stacks: bool, grace_ms: i64) {
+    if let Some(pending) = head.report.as_mut() {
+        // A timeout during a SIGUSR1 report still stops the job once it is printed.
+        pending.then_stop |= then_stop;
+        return;
+    }
+    let hosts: HashSet<usize> = (0..head.plan.hosts.len())
+        .filter(|&h| head.agents[h].is_some())
+        .filter(|&h| {
+            head.plan.hosts[h]
+                .ranks
+                .iter()
+                .any(|&r| matches!(head.ranks[r as usize], RankState::Running(_)))
+        })
+        .collect();
+    for &h in &hosts {
+        if let Some(Some(agent)) = head.agents.get(h) {
+            let _ = agent.send(ToAgent::Report { stacks });
+        }
+    }
+    let nobody = hosts.is_empty();
+    head.report = Some(PendingReport::new(hosts, why, then_stop, stacks));
+    if nobody {
+        finish_report(head, grace_ms);
+    }
+}
+
+/// Prints the gathered report (whatever arrived) and stops the job if it was a timeout's.
+fn finish_report(head: &mut Head, grace_ms: i64) {
+    let Some(report) = head.report.take() else {
+        return;
+    };
+    let then_stop = report.then_stop;
+    let names: Vec<String> = head.plan.hosts.iter().map(|h| h.name.clone()).collect();
+    let table = report.render(&|h| names.get(h).cloned().unwrap_or_else(|| h.to_string()));
+    eprint!("{table}");
+    if then_stop {
+        head.fail(124, grace_ms);
+    }
 }
 
 fn interrupt(head: &mut Head, name: &str, signo: i32, grace_ms: i64) {
@@ -843,6 +897,16 @@ fn handle_agent(head: &mut Head, h: usize, msg: ToHead, grace_ms: i64) {
         }
         ToHead::Bye => {
             head.bye.insert(h);
+        }
+        ToHead::Report { ranks } => {
+            let host = head.plan.hosts[h].name.clone();
+            let complete = match head.report.as_mut() {
+                Some(report) => report.add(h, &host, ranks),
+                None => false,
+            };
+            if complete {
+                finish_report(head, grace_ms);
+            }
         }
         ToHead::Hello { .. } => {}
     }
@@ -989,6 +1053,7 @@ mod tests {
             bind: Bind::None,
             tag_output: false,
             timeout: None,
+            timeout_stacks: false,
             launch_agent: None,
             program: "x".into(),
             args: vec![],
@@ -1044,6 +1109,7 @@ mod tests {
             bind: Bind::Auto,
             tag_output: false,
             timeout: None,
+            timeout_stacks: false,
             launch_agent: None,
             program: "x".into(),
             args: vec![],

@@ -5,6 +5,7 @@
 //! * [`agent`]: one host's ranks and their PMI server; [`daemon`] runs it on remote hosts.
 //! * [`proto`]: head ↔ agent messages and their checked codec.
 //! * [`exit`]: how ranks ended, in words.
+//! * [`hang_report`]: each rank's state and wait, gathered on `--timeout` or SIGUSR1.
 //! * [`limits`]: what a host can take (processes, descriptors, shared memory) before it forks.
 
 pub mod agent;
@@ -14,6 +15,7 @@ pub mod daemon;
 pub mod daemon_link;
 pub mod exit;
 pub mod guard;
+pub mod hang_report;
 pub mod head;
 pub mod limits;
 pub mod proto;

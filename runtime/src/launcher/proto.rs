@@ -140,7 +140,37 @@ pub enum ToHead {
     },
     /// The agent cleaned up and is leaving.
     Bye,
+    /// The state of this host's running ranks, answering [`ToAgent::Report`].
+    Report {
+        /// One entry per running rank.
+        ranks: Vec<RankReport>,
+    },
 }
+
+/// What an agent knows about one running rank for a hang report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankReport {
+    /// Rank.
+    pub rank: u32,
+    /// Its pid on the agent's host.
+    pub pid: u32,
+    /// Its process state in a word (`running`, `sleeping`, `STOPPED`, `disk-wait`, `zombie`,
+    /// `gone`).
+    pub state: String,
+    /// CPU time it used, in milliseconds.
+    pub cpu_ms: u64,
+    /// What its wait record says it waits for; empty without a record.
+    pub waiting: String,
+    /// How long that wait has been stalled, in milliseconds ([`NO_TIME`]: no record).
+    pub stalled_ms: u64,
+    /// How old the record is, in milliseconds ([`NO_TIME`]: no record).
+    pub heard_ms: u64,
+    /// Its threads' stacks, when asked for and a debugger was found; else empty.
+    pub stack: String,
+}
+
+/// A time a [`RankReport`] does not have.
+pub const NO_TIME: u64 = u64::MAX;
 
 /// Head → agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,6 +197,11 @@ pub enum ToAgent {
     Welcome {
         /// [`super::auth::JobSecret::proof`] over the daemon's nonce.
         proof: Vec<u8>,
+    },
+    /// Report the state of every running rank ([`ToHead::Report`]).
+    Report {
+        /// Add each rank's stacks (gdb or eu-stack, where installed).
+        stacks: bool,
     },
 }
 
@@ -259,6 +294,20 @@ impl ToHead {
             ToHead::Bye => {
                 w.u8(7);
             }
+            ToHead::Report { ranks } => {
+                w.u8(8);
+                w.u32(ranks.len() as u32);
+                for r in ranks {
+                    w.u32(r.rank);
+                    w.u32(r.pid);
+                    w.string(&r.state);
+                    w.u64(r.cpu_ms);
+                    w.string(&r.waiting);
+                    w.u64(r.stalled_ms);
+                    w.u64(r.heard_ms);
+                    w.string(&r.stack);
+                }
+            }
         }
         w.into_frame()
     }
@@ -312,6 +361,24 @@ impl ToHead {
                 message: r.string("abort")?,
             },
             7 => ToHead::Bye,
+            8 => {
+                // Each entry is at least 44 bytes (fixed fields and four length prefixes).
+                let n = r.count("report", 44)?;
+                let mut ranks = Vec::with_capacity(n);
+                for _ in 0..n {
+                    ranks.push(RankReport {
+                        rank: r.u32("report rank")?,
+                        pid: r.u32("report pid")?,
+                        state: r.string("report state")?,
+                        cpu_ms: r.u64("report cpu")?,
+                        waiting: r.string("report wait")?,
+                        stalled_ms: r.u64("report stall")?,
+                        heard_ms: r.u64("report heartbeat")?,
+                        stack: r.string("report stack")?,
+                    });
+                }
+                ToHead::Report { ranks }
+            }
             _ => return Err(bad("message tag", "unknown agent message")),
         };
         r.finish("agent message")?;
@@ -367,6 +434,10 @@ impl ToAgent {
                 w.u8(6);
                 w.bytes(proof);
             }
+            ToAgent::Report { stacks } => {
+                w.u8(7);
+                w.bool(*stacks);
+            }
         }
         w.into_frame()
     }
@@ -415,6 +486,9 @@ impl ToAgent {
             },
             6 => ToAgent::Welcome {
                 proof: r.bytes("welcome")?,
+            },
+            7 => ToAgent::Report {
+                stacks: r.bool("report request")?,
             },
             _ => return Err(bad("message tag", "unknown launcher message")),
         };
@@ -490,6 +564,19 @@ mod tests {
                 message: "bad input".into(),
             },
             ToHead::Bye,
+            ToHead::Report {
+                ranks: vec![RankReport {
+                    rank: 1,
+                    pid: 77,
+                    state: "STOPPED".into(),
+                    cpu_ms: 1234,
+                    waiting: "recv from source 0, tag 7".into(),
+                    stalled_ms: 9000,
+                    heard_ms: NO_TIME,
+                    stack: "#0 main".into(),
+                }],
+            },
+            ToHead::Report { ranks: vec![] },
         ]
     }
 
@@ -501,6 +588,7 @@ mod tests {
             ToAgent::Shutdown,
             ToAgent::Challenge { nonce: vec![1; 32] },
             ToAgent::Welcome { proof: vec![2; 32] },
+            ToAgent::Report { stacks: true },
         ]
     }
 
@@ -540,8 +628,13 @@ mod tests {
             }
             let mut padded = body.to_vec();
             padded.push(0);
-            assert!(ToHead::decode(&padded).is_err());
-            assert!(ToAgent::decode(&padded).is_err());
+            if to_head {
+                assert!(ToHead::decode(&padded).is_err());
+                let _ = ToAgent::decode(&padded);
+            } else {
+                assert!(ToAgent::decode(&padded).is_err());
+                let _ = ToHead::decode(&padded);
+            }
             for i in 0..body.len() {
                 let mut m = body.to_vec();
                 m[i] ^= 0xff;

@@ -12,11 +12,13 @@
 //!
 //! The pieces: this module holds the agent's state and event loop and ends the ranks;
 //! `ranks` starts them, `forwarding` moves their standard streams, `pmi_server` answers their
-//! PMI commands, and `spawned_jobs` runs the jobs they spawn.
+//! PMI commands, `spawned_jobs` runs the jobs they spawn, and `report` describes them for hang
+//! reports.
 
 mod forwarding;
 mod pmi_server;
 mod ranks;
+mod report;
 mod spawned_jobs;
 
 use std::collections::HashMap;
@@ -121,6 +123,15 @@ pub async fn run_agent(mut link: AgentLink) {
             msg = link.from_head.recv() => match msg {
                 Some(ToAgent::FenceDone { puts }) => agent.fence_done(puts),
                 Some(ToAgent::Kill) => agent.kill(),
+                Some(ToAgent::Report { stacks }) => {
+                    let ranks = agent
+                        .slots
+                        .iter()
+                        .filter(|s| s.alive)
+                        .filter_map(|s| s.pid.map(|pid| (s.rank, pid)))
+                        .collect();
+                    report::start(ranks, agent.session_dir.clone(), stacks, agent.to_head.clone());
+                }
                 Some(ToAgent::Shutdown) => break,
                 Some(ToAgent::Launch(_)) => tracing::warn!(target: "launcher", "second launch message ignored"),
                 Some(ToAgent::Challenge { .. } | ToAgent::Welcome { .. }) => {
