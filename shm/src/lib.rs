@@ -6,6 +6,9 @@
 //! decoder ([`segment::read_header`], [`segment::FragRef::decode`],
 //! [`segment::decode_frag_word`], the fast-box header check) before it is trusted.
 //!
+//! The checks of its fuzz targets (peer segment headers and what is read through them, peer
+//! cards) and their seed corpora live in [`fuzzing`].
+//!
 //! `unsafe` lives only in [`mem`] (the mapping); the ring and queue algorithms in [`fifo`] and
 //! [`fbox`] are safe code over the [`mem::SharedMem`] trait, which loom models in tests.
 #![deny(unsafe_code)]
@@ -17,6 +20,7 @@ pub mod coll;
 pub mod component;
 pub mod fbox;
 pub mod fifo;
+pub mod fuzzing;
 #[allow(unsafe_code)]
 pub mod mem;
 pub mod params;

@@ -55,7 +55,7 @@ pub fn check_committed(dir: &Path, seeds: &[(&str, Vec<u8>)]) {
 /// Runs every file of `dir` through `fuzz_one` and returns how many there were. A panic (a
 /// violated property) is re-raised after naming the file, so a failure says which input to
 /// run the fuzz target on.
-pub fn replay(dir: &Path, fuzz_one: impl Fn(&[u8])) -> usize {
+pub fn replay(dir: &Path, mut fuzz_one: impl FnMut(&[u8])) -> usize {
     let mut paths: Vec<_> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("cannot list the corpus {}: {e}", dir.display()))
         .map(|entry| entry.expect("corpus entry").path())
@@ -157,7 +157,7 @@ pub fn mutate_seeds(
     rng_seed: u64,
     hot: usize,
     tokens: &[&[u8]],
-    fuzz_one: impl Fn(&[u8]),
+    mut fuzz_one: impl FnMut(&[u8]),
 ) {
     assert!(!seeds.is_empty(), "no seeds to mutate");
     let mut rng = Rng::new(rng_seed);

@@ -6,6 +6,7 @@
 //! * [`params`]: the transport's registered parameters;
 //! * [`discovery`]: which local interfaces the transport may use, and why others are excluded;
 //! * [`card`]: the business card (JSON for people and tools, binary for the modex);
+//! * [`fuzzing`]: the bodies of the fuzz targets of both card encodings, and their seeds;
 //! * [`matching`]: edge weights and the min-cost max-flow pairing of local and remote interfaces;
 //! * [`reliable`]: the sans-IO reliable-datagram core (wire header, window, ACKs, reassembly),
 //!   re-exported from the `kestrel-reliable` crate;
@@ -24,6 +25,8 @@ pub mod component;
 pub mod discovery;
 #[cfg(feature = "libfabric")]
 pub mod fabric;
+#[cfg(feature = "libfabric")]
+pub mod fuzzing;
 #[cfg(feature = "libfabric")]
 pub mod matching;
 #[cfg(feature = "libfabric")]

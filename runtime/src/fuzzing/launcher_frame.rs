@@ -4,7 +4,7 @@
 //! An input is a selector byte (bit 0: 0 = frames to the head, [`ToHead`]; 1 = frames to an
 //! agent, [`ToAgent`]) and a byte stream as a daemon or the head would send it. Checked:
 //! splitting frames never panics, never takes a frame longer than [`MAX_FRAME`] and takes the
-//! same frames however the bytes arrive ([`super::check_arrivals`]); a body that decodes
+//! same frames however the bytes arrive (`check_arrivals`); a body that decodes
 //! re-encodes to exactly the frame it came in (the encoding is canonical), and its strict
 //! prefixes do not decode; decoding it as the other direction does not panic either.
 
@@ -80,7 +80,7 @@ fn check_message<M: PartialEq + std::fmt::Debug>(
 /// typical ways a frame goes wrong, by file name (the first byte of each selects the
 /// direction).
 pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
-    use crate::launcher::proto::{NodeLaunch, PmiState, RankStatus};
+    use crate::launcher::proto::{NodeLaunch, PmiState, RankReport, RankStatus, NO_TIME};
     let head = |msgs: &[ToHead]| {
         let mut out = vec![0u8];
         msgs.iter().for_each(|m| out.extend(m.encode()));
@@ -177,6 +177,34 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("head_bye", head(&[ToHead::Bye])),
         (
+            "head_report",
+            head(&[ToHead::Report {
+                ranks: vec![
+                    RankReport {
+                        rank: 0,
+                        pid: 4242,
+                        state: "STOPPED".into(),
+                        cpu_ms: 1234,
+                        waiting: "recv from source 1, tag 7, communicator context 0".into(),
+                        stalled_ms: 3000,
+                        heard_ms: 20,
+                        stack: "#0 futex_wait".into(),
+                    },
+                    RankReport {
+                        rank: 1,
+                        pid: 4243,
+                        state: "gone".into(),
+                        cpu_ms: 0,
+                        waiting: String::new(),
+                        stalled_ms: NO_TIME,
+                        heard_ms: NO_TIME,
+                        stack: String::new(),
+                    },
+                ],
+            }]),
+        ),
+        ("report_lying_count", raw(0, &[8, 0, 0, 0, 2, 0, 0, 0, 0])),
+        (
             "head_conversation",
             head(&[
                 hello,
@@ -194,6 +222,7 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
             }]),
         ),
         ("agent_kill", agent(&[ToAgent::Kill])),
+        ("agent_report", agent(&[ToAgent::Report { stacks: true }])),
         ("agent_shutdown", agent(&[ToAgent::Shutdown])),
         (
             "agent_challenge",

@@ -4,7 +4,7 @@
 //! as a PMI peer would send it. Checked: decoding never panics; every frame uses at least one
 //! and at most the framing's largest frame of bytes; the stream decodes to the same commands
 //! and the same end whether it arrives whole, in two pieces or byte by byte (see
-//! [`super::check_arrivals`]); a decoded command that the same framing can encode decodes back
+//! `check_arrivals`); a decoded command that the same framing can encode decodes back
 //! from that encoding to itself, using all of it and none of a prefix of it; a decoded PMI-2
 //! `spawn` command that parses ([`crate::spawn_request`]) parses the same after being rebuilt.
 //! That no count or length makes a decoder allocate more than the input justifies is checked
