@@ -31,6 +31,8 @@ impl Engine {
             }
             self.coll_segments[idx] = Some(seg);
         }
+        // The segment's spin does not progress point-to-point: what is queued goes out first.
+        self.flush_queued_sends();
         Ok(self
             .coll_segments
             .get_mut(idx)

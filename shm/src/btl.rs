@@ -110,6 +110,8 @@ pub struct ShmBtl {
     peers: Vec<Option<Peer>>,
     queue: fifo::Consumer,
     free: Vec<u32>,
+    /// Fast-box slots of this segment not yet given to a peer.
+    free_fbox_slots: Vec<u32>,
     pending_returns: Vec<(usize, u64)>,
     out: Vec<OutBox>,
     inboxes: Vec<Inbox>,
@@ -159,10 +161,16 @@ pub fn segment_geometry(params: &Params, local_size: usize) -> Geometry {
     // Every fragment of every local rank (plus its returns) fits in any queue at once, so a
     // queue is full only transiently.
     let fifo_capacity = (2 * frag_count * local_size).next_power_of_two().max(64);
+    // A pool of outgoing fast boxes, not one per peer: per-rank memory stays bounded on a
+    // large node (at most shm_fbox_max, and never more than there are peers).
+    let fbox_slots = (params::FBOX_MAX.get(params) as usize)
+        .min(local_size.saturating_sub(1))
+        .min(segment::MAX_FBOX_SLOTS);
     Geometry {
         local_size,
         fifo_capacity,
         fbox_size: (params::FBOX_SIZE.get(params) as usize).next_power_of_two(),
+        fbox_slots,
         frag_count,
         frag_size: params::FRAG_SIZE.get(params) as usize,
     }
@@ -264,6 +272,7 @@ impl ShmBtl {
             },
             queue: fifo::Consumer::new(layout.fifo_off, fifo_capacity),
             free: (0..geometry.frag_count as u32).rev().collect(),
+            free_fbox_slots: (0..geometry.fbox_slots as u32).rev().collect(),
             pending_returns: Vec::new(),
             out: (0..local_size).map(|_| OutBox::default()).collect(),
             inboxes: Vec::new(),
@@ -385,6 +394,11 @@ impl ShmBtl {
         let Some(peer) = self.peers[local].as_ref() else {
             return;
         };
+        let Some(&slot) = self.free_fbox_slots.last() else {
+            // Every box of this rank's pool carries traffic to another peer.
+            ob.denied = true;
+            return;
+        };
         let Some(&idx) = self.free.last() else { return };
         // Take one unit of the receiver's fast-box budget, which bounds its polling work.
         let mut avail = peer.map.load(segment::FBOX_AVAILABLE, Acquire);
@@ -405,8 +419,11 @@ impl ShmBtl {
             }
         }
         let off = self.layout.frag(idx as usize);
+        // The set-up fragment names the slot of this segment that carries the box.
         self.me
-            .store(off, segment::frag_word(0, 0, kind::FBOX_SETUP), Relaxed);
+            .write_bytes(off + segment::FRAG_HEADER, &u64::from(slot).to_le_bytes());
+        self.me
+            .store(off, segment::frag_word(8, 0, kind::FBOX_SETUP), Relaxed);
         let item = FragRef {
             returning: false,
             owner: self.me_local,
@@ -419,7 +436,11 @@ impl ShmBtl {
             return;
         }
         self.free.pop();
-        ob.producer = Some(fbox::Producer::new(self.layout.fbox(local), fbox_size));
+        self.free_fbox_slots.pop();
+        ob.producer = Some(fbox::Producer::new(
+            self.layout.fbox(slot as usize),
+            fbox_size,
+        ));
         tracing::debug!(target: "shm", to = self.globals[local], "fast box set up");
     }
 
@@ -540,14 +561,32 @@ impl ShmBtl {
                     });
                     n += 1;
                 }
-                Some(_) => {
-                    let cons = fbox::Consumer::new(pl.fbox(self.me_local), pl.geometry.fbox_size);
-                    self.inboxes.push(Inbox {
-                        local: r.owner,
-                        global: peer.global,
-                        map: peer.map.clone(),
-                        cons,
-                    });
+                Some((8, _, kind::FBOX_SETUP)) => {
+                    let mut word = [0u8; 8];
+                    peer.map.read_bytes(off + segment::FRAG_HEADER, &mut word);
+                    let slot = u64::from_le_bytes(word);
+                    let known = self.inboxes.iter().any(|i| i.local == r.owner);
+                    if slot < pl.geometry.fbox_slots as u64 && !known {
+                        let cons =
+                            fbox::Consumer::new(pl.fbox(slot as usize), pl.geometry.fbox_size);
+                        self.inboxes.push(Inbox {
+                            local: r.owner,
+                            global: peer.global,
+                            map: peer.map.clone(),
+                            cons,
+                        });
+                    } else {
+                        corrupt.push((
+                            r.owner,
+                            format!(
+                                "fast-box set-up for slot {slot} of {} (second set-up: {known})",
+                                pl.geometry.fbox_slots
+                            ),
+                        ));
+                    }
+                }
+                Some((len, _, kind)) => {
+                    corrupt.push((r.owner, format!("fragment of kind {kind} with {len} bytes")))
                 }
                 None => corrupt.push((
                     r.owner,
@@ -828,6 +867,44 @@ mod tests {
         assert_eq!(get(&*eps[0], "shm_fast_boxes_out"), 1);
         assert_eq!(get(&*eps[1], "shm_fast_boxes_in"), 1);
         assert_eq!(get(&*eps[1], "shm_corrupt_messages"), 0);
+    }
+
+    #[test]
+    fn a_full_fast_box_pool_leaves_the_other_peers_on_the_queue() {
+        // One slot per sender: rank 0's traffic to ranks 1, 2 and 3 all arrives, only the
+        // first peer past the threshold gets a box, and the segments stay the pool's size.
+        let mut eps = node(
+            4,
+            &[
+                ("KESTREL_SHM_FBOX_THRESHOLD", "1"),
+                ("KESTREL_SHM_FBOX_MAX", "1"),
+            ],
+        );
+        let get =
+            |b: &dyn Btl, name: &str| b.counters().iter().find(|(n, _)| *n == name).unwrap().1;
+        let mut got = vec![0u32; 4];
+        for round in 0..6u8 {
+            for to in 1..4u32 {
+                eps[0].send(to, 1, b"h", &[round]).unwrap();
+                for (r, ep) in eps.iter_mut().enumerate().skip(1) {
+                    ep.progress(&mut |m| {
+                        assert_eq!((m.peer, m.data[1]), (0, round));
+                        got[r] += 1;
+                    });
+                }
+                eps[0].progress(&mut |_| {});
+            }
+        }
+        assert_eq!(got, vec![0, 6, 6, 6]);
+        assert_eq!(get(&*eps[0], "shm_fast_boxes_out"), 1);
+        let ins: u64 = (1..4).map(|r| get(&*eps[r], "shm_fast_boxes_in")).sum();
+        assert_eq!(ins, 1);
+        assert_eq!(
+            (1..4)
+                .map(|r| get(&*eps[r], "shm_corrupt_messages"))
+                .sum::<u64>(),
+            0
+        );
     }
 
     #[test]

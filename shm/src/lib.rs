@@ -43,3 +43,33 @@ pub fn job_footprint(
     )
 }
 pub use component::{ShmCollectives, ShmComponent};
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use kestrel_transport::params::Params;
+
+    #[test]
+    fn memory_per_rank_is_bounded_whatever_the_node_size() {
+        let params = Params::defaults(&crate::params::specs());
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        let per_rank: Vec<(usize, f64)> = [2usize, 16, 32, 64, 128, 256]
+            .iter()
+            .map(|&n| (n, mib(super::job_footprint(&params, n).1) / n as f64))
+            .collect();
+        for &(n, each) in &per_rank {
+            assert!(
+                each <= 4.0,
+                "{n} ranks: {each:.2} MiB per rank ({per_rank:?})"
+            );
+        }
+        eprintln!("MiB per rank by node size: {per_rank:?}");
+        // 16 ranks fit a container's 64 MiB /dev/shm with room for the world's collective
+        // segment (about 2 MiB).
+        assert!(
+            mib(super::job_footprint(&params, 16).1) <= 60.0,
+            "{per_rank:?}"
+        );
+        // Growth per rank from 16 to 256 ranks is the receive queue's only.
+        assert!(per_rank[5].1 - per_rank[1].1 < 0.6, "{per_rank:?}");
+    }
+}

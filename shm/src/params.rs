@@ -70,13 +70,13 @@ pub static FBOX_THRESHOLD: Param<i64> = Param::new(ParamSpec {
         "Messages sent to a local peer through the receive queue before a fast box to it is set up.",
 });
 
-/// `KESTREL_SHM_FBOX_MAX`: fast boxes a receiver polls at most.
+/// `KESTREL_SHM_FBOX_MAX`: fast boxes a process reads, and writes, at most.
 pub static FBOX_MAX: Param<i64> = Param::new(ParamSpec {
     name: "shm_fbox_max",
     component: "shm",
     kind: ParamKind::Int { min: 0, max: 4096 },
-    default: "32",
-    description: "Most incoming fast boxes one process accepts (bounds its polling work); 0 disables fast boxes.",
+    default: "16",
+    description: "Most fast boxes one process reads (bounds its polling work) and writes (each is shm_fbox_size bytes of its segment, so this bounds its memory whatever the node's size); 0 disables fast boxes.",
 });
 
 /// The specs of this crate.

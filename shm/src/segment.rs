@@ -7,7 +7,7 @@
 //! |---|---|---|---|---|
 //! | header | 0 | 256 | all fields at creation | `attach_count`, `fbox_available` (atomic RMW) |
 //! | receive queue | `fifo_off` | [`fifo::footprint`] | consumer state | producers (see `fifo`) |
-//! | fast boxes | `fbox_off` | `local_size` × [`fbox::footprint`] | box *i* carries owner → local rank *i* | rank *i* writes `consumed` of box *i* |
+//! | fast boxes | `fbox_off` | `fbox_slots` × [`fbox::footprint`] | a box it set up carries owner → the one peer it named in the set-up fragment | that peer writes `consumed` of its box |
 //! | fragments | `frag_off` | `frag_count` × (64 + `frag_size`) | header and payload of a fragment it owns | nothing |
 //!
 //! Header words (u64 at 8·k): 0 magic, 1 version, 2 owner local rank, 3 total size,
@@ -15,8 +15,16 @@
 //! 10 frag count, 11 frag size, 12 owner pid, 13 single-copy probe address,
 //! 14 `attach_count` (peers add 1 after mapping; the one that completes the count unlinks the
 //! file), 15 `fbox_available` (receivers' budget of incoming fast boxes, decremented by a
-//! sender that sets one up). Everything except words 14-15 is written once before the segment's
-//! name is published, so peers read it with plain loads after the PMI fence.
+//! sender that sets one up), 16 `fbox_slots` (outgoing fast boxes the owner may set up, at most
+//! `shm_fbox_max` and one per peer). Everything except words 14-15 is written once before the
+//! segment's name is published, so peers read it with plain loads after the PMI fence.
+//!
+//! Memory per rank is therefore bounded whatever the node's size: the fast boxes are a pool of
+//! `fbox_slots` rings (not one per peer), the fragments are the rank's own; only the receive
+//! queue (16 bytes per slot, `2 × frag_count × local_size` slots) grows with the node, so a
+//! node's total grows linearly with its rank count. A sender takes a slot when a peer has had
+//! `shm_fbox_threshold` messages and the receiver still has budget; its `FBOX_SETUP` fragment
+//! carries the slot index (8 bytes, checked against the peer's `fbox_slots`).
 //!
 //! A fragment reference (the items of receive queues) is
 //! `RETURN (bit 63) | owner local rank (bits 32-47) | fragment index (bits 0-31)`.
@@ -30,13 +38,17 @@ use crate::mem::{Mapping, SharedMem};
 use crate::{fbox, fifo};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"KSTRLSHM");
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
 /// Bytes of the segment header.
 pub const HEADER: usize = 256;
 /// Offset of `attach_count`.
 pub const ATTACH_COUNT: usize = 14 * 8;
 /// Offset of `fbox_available`.
 pub const FBOX_AVAILABLE: usize = 15 * 8;
+/// Offset of `fbox_slots`.
+const FBOX_SLOTS: usize = 16 * 8;
+/// Most fast-box slots a segment may have (bounds a peer's claim).
+pub const MAX_FBOX_SLOTS: usize = 4096;
 /// Bytes of a fragment header.
 pub const FRAG_HEADER: usize = 64;
 /// Bit marking a reference on its way back to its owner.
@@ -63,6 +75,8 @@ pub struct Geometry {
     pub fifo_capacity: usize,
     /// Fast-box ring bytes (a power of two).
     pub fbox_size: usize,
+    /// Fast boxes in the owner's pool (outgoing boxes it may set up).
+    pub fbox_slots: usize,
     /// Fragments owned.
     pub frag_count: usize,
     /// Payload bytes per fragment.
@@ -89,7 +103,7 @@ impl Geometry {
     pub fn layout(&self) -> Layout {
         let fifo_off = HEADER;
         let fbox_off = align64(fifo_off + fifo::footprint(self.fifo_capacity));
-        let frag_off = align64(fbox_off + self.local_size * fbox::footprint(self.fbox_size));
+        let frag_off = align64(fbox_off + self.fbox_slots * fbox::footprint(self.fbox_size));
         let total = align64(frag_off + self.frag_count * (FRAG_HEADER + self.frag_size));
         Layout {
             geometry: *self,
@@ -102,9 +116,9 @@ impl Geometry {
 }
 
 impl Layout {
-    /// Offset of the fast box carrying owner → `to_local`.
-    pub fn fbox(&self, to_local: usize) -> usize {
-        self.fbox_off + to_local * fbox::footprint(self.geometry.fbox_size)
+    /// Offset of fast-box slot `slot` (below `fbox_slots`).
+    pub fn fbox(&self, slot: usize) -> usize {
+        self.fbox_off + slot * fbox::footprint(self.geometry.fbox_size)
     }
 
     /// Offset of fragment `index`.
@@ -163,6 +177,7 @@ pub fn write_header(
         probe_addr,
         0,
         fbox_max as u64,
+        g.fbox_slots as u64,
     ];
     for (i, w) in words.iter().enumerate() {
         mem.store(i * 8, *w, Relaxed);
@@ -191,6 +206,7 @@ pub fn read_header(mem: &impl SharedMem, local_size: usize) -> Result<PeerHeader
         local_size: as_usize(w(8)),
         fifo_capacity: as_usize(w(5)),
         fbox_size: as_usize(w(7)),
+        fbox_slots: as_usize(mem.load(FBOX_SLOTS, Relaxed)),
         frag_count: as_usize(w(10)),
         frag_size: as_usize(w(11)),
     };
@@ -205,6 +221,9 @@ pub fn read_header(mem: &impl SharedMem, local_size: usize) -> Result<PeerHeader
     }
     if !geometry.fbox_size.is_power_of_two() || !(256..=1 << 30).contains(&geometry.fbox_size) {
         return bad("fast-box size is not a sane power of two");
+    }
+    if geometry.fbox_slots > MAX_FBOX_SLOTS || geometry.fbox_slots >= local_size.max(1) {
+        return bad("fast-box slot count is out of range");
     }
     if geometry.frag_count > 1 << 24 || geometry.frag_size > 1 << 30 {
         return bad("fragment geometry is out of range");
@@ -396,6 +415,7 @@ mod tests {
             local_size: 3,
             fifo_capacity: 256,
             fbox_size: 4096,
+            fbox_slots: 2,
             frag_count: 8,
             frag_size: 4096,
         }
@@ -413,6 +433,11 @@ mod tests {
             (layout, 1, 42, 0xdead)
         );
         assert!(read_header(&map, 4).is_err(), "wrong node size accepted");
+        map.store(FBOX_SLOTS, 3, Relaxed);
+        assert!(read_header(&map, 3).unwrap_err().0.contains("slot count"));
+        map.store(FBOX_SLOTS, 1, Relaxed);
+        assert!(read_header(&map, 3).unwrap_err().0.contains("offsets"));
+        map.store(FBOX_SLOTS, 2, Relaxed);
         map.store(9 * 8, 12345, Relaxed);
         assert!(read_header(&map, 3).unwrap_err().0.contains("offsets"));
         map.store(0, 0, Relaxed);

@@ -92,6 +92,17 @@ impl Engine {
         }
     }
 
+    /// Progresses until the sends queued for lack of transport space are out. A shared-memory
+    /// collective segment spins without progressing this engine, so a peer waiting for one of
+    /// those sends before it joins the segment operation would wait forever (seen at 128 ranks
+    /// on a node: rank 0's 127 set-up replies outnumber its 64 fragments).
+    pub(crate) fn flush_queued_sends(&mut self) {
+        let mut idle = 0;
+        while !self.st.outbox.is_empty() {
+            self.idle_step(&mut idle);
+        }
+    }
+
     /// Polls every transport, then runs the work deliveries queued. Returns events handled.
     pub fn progress(&mut self) -> usize {
         let mut n = 0;

@@ -1,7 +1,7 @@
 //! The `kestrel-run` launcher.
 //!
 //! * [`args`]: the command line.
-//! * [`head`]: plans the job, starts agents, merges fences, handles failures.
+//! * [`plan`]: where ranks go; [`head`]: starts agents, merges fences, handles failures.
 //! * [`agent`]: one host's ranks and their PMI server; [`daemon`] runs it on remote hosts.
 //! * [`proto`]: head ↔ agent messages and their checked codec.
 //! * [`exit`]: how ranks ended, in words.
@@ -18,6 +18,7 @@ pub mod guard;
 pub mod hang_report;
 pub mod head;
 pub mod limits;
+pub mod plan;
 pub mod proto;
 
 use std::path::PathBuf;
