@@ -4,7 +4,8 @@
 //! An input is: the node's size minus one (byte 0), the receiving rank's local rank (byte 1,
 //! modulo the size), the segment file's size (bytes 2-9, little-endian), the 32 header words
 //! (bytes 10-265, little-endian, zero when the input is shorter) and then 64-bit words that the
-//! receiver finds in its queue, in fragment headers and in a fast box, in that order.
+//! receiver finds in its queue, in fragment headers (a fast-box set-up's payload word is the
+//! slot it names) and in a fast box, in that order.
 //!
 //! Checked: [`read_header`] never panics and its error formats; a header it accepts describes
 //! a segment whose regions lie in order inside the file, with every word the transport
@@ -47,7 +48,9 @@ pub fn fuzz_one(data: &[u8]) {
         u64::from_le_bytes(w)
     };
     let local_size = usize::from(byte(0)) + 1;
-    let me = usize::from(byte(1)) % local_size;
+    // Byte 1 (the receiver's local rank) located its fast box before boxes came from a pool
+    // named by the set-up fragment; it stays in the format so that old inputs still parse.
+    let _me = usize::from(byte(1)) % local_size;
     let size = usize::try_from(word_at(2)).unwrap_or(usize::MAX);
     let mem = SparseMem::new(size);
     let header: Vec<u64> = (0..HEADER / 8).map(|k| word_at(PREFIX + 8 * k)).collect();
@@ -99,7 +102,7 @@ pub fn fuzz_one(data: &[u8]) {
         }
     }
     if let Some(h) = &peer {
-        receive(h, &mem, local_size, me, &items);
+        receive(h, &mem, local_size, &items);
     }
 }
 
@@ -159,7 +162,7 @@ fn round_trip(h: &PeerHeader, words: &[u64], size: usize, local_size: usize) {
 /// The transport's receive path (`ShmBtl::drain_queue`) through a peer's segment: what it
 /// reads and writes, in order. It mirrors that code, so a change of the segment format (how a
 /// fast box is found, say) changes both.
-fn receive(h: &PeerHeader, mem: &SparseMem, local_size: usize, me: usize, items: &[u64]) {
+fn receive(h: &PeerHeader, mem: &SparseMem, local_size: usize, items: &[u64]) {
     let l = &h.layout;
     let g = &l.geometry;
     let mut words = items.iter().copied();
@@ -174,9 +177,15 @@ fn receive(h: &PeerHeader, mem: &SparseMem, local_size: usize, me: usize, items:
         mem.store(off, words.next().unwrap_or(0), Relaxed);
         match decode_frag_word(mem.load(off, Relaxed), g.frag_size) {
             Some((len, _, kind::DATA)) => mem.check_view(off + FRAG_HEADER, len),
-            Some(_) => {
-                // The box carrying the owner's traffic to this rank.
-                let base = l.fbox(me);
+            Some((8, _, kind::FBOX_SETUP)) => {
+                // The set-up names the slot of the owner's pool that carries its traffic to
+                // this rank; the receiver takes it only below the header's slot count.
+                mem.store(off + FRAG_HEADER, words.next().unwrap_or(0), Relaxed);
+                let slot = mem.load(off + FRAG_HEADER, Relaxed);
+                if slot >= g.fbox_slots as u64 {
+                    continue;
+                }
+                let base = l.fbox(slot as usize);
                 assert!(
                     l.fbox_off <= base && base + fbox::footprint(g.fbox_size) <= l.frag_off,
                     "the fast box at {base} is outside the fast-box region of {l:?}"
@@ -195,7 +204,7 @@ fn receive(h: &PeerHeader, mem: &SparseMem, local_size: usize, me: usize, items:
                 }
                 cons.publish(mem);
             }
-            None => {}
+            Some(_) | None => {}
         }
         let back = FragRef {
             returning: true,
@@ -256,8 +265,10 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
         data_ref(0),
         frag_word(100, 9, kind::DATA),
         data_ref(7),
-        frag_word(0, 0, kind::FBOX_SETUP),
-        // A first fast-box entry: 24 bytes, tag 1, sequence 0.
+        frag_word(8, 0, kind::FBOX_SETUP),
+        // The slot of the owner's fast-box pool it names, then a first entry there: 24 bytes,
+        // tag 1, sequence 0.
+        1,
         24 | (1 << 32),
         FragRef {
             returning: true,
