@@ -172,7 +172,9 @@ pub fn segment_geometry(params: &Params, local_size: usize) -> Geometry {
         fbox_size: (params::FBOX_SIZE.get(params) as usize).next_power_of_two(),
         fbox_slots,
         frag_count,
-        frag_size: params::FRAG_SIZE.get(params) as usize,
+        // A fragment starts with a header word that is accessed atomically: a size that is not
+        // a multiple of 8 would misalign every other one, so it is rounded up.
+        frag_size: (params::FRAG_SIZE.get(params) as usize).next_multiple_of(8),
     }
 }
 
@@ -233,8 +235,8 @@ impl ShmBtl {
             format!("shm: rank {rank} is not among its node's ranks {node_ranks:?}")
         })?;
         let local_size = node_ranks.len();
-        let frag_size = params::FRAG_SIZE.get(params) as usize;
         let geometry = segment_geometry(params, local_size);
+        let frag_size = geometry.frag_size;
         let fifo_capacity = geometry.fifo_capacity;
         let layout = geometry.layout();
         let dir = PathBuf::from(params::DIR.get(params));
@@ -825,6 +827,28 @@ mod tests {
         btls.into_iter()
             .map(|b| Box::new(b) as Box<dyn Btl>)
             .collect()
+    }
+
+    #[test]
+    fn an_odd_fragment_size_keeps_every_fragment_aligned() {
+        // Four fragments in flight at once: with 5001-byte fragments unrounded, the second
+        // one's header word was misaligned and the first access to it panicked.
+        let mut eps = node(
+            2,
+            &[
+                ("KESTREL_SHM_FRAG_SIZE", "5001"),
+                ("KESTREL_SHM_FBOX_THRESHOLD", "1000"),
+            ],
+        );
+        for i in 0..4u8 {
+            eps[0].send(1, i, b"hdr", &[i; 5000 - 3]).unwrap();
+        }
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            eps[1].progress(&mut |m| got.push((m.am, m.data.len())));
+            eps[0].progress(&mut |_| {});
+        }
+        assert_eq!(got, (0..4u8).map(|i| (i, 5000)).collect::<Vec<_>>());
     }
 
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

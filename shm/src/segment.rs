@@ -228,6 +228,11 @@ pub fn read_header(mem: &impl SharedMem, local_size: usize) -> Result<PeerHeader
     if geometry.frag_count > 1 << 24 || geometry.frag_size > 1 << 30 {
         return bad("fragment geometry is out of range");
     }
+    // Every fragment starts with a header word loaded atomically: the fragment stride must
+    // keep the 8-byte alignment of the region.
+    if !geometry.frag_size.is_multiple_of(8) {
+        return bad("fragment size is not a multiple of 8 (misaligned fragment headers)");
+    }
     let layout = geometry.layout();
     let (fifo_off, fbox_off, frag_off, total) = (
         as_usize(w(4)),

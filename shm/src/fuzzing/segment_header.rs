@@ -308,6 +308,23 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("fragments_too_many", with_word(10, (1 << 24) + 1)),
         ("offsets_inconsistent", with_word(9, 12345)),
         ("pid_out_of_range", with_word(12, 1 << 40)),
+        (
+            "fragment_size_misaligned",
+            input(
+                2,
+                0,
+                geometry(2, 64, 256, 2, 4097),
+                &[
+                    FragRef {
+                        returning: false,
+                        owner: 1,
+                        index: 1,
+                    }
+                    .encode(),
+                    frag_word(8, 1, kind::DATA),
+                ],
+            ),
+        ),
     ]
 }
 
@@ -360,12 +377,10 @@ mod tests {
         fuzz_corpus::mutate_seeds(&seed_corpus(), 3000, 0x5E6, 160, tokens, fuzz_one);
     }
 
-    /// `read_header` accepts a fragment size that is not a multiple of 8, which puts the header
-    /// word of every other fragment off its alignment, and the receiver's first load of one
-    /// panics (`Mapping::word`). Run with `--ignored` once `read_header` refuses such sizes,
-    /// then add the input to the seed corpus as `fragment_size_misaligned`.
+    /// A fragment size that is not a multiple of 8 put the header word of every other fragment
+    /// off its alignment, and the receiver's first load of one panicked (`Mapping::word`):
+    /// `read_header` refuses such a size now (seed `fragment_size_misaligned`).
     #[test]
-    #[ignore = "shm/src/segment.rs: read_header does not yet refuse a misaligned fragment size"]
     fn a_misaligned_fragment_size_is_refused() {
         let g = geometry(2, 64, 256, 2, 4097);
         let second = FragRef {
