@@ -34,6 +34,24 @@ fn sigterm(child: &std::process::Child) {
     .unwrap();
 }
 
+/// SIGTERMs the launcher and waits at most 2 s for it; past that, kills it and every process
+/// carrying `mark` and fails the test.
+fn stop_within_two_seconds(
+    child: &mut std::process::Child,
+    mark: &str,
+) -> std::process::ExitStatus {
+    sigterm(child);
+    match wait_at_most(child, Duration::from_secs(2)) {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            kill_matching(mark);
+            panic!("kestrel-run did not stop within 2 s of SIGTERM");
+        }
+    }
+}
+
 fn stderr_of(child: &mut std::process::Child) -> String {
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
@@ -81,17 +99,7 @@ fn an_oversubscribed_giant_job_is_refused_on_a_limit_or_stopped_by_sigterm() {
     .unwrap();
     let status = match wait_at_most(&mut child, Duration::from_secs(1)) {
         Some(s) => s,
-        None => {
-            sigterm(&child);
-            let s = wait_at_most(&mut child, Duration::from_secs(2));
-            if s.is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-                kill_matching(&mark);
-                panic!("kestrel-run did not stop within 2 s of SIGTERM");
-            }
-            s.unwrap()
-        }
+        None => stop_within_two_seconds(&mut child, &mark),
     };
     let err = stderr_of(&mut child);
     assert!(!status.success(), "{err}");
@@ -127,13 +135,7 @@ fn sigterm_during_a_large_start_up_stops_it_within_two_seconds() {
     while processes_matching(&mark).len() < 20 && t.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    sigterm(&child);
-    let Some(status) = wait_at_most(&mut child, Duration::from_secs(2)) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        kill_matching(&mark);
-        panic!("kestrel-run did not stop within 2 s of SIGTERM during start-up");
-    };
+    let status = stop_within_two_seconds(&mut child, &mark);
     let err = stderr_of(&mut child);
     assert_eq!(status.code(), Some(143), "{err}");
     assert!(err.contains("interrupted by SIGTERM"), "{err}");

@@ -52,6 +52,25 @@ pub fn check_committed(dir: &Path, seeds: &[(&str, Vec<u8>)]) {
     }
 }
 
+/// The two tests every fuzz target's module has: the committed corpus in `$dir` equals
+/// `$seeds()` ([`check_committed`]) and every file of it replays through `$fuzz_one`
+/// ([`replay`]). Expands to two `#[test]` functions in the calling test module.
+#[macro_export]
+macro_rules! seed_corpus_tests {
+    ($dir:expr, $seeds:path, $fuzz_one:path) => {
+        #[test]
+        fn committed_seed_corpus_matches_the_generator() {
+            $crate::fuzz_corpus::check_committed(&$dir, &$seeds());
+        }
+
+        #[test]
+        fn corpus_replays_through_fuzz_one() {
+            let n = $crate::fuzz_corpus::replay(&$dir, $fuzz_one);
+            assert!(n >= $seeds().len());
+        }
+    };
+}
+
 /// Runs every file of `dir` through `fuzz_one` and returns how many there were. A panic (a
 /// violated property) is re-raised after naming the file, so a failure says which input to
 /// run the fuzz target on.

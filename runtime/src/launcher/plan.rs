@@ -167,6 +167,27 @@ mod tests {
     use super::*;
     use crate::launcher::args::{AppContext, Bind};
 
+    /// A command line running `x` with `np` ranks on `hosts`, everything else by default.
+    fn options(np: Option<u32>, hosts: HostSource) -> LaunchOptions {
+        LaunchOptions {
+            np,
+            hosts,
+            oversubscribe: false,
+            mca: vec![],
+            env: vec![],
+            bind: Bind::Auto,
+            tag_output: false,
+            timeout: None,
+            timeout_stacks: false,
+            launch_agent: None,
+            program: "x".into(),
+            args: vec![],
+            more_apps: vec![],
+            wdir: None,
+            job_id: None,
+        }
+    }
+
     fn hp(ranks: &[u32]) -> HostPlan {
         HostPlan {
             name: "h".into(),
@@ -187,23 +208,7 @@ mod tests {
 
     #[test]
     fn plans_follow_slots_and_slurm() {
-        let mut opts = LaunchOptions {
-            np: Some(3),
-            hosts: HostSource::List("a:2,b:2".into()),
-            oversubscribe: false,
-            mca: vec![],
-            env: vec![],
-            bind: Bind::None,
-            tag_output: false,
-            timeout: None,
-            timeout_stacks: false,
-            launch_agent: None,
-            program: "x".into(),
-            args: vec![],
-            more_apps: vec![],
-            wdir: None,
-            job_id: None,
-        };
+        let mut opts = options(Some(3), HostSource::List("a:2,b:2".into()));
         let p = plan(&opts, &|_| None).unwrap();
         assert_eq!(
             p.hosts.iter().map(|h| h.ranks.clone()).collect::<Vec<_>>(),
@@ -243,23 +248,7 @@ mod tests {
     #[test]
     fn this_host_has_a_slot_per_core() {
         let cores = available_cpus().len() as u32;
-        let mut opts = LaunchOptions {
-            np: Some(cores + 1),
-            hosts: HostSource::Default,
-            oversubscribe: false,
-            mca: vec![],
-            env: vec![],
-            bind: Bind::Auto,
-            tag_output: false,
-            timeout: None,
-            timeout_stacks: false,
-            launch_agent: None,
-            program: "x".into(),
-            args: vec![],
-            more_apps: vec![],
-            wdir: None,
-            job_id: None,
-        };
+        let mut opts = options(Some(cores + 1), HostSource::Default);
         let e = plan(&opts, &|_| None).unwrap_err();
         assert!(
             e.contains(&format!("{} ranks requested", cores + 1))

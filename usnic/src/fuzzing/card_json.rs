@@ -265,16 +265,7 @@ mod tests {
     use super::*;
     use kestrel_transport::fuzz_corpus;
 
-    #[test]
-    fn committed_seed_corpus_matches_the_generator() {
-        fuzz_corpus::check_committed(&super::super::corpus_dir(TARGET), &seed_corpus());
-    }
-
-    #[test]
-    fn corpus_replays_through_fuzz_one() {
-        let n = fuzz_corpus::replay(&super::super::corpus_dir(TARGET), fuzz_one);
-        assert!(n >= seed_corpus().len());
-    }
+    kestrel_transport::seed_corpus_tests!(super::super::corpus_dir(TARGET), seed_corpus, fuzz_one);
 
     #[test]
     fn seeds_parse_or_fail_as_named() {
