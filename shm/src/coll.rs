@@ -54,6 +54,9 @@ const SINGLE_COPY_CHUNK: usize = 64 << 10;
 
 /// Spins of a wait between calls of the stall hook (the first after a few milliseconds).
 const STALL_SPINS: u32 = 1 << 14;
+/// Spins between two calls of the stall hook once a wait has stalled (each a clock read in the
+/// hook; the record is rewritten at most every 500 ms).
+const STALL_TICK: u32 = 1 << 10;
 
 /// Sizes of a collective segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +96,7 @@ pub struct CollSegment {
     fragments: u64,
     flat_gen: u64,
     spin_yield: bool,
-    /// Called when a wait has spun [`STALL_SPINS`] times, and again every as many spins.
+    /// Called when a wait has spun [`STALL_SPINS`] times, then every [`STALL_TICK`] spins.
     stall_hook: Option<kestrel_transport::node_coll::StallHook>,
     scratch: Vec<u8>,
     /// Every member may read and write every other member's memory (process_vm_readv/writev).
@@ -228,7 +231,7 @@ impl CollSegment {
         while self.map.load(off, Acquire) < at_least {
             spins = spins.saturating_add(1);
             // Saturated after hours of waiting: then every poll asks (the board throttles by time).
-            if spins.is_multiple_of(STALL_SPINS) || spins == u32::MAX {
+            if (spins >= STALL_SPINS && spins.is_multiple_of(STALL_TICK)) || spins == u32::MAX {
                 if let Some(hook) = self.stall_hook {
                     hook(if spins == STALL_SPINS {
                         Stall::Began

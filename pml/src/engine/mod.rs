@@ -355,8 +355,12 @@ pub(crate) use kestrel_transport::set::NO_ROUTE;
 
 /// Empty polls after which even a rank with a core of its own starts yielding.
 const LONG_IDLE: u32 = 20_000;
-/// Idle steps of a wait between two calls of the stall note (the rank's wait record).
+/// Idle steps of a wait before it counts as stalled (the rank's wait record is written).
 const STALL_STEPS: u32 = 1 << 14;
+/// Once a wait has stalled, idle steps between two heartbeat checks of its wait record (a
+/// clock read; the record is rewritten at most every 500 ms): frequent enough that a loaded
+/// machine, where each step yields for long, still keeps the record fresh.
+const STALL_TICK: u32 = 1 << 10;
 
 /// Empty polls before a busy wait starts pausing between polls.
 const PAUSE_AFTER: u32 = 1_000;

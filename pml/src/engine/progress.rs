@@ -23,7 +23,7 @@ impl Engine {
         *idle = idle.saturating_add(1);
         // A wait idle this long is a stall: keep the rank's wait record (hang reports). Once
         // saturated (hours), every step asks; the record throttles by time.
-        if idle.is_multiple_of(STALL_STEPS) || *idle == u32::MAX {
+        if (*idle >= STALL_STEPS && idle.is_multiple_of(STALL_TICK)) || *idle == u32::MAX {
             self.note_stall(*idle == STALL_STEPS);
         }
         // Oversubscribed ranks yield soon; the others only after a long idle stretch, which
