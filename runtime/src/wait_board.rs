@@ -97,19 +97,30 @@ pub fn stalled(first: bool, describe: impl FnOnce() -> String) {
     } else if now.saturating_sub(board.written_ns) < HEARTBEAT.as_nanos() as u64 {
         return;
     }
-    let record = WaitRecord {
-        pid: std::process::id(),
-        rank: board.rank,
-        since_ns: board.since_ns,
-        heartbeat_ns: now,
-        waiting: describe(),
-    };
-    if board.file.write_all_at(&record.encode(), 0).is_err() {
+    let waiting = describe();
+    if !board.write(now, waiting) {
         // A full or removed directory: stop trying.
         *guard = None;
-        return;
     }
-    board.written_ns = now;
+}
+
+impl Board {
+    /// Writes the record (the stall's start as kept, `now` as the heartbeat); false if the
+    /// file cannot be written.
+    fn write(&mut self, now: u64, waiting: String) -> bool {
+        let record = WaitRecord {
+            pid: std::process::id(),
+            rank: self.rank,
+            since_ns: self.since_ns,
+            heartbeat_ns: now,
+            waiting,
+        };
+        if self.file.write_all_at(&record.encode(), 0).is_err() {
+            return false;
+        }
+        self.written_ns = now;
+        true
+    }
 }
 
 /// The stalled wait ended (something arrived, or the fence returned): the record says so,
@@ -123,19 +134,9 @@ pub fn resumed() {
         return;
     }
     board.since_ns = 0;
-    let now = monotonic_ns();
-    let record = WaitRecord {
-        pid: std::process::id(),
-        rank: board.rank,
-        since_ns: 0,
-        heartbeat_ns: now,
-        waiting: String::new(),
-    };
-    if board.file.write_all_at(&record.encode(), 0).is_err() {
+    if !board.write(monotonic_ns(), String::new()) {
         *guard = None;
-        return;
     }
-    board.written_ns = now;
 }
 
 /// Names the node-local collective this thread enters (two stores; read only on a stall).
