@@ -1,7 +1,8 @@
 //! Misbehaving ranks for the launcher's failure tests: `fail abort CODE` (rank 1 aborts the
 //! job), `fail early-exit` (rank 1 leaves without finalizing while the others wait in a
 //! barrier), `fail spin` (every rank runs barriers forever, through the node's collective
-//! segment: for tests that kill the launcher), `fail stop` (rank 1 stops itself with SIGSTOP
+//! segment, and rank 0 prints `fail: spinning on N ranks` after the first: for tests that kill
+//! the launcher), `fail stop` (rank 1 stops itself with SIGSTOP
 //! before it sends rank 0 the message rank 0 waits for; the others wait in a barrier: for hang
 //! reports; a SIGCONT lets the job finish).
 
@@ -42,11 +43,22 @@ fn main() {
             }
             world.barrier();
         }
-        "spin" => loop {
+        "spin" => {
             if u.barrier().is_err() {
                 std::process::exit(3);
             }
-        },
+            if rank == 0 {
+                // Start-up is over on every rank: tests wait for this line.
+                println!("fail: spinning on {} ranks", u.size());
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+            }
+            loop {
+                if u.barrier().is_err() {
+                    std::process::exit(3);
+                }
+            }
+        }
         other => {
             eprintln!("fail: unknown mode '{other}' (abort CODE | early-exit | spin | stop)");
             std::process::exit(2);

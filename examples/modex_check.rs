@@ -1,5 +1,6 @@
 //! Self-checking modex exercise: every rank publishes blobs of several sizes (including ones
-//! that need several PMI values), reads every other rank's, runs allgathers and barriers, and
+//! that need several PMI values), reads every other rank's, runs allgathers and barriers (checking that no rank leaves a barrier
+//! before the last one arrived), and
 //! checks the node layout against `KESTREL_EXPECT_NODES` (comma list of node ids by rank) when
 //! given. Exits non-zero on the first mismatch.
 
@@ -54,6 +55,37 @@ fn main() {
             fail(format!("allgather round {round} gave {all:?}"));
         }
         rt.barrier().unwrap_or_else(|e| fail(e.to_string()));
+    }
+    // A barrier waits for the last rank: the last one arrives 200 ms late, and no rank may
+    // leave before it arrived (hydra's PMI-2 fence alone let ranks through at once). Times
+    // are compared across ranks: they share a clock on one host and across network
+    // namespaces.
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    };
+    if rank == size - 1 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let arrived = now_ns();
+    rt.barrier().unwrap_or_else(|e| fail(e.to_string()));
+    let left = now_ns();
+    let arrivals = rt
+        .allgather(&arrived.to_le_bytes())
+        .unwrap_or_else(|e| fail(e.to_string()));
+    let last = arrivals
+        .iter()
+        .filter_map(|b| <[u8; 8]>::try_from(&b[..]).ok())
+        .map(u64::from_le_bytes)
+        .max()
+        .unwrap_or(0);
+    if left < last {
+        fail(format!(
+            "left the barrier {} us before the last rank arrived",
+            (last - left) / 1000
+        ));
     }
     let nodes = rt
         .node_ids()

@@ -11,56 +11,12 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 
 use kestrel_transport::btl::{Btl, Incoming, Limits, RemoteRegion, SendError};
-use kestrel_transport::codec::{Reader, Writer};
 use kestrel_transport::params::Params;
 
+pub use crate::card::ShmCard;
 use crate::mem::{Mapping, SharedMem};
 use crate::segment::{self, kind, FragRef, Geometry, Layout, PeerHeader};
 use crate::{cma, fbox, fifo, params};
-
-/// What a rank publishes so local peers can find its segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShmCard {
-    /// The owner's local rank.
-    pub local_rank: u32,
-    /// Path of the segment file.
-    pub path: String,
-}
-
-/// Version byte of [`ShmCard`]'s encoding.
-const CARD_VERSION: u8 = 2;
-
-impl ShmCard {
-    /// Version, local rank, segment path (the project's one codec).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new();
-        w.u8(CARD_VERSION).u32(self.local_rank).string(&self.path);
-        w.into_vec()
-    }
-
-    /// Checked decoding of a peer's card.
-    pub fn decode(bytes: &[u8]) -> Result<ShmCard, String> {
-        let mut r = Reader::new(bytes, "shm card");
-        let card = (|| {
-            let version = r.u8("version")?;
-            if version != CARD_VERSION {
-                return Err(r.error(
-                    "version",
-                    "not this Kestrel's shm card (mixed Kestrel versions?)",
-                ));
-            }
-            let local_rank = r.u32("local rank")?;
-            let path = r.string("segment path")?;
-            if !path.starts_with('/') || path.contains('\0') {
-                return Err(r.error("segment path", "not an absolute path"));
-            }
-            Ok(ShmCard { local_rank, path })
-        })();
-        let card = card.map_err(|e| format!("shm: {e}"))?;
-        r.finish("card").map_err(|e| format!("shm: {e}"))?;
-        Ok(card)
-    }
-}
 
 /// Single-copy policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,7 +268,25 @@ impl ShmBtl {
             ));
         }
         self.cards[local] = Some(card.path.clone());
-        Ok(())
+        // Mapped now, not at the first message: once every peer has mapped a segment its name
+        // is removed, so a job killed outright (SIGKILL of mpiexec or srun, whose ranks get no
+        // chance to clean up) leaves no file once start-up is over.
+        self.attach(local)
+    }
+
+    /// Tells this process's segment how many local peers will map it (those whose cards
+    /// [`ShmBtl::add_peer`] was given: the transport set hands cards symmetrically), once,
+    /// after the last `add_peer`. The segment's name is removed as soon as all of them have
+    /// mapped it, by whichever of them or this call comes last.
+    pub fn expect_attaches(&mut self, peers: usize) {
+        let before = self.me.fetch_add(
+            segment::ATTACH_COUNT,
+            segment::ATTACH_DONE - peers as u64,
+            Relaxed,
+        );
+        if before + segment::ATTACH_DONE - peers as u64 == segment::ATTACH_DONE {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 
     /// Messages from peers that were malformed and dropped (a sign of memory corruption).
@@ -350,10 +324,9 @@ impl ShmBtl {
                 header.owner
             ));
         }
-        // The last peer to attach removes the name: from then on nothing is left in the
-        // directory even if every process of the job is killed.
-        let attached = map.fetch_add(segment::ATTACH_COUNT, 1, Relaxed) + 1;
-        if attached as usize == self.globals.len() - 1 {
+        // The last of the expected mappers removes the name (see `expect_attaches`): from then
+        // on nothing is left in the directory even if every process of the job is killed.
+        if map.fetch_add(segment::ATTACH_COUNT, 1, Relaxed) + 1 == segment::ATTACH_DONE {
             let _ = std::fs::remove_file(&path);
         }
         let cma = match self.single_copy {
@@ -823,6 +796,7 @@ mod tests {
                     b.add_peer(r as u32, c).unwrap();
                 }
             }
+            b.expect_attaches(n as usize - 1);
         }
         btls.into_iter()
             .map(|b| Box::new(b) as Box<dyn Btl>)
@@ -932,36 +906,9 @@ mod tests {
     }
 
     #[test]
-    fn cards_decode_strictly() {
-        let c = ShmCard {
-            local_rank: 2,
-            path: "/dev/shm/kestrel.x.shm.5".into(),
-        };
-        let bytes = c.encode();
-        assert_eq!(ShmCard::decode(&bytes).unwrap(), c);
-        for cut in 0..bytes.len() {
-            assert!(ShmCard::decode(&bytes[..cut]).is_err(), "cut at {cut}");
-        }
-        let mut old = bytes.clone();
-        old[0] = 1;
-        assert!(ShmCard::decode(&old).unwrap_err().contains("version"));
-        let relative = ShmCard {
-            local_rank: 0,
-            path: "relative".into(),
-        };
-        assert!(ShmCard::decode(&relative.encode())
-            .unwrap_err()
-            .contains("absolute"));
-        let mut trailing = bytes;
-        trailing.push(0);
-        assert!(ShmCard::decode(&trailing).unwrap_err().contains("trailing"));
-    }
-
-    #[test]
-    fn segments_are_unlinked_once_every_peer_attached() {
+    fn segments_are_unlinked_once_every_expected_peer_mapped_them() {
         // A job of its own: other tests of this process create segments concurrently.
         let job = format!("unlink{}", std::process::id());
-        let mut eps = node_of_job(3, &[], &job);
         let names = || -> usize {
             std::fs::read_dir("/dev/shm")
                 .unwrap()
@@ -973,19 +920,46 @@ mod tests {
                 })
                 .count()
         };
-        let before = names();
-        assert_eq!(before, 3);
-        for a in 0..3u32 {
-            for b in 0..3u32 {
-                if a != b {
-                    eps[a as usize].send(b, 1, b"x", b"").unwrap();
-                }
-            }
-        }
+        let p = params(&[]);
+        let ranks = [0u32, 1, 2];
+        let made: Vec<(ShmBtl, ShmCard)> = ranks
+            .iter()
+            .map(|&r| ShmBtl::new(&p, r, &ranks, &job).unwrap())
+            .collect();
+        let (mut btls, cards): (Vec<ShmBtl>, Vec<ShmCard>) = made.into_iter().unzip();
+        assert_eq!(names(), 3);
+        // Rank 0 maps both peers and says it expects 2 mappers before anyone mapped it.
+        btls[0].add_peer(1, &cards[1]).unwrap();
+        btls[0].add_peer(2, &cards[2]).unwrap();
+        btls[0].expect_attaches(2);
+        assert_eq!(names(), 3, "nobody has mapped every segment yet");
+        // Rank 1 maps both (its own count arrives before its expectation)...
+        btls[1].add_peer(0, &cards[0]).unwrap();
+        btls[1].add_peer(2, &cards[2]).unwrap();
+        assert_eq!(names(), 3, "rank 0's segment still lacks rank 2");
+        btls[1].expect_attaches(2);
+        // ...and rank 2's first mapping completes rank 0's count, its last its own
+        // expectation rank 1's.
+        btls[2].add_peer(0, &cards[0]).unwrap();
+        assert_eq!(names(), 2, "rank 0's segment has all its mappers");
+        btls[2].add_peer(1, &cards[1]).unwrap();
+        assert_eq!(names(), 1, "rank 1's segment has all its mappers");
+        btls[2].expect_attaches(2);
         assert_eq!(
             names(),
-            before - 3,
-            "every segment should be unlinked after all peers attached"
+            0,
+            "every segment is unlinked once start-up is over"
         );
+        // The mappings still carry traffic.
+        let mut eps: Vec<Box<dyn Btl>> = btls
+            .into_iter()
+            .map(|b| Box::new(b) as Box<dyn Btl>)
+            .collect();
+        eps[2].send(0, 1, b"x", b"").unwrap();
+        let mut got = 0;
+        for _ in 0..100 {
+            eps[0].progress(&mut |_| got += 1);
+        }
+        assert_eq!(got, 1);
     }
 }

@@ -56,7 +56,12 @@ impl Module for ShmBtl {
         self.own_card().encode()
     }
     fn add_peers(&mut self, _key: u64, cards: &[PeerCard<'_>]) -> Vec<Result<(), String>> {
-        (0..cards.len() as u32)
+        // The peers that map this segment are those this process maps: both ends of a pair on
+        // one node get each other's card or both skip the pair.
+        let mappers = (0..cards.len() as u32)
+            .filter(|&p| self.is_local(p) && matches!(cards[p as usize], PeerCard::Card(_)))
+            .count();
+        let results = (0..cards.len() as u32)
             .map(|p| {
                 if !self.is_local(p) {
                     return Err("other node".to_string());
@@ -75,7 +80,9 @@ impl Module for ShmBtl {
                     ShmCard::decode(bytes).map_err(|e| format!("card of process {p}: {e}"))?;
                 self.add_peer(p, &card)
             })
-            .collect()
+            .collect();
+        self.expect_attaches(mappers);
+        results
     }
 }
 

@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod btl;
+pub mod card;
 pub mod cma;
 pub mod coll;
 pub mod component;

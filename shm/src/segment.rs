@@ -5,7 +5,7 @@
 //!
 //! | region | offset | size | owner writes | peers write |
 //! |---|---|---|---|---|
-//! | header | 0 | 256 | all fields at creation | `attach_count`, `fbox_available` (atomic RMW) |
+//! | header | 0 | 256 | all fields at creation; `attach_count` once after the modex (atomic RMW) | `attach_count`, `fbox_available` (atomic RMW) |
 //! | receive queue | `fifo_off` | [`fifo::footprint`] | consumer state | producers (see `fifo`) |
 //! | fast boxes | `fbox_off` | `fbox_slots` × [`fbox::footprint`] | a box it set up carries owner → the one peer it named in the set-up fragment | that peer writes `consumed` of its box |
 //! | fragments | `frag_off` | `frag_count` × (64 + `frag_size`) | header and payload of a fragment it owns | nothing |
@@ -13,9 +13,11 @@
 //! Header words (u64 at 8·k): 0 magic, 1 version, 2 owner local rank, 3 total size,
 //! 4 fifo_off, 5 fifo capacity, 6 fbox_off, 7 fbox ring size, 8 local size, 9 frag_off,
 //! 10 frag count, 11 frag size, 12 owner pid, 13 single-copy probe address,
-//! 14 `attach_count` (peers add 1 after mapping; the one that completes the count unlinks the
-//! file), 15 `fbox_available` (receivers' budget of incoming fast boxes, decremented by a
-//! sender that sets one up), 16 `fbox_slots` (outgoing fast boxes the owner may set up, at most
+//! 14 `attach_count` (each peer adds 1 after mapping; the owner adds [`ATTACH_DONE`] minus the
+//! number of peers that will map it once the modex told it; the addition that makes the word
+//! exactly [`ATTACH_DONE`] is the last one, and its maker unlinks the file), 15
+//! `fbox_available` (receivers' budget of incoming fast boxes, decremented by a sender that
+//! sets one up), 16 `fbox_slots` (outgoing fast boxes the owner may set up, at most
 //! `shm_fbox_max` and one per peer). Everything except words 14-15 is written once before the
 //! segment's name is published, so peers read it with plain loads after the PMI fence.
 //!
@@ -38,11 +40,15 @@ use crate::mem::{Mapping, SharedMem};
 use crate::{fbox, fifo};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"KSTRLSHM");
-const VERSION: u64 = 2;
+/// 3: `attach_count` counts towards [`ATTACH_DONE`] (2 compared it with the node's size).
+const VERSION: u64 = 3;
 /// Bytes of the segment header.
 pub const HEADER: usize = 256;
 /// Offset of `attach_count`.
 pub const ATTACH_COUNT: usize = 14 * 8;
+/// The value of `attach_count` when every expected peer mapped the segment and the owner said
+/// how many to expect (no count of peers reaches it alone: a node has fewer than 2^32 ranks).
+pub const ATTACH_DONE: u64 = 1 << 32;
 /// Offset of `fbox_available`.
 pub const FBOX_AVAILABLE: usize = 15 * 8;
 /// Offset of `fbox_slots`.

@@ -217,3 +217,31 @@ pub fn marker(tag: &str) -> String {
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!("kt-{tag}-{}-{n}", std::process::id())
 }
+
+/// Starts `cmd` (with its stdout piped) as a `fail spin` job and waits until its rank 0 says
+/// start-up is over (`fail: spinning on N ranks`). On a deadline or an early end it kills the
+/// job's processes (those mentioning `mark`) and panics with what it saw.
+pub fn start_spinning(mut cmd: Command, mark: &str, deadline: Duration) -> std::process::Child {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the spinning job");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("fail: spinning on ") && tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    if rx.recv_timeout(deadline).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_matching(mark);
+        panic!("the spinning job ({mark}) did not report its start within {deadline:?}");
+    }
+    child
+}

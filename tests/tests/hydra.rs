@@ -85,3 +85,42 @@ fn mpich_built_program_runs_under_kestrel_run() {
         out.show()
     );
 }
+
+#[test]
+fn a_killed_mpiexec_leaves_no_rank_and_no_segment() {
+    // Hydra's proxy SIGKILLs the ranks when mpiexec dies, so they cannot clean up then: they
+    // removed their segments' names once every peer had mapped them, at the end of start-up.
+    let mark = marker("hydra-kill");
+    let mut cmd = mpiexec("pmi2", false, 4, &example("fail"));
+    cmd.args(["spin", &mark])
+        .stderr(std::process::Stdio::null());
+    let mut child = start_spinning(cmd, &mark, DEADLINE);
+    // Hydra names the job's key-value space after mpiexec's pid, and the ranks their files
+    // after the key-value space.
+    let ours = format!("kestrel.kvs_{}_", child.id());
+    let files = || -> Vec<String> {
+        job_files()
+            .into_iter()
+            .filter(|f| f.contains(&ours))
+            .collect()
+    };
+    let running = files();
+    let mpiexec_pid = child.id();
+    let ranks = processes_matching(&mark)
+        .into_iter()
+        .filter(|&p| p != mpiexec_pid)
+        .count();
+    child.kill().expect("SIGKILL mpiexec");
+    let _ = child.wait();
+    let killed = std::time::Instant::now();
+    while !processes_matching(&mark).is_empty() && killed.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survivors = processes_matching(&mark);
+    kill_matching(&mark);
+    let left = files();
+    assert_eq!(ranks, 4, "the job's ranks while it ran");
+    assert!(running.is_empty(), "files while the job ran: {running:?}");
+    assert!(survivors.is_empty(), "ranks survived mpiexec's SIGKILL");
+    assert!(left.is_empty(), "files after mpiexec's SIGKILL: {left:?}");
+}

@@ -637,11 +637,11 @@ fn files_of(job: &str) -> Vec<String> {
         .collect()
 }
 
-/// Starts `n` ranks of `fail spin` as job `job` (stderr piped) and waits until every rank has
-/// its segment and the session directory exists.
+/// Starts `n` ranks of `fail spin` as job `job` (stderr piped) and waits until start-up is
+/// over on every rank.
 fn start_spinning_job(n: usize, job: &str, mark: &str) -> std::process::Child {
     let n_text = n.to_string();
-    let mut child = kestrel_run(&[
+    let mut cmd = kestrel_run(&[
         "--oversubscribe",
         "-n",
         &n_text,
@@ -650,20 +650,9 @@ fn start_spinning_job(n: usize, job: &str, mark: &str) -> std::process::Child {
         &example("fail").display().to_string(),
         "spin",
         mark,
-    ])
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("start kestrel-run");
-    let start = std::time::Instant::now();
-    while files_of(job).len() < n + 1 {
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("job {job} did not start: {:?}", files_of(job));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
+    ]);
+    cmd.stderr(std::process::Stdio::piped());
+    start_spinning(cmd, mark, Duration::from_secs(20))
 }
 
 #[test]
@@ -671,6 +660,14 @@ fn a_launcher_killed_by_sigkill_leaves_no_rank_segment_or_session_directory() {
     let mark = marker("sigkill");
     let job = mark.replace('.', "-");
     let mut child = start_spinning_job(4, &job, &mark);
+    // The ranks removed their segments' names once every peer had mapped them: only the
+    // session directory is left for the launcher's guard.
+    let session = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    assert_eq!(
+        files_of(&job),
+        vec![format!("{session}/kestrel.{job}.h0")],
+        "after start-up"
+    );
     child.kill().expect("SIGKILL the launcher");
     let _ = child.wait();
     let killed = std::time::Instant::now();
@@ -718,6 +715,31 @@ fn cleanup_removes_what_dead_jobs_left_and_nothing_of_live_ones() {
     let live = format!("{mark}-live");
     let dead = format!("{mark}-dead");
     let mut job = start_spinning_job(2, &live, &mark);
+    // The live job's own segments lost their names once start-up was over; a segment of it
+    // that a live process maps (this test process) must survive the sweep as its session
+    // directory must.
+    let mapped_segment = format!("/dev/shm/kestrel.{live}.shm.mapped");
+    let mapped_file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&mapped_segment)
+        .unwrap();
+    mapped_file.set_len(4096).unwrap();
+    let page = std::num::NonZeroUsize::new(4096).unwrap();
+    // SAFETY: a fresh private mapping of a 4096-byte file this test owns; nothing reads or
+    // writes through it, and it is unmapped below before the file is removed.
+    let mapping = unsafe {
+        nix::sys::mman::mmap(
+            None,
+            page,
+            nix::sys::mman::ProtFlags::PROT_READ,
+            nix::sys::mman::MapFlags::MAP_SHARED,
+            &mapped_file,
+            0,
+        )
+    }
+    .expect("map the live job's segment");
     // What a dead job left: a segment nobody maps and a session directory whose owner is gone
     // (a pid that has exited), both older than the sweep's minimum age; and a fresh segment.
     let gone = {
@@ -745,6 +767,9 @@ fn cleanup_removes_what_dead_jobs_left_and_nothing_of_live_ones() {
     assert!(ok, "touch -d");
     let out = run(kestrel_run(&["--cleanup"]), DEADLINE);
     let live_left = files_of(&live);
+    // SAFETY: the mapping made above, of `page` bytes, used by nothing else.
+    let _ = unsafe { nix::sys::mman::munmap(mapping, page.get()) };
+    let _ = std::fs::remove_file(&mapped_segment);
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(job.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -768,7 +793,11 @@ fn cleanup_removes_what_dead_jobs_left_and_nothing_of_live_ones() {
         "a segment younger than the minimum age was removed"
     );
     assert!(
-        live_left.len() >= 3 && !out.stdout.contains(&live),
+        live_left.contains(&mapped_segment)
+            && live_left
+                .iter()
+                .any(|f| f.ends_with(&format!("kestrel.{live}.h0")))
+            && !out.stdout.contains(&live),
         "the live job lost files: {live_left:?}\n{}",
         out.show()
     );

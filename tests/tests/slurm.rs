@@ -114,6 +114,29 @@ fn direct_launch_with_srun_pmi2() {
     while !cluster.job_files().is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert!(
+        cluster.job_files().is_empty(),
+        "the epilog left {:?}",
+        cluster.job_files()
+    );
+
+    // Ranks remove their segments' names once start-up is over, so an srun killed outright
+    // (its step's tasks are killed with it) leaves nothing even before the epilog runs.
+    let mut c = srun("fail", &["spin"]);
+    c.stderr(std::process::Stdio::null());
+    let mut job = start_spinning(c, &mark, DEADLINE);
+    let running = cluster.job_files();
+    job.kill().expect("SIGKILL srun");
+    let _ = job.wait();
+    let killed = std::time::Instant::now();
+    while !processes_matching(&mark).is_empty() && killed.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(running.is_empty(), "files while the job ran: {running:?}");
+    assert!(
+        processes_matching(&mark).is_empty(),
+        "ranks outlived srun by 20 s"
+    );
     assert_clean(cluster, &mark);
 }
 

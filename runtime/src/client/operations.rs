@@ -10,6 +10,9 @@ use super::wire_client::WireClient;
 use super::{spawn_command, PmiClient, PmiError, SpawnRequest};
 use crate::wire::{Command, Framing};
 
+/// A key no rank puts: the PMI-2 fence ends with a get of it (see [`PmiClient::fence`]).
+const FENCE_SYNC_KEY: &str = "kestrel-fence-sync";
+
 impl PmiClient for WireClient {
     fn kind(&self) -> &'static str {
         match self.framing {
@@ -55,8 +58,18 @@ impl PmiClient for WireClient {
 
     fn fence(&mut self) -> Result<(), PmiError> {
         match self.framing {
-            Framing::V1 => self.call("fence", Command::new("barrier_in"), "barrier_out")?,
-            Framing::V2 => self.call("fence", Command::new("kvs-fence"), "kvs-fence-response")?,
+            Framing::V1 => {
+                self.call("fence", Command::new("barrier_in"), "barrier_out")?;
+            }
+            Framing::V2 => {
+                self.call("fence", Command::new("kvs-fence"), "kvs-fence-response")?;
+                // Hydra answers kvs-fence at once: its fence only orders puts before gets, so
+                // ranks would leave it before the last one arrived (every MPI_Finalize and
+                // runtime barrier would not be one). It holds back a get of a missing key
+                // until every rank has fenced, so such a get makes the fence the barrier the
+                // trait promises. Slurm's and our servers fence for real and answer it at once.
+                self.get(self.rank, FENCE_SYNC_KEY)?;
+            }
         };
         Ok(())
     }

@@ -168,6 +168,12 @@ fn pmi2_handshake_as_slurms_plugin_wants_it() {
             v2("cmd=job-getid-response;rc=0;jobid=12.0;"),
         ),
         ("v2:cmd=kvs-fence;", v2("cmd=kvs-fence-response;rc=0;")),
+        // The fence ends with a get of a key nobody puts (hydra holds it back until every
+        // rank has fenced).
+        (
+            "v2:cmd=kvs-get;jobid=12.0;srcid=1;key=kestrel-fence-sync;",
+            v2("cmd=kvs-get-response;rc=0;found=FALSE;"),
+        ),
         ("v2:cmd=finalize;", v2("cmd=finalize-response;rc=0;")),
     ]);
     let mut c = WireClient::over_stream(
