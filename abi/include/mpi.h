@@ -1313,6 +1313,117 @@ KESTREL_MPI_FN(int, T_category_changed, (int *update_number));
 
 /* ---- Not implemented ------------------------------------------------------------------ */
 
+/* One-sided communication. */
+#define MPI_WIN_BASE 0x66000001
+#define MPI_WIN_SIZE 0x66000003
+#define MPI_WIN_DISP_UNIT 0x66000005
+#define MPI_WIN_CREATE_FLAVOR 0x66000007
+#define MPI_WIN_MODEL 0x66000009
+enum MPI_Win_create_flavor {
+    MPI_WIN_FLAVOR_CREATE = 1,
+    MPI_WIN_FLAVOR_ALLOCATE = 2,
+    MPI_WIN_FLAVOR_DYNAMIC = 3,
+    MPI_WIN_FLAVOR_SHARED = 4
+};
+enum MPI_Win_model { MPI_WIN_SEPARATE = 1, MPI_WIN_UNIFIED = 2 };
+#define MPI_LOCK_EXCLUSIVE 234
+#define MPI_LOCK_SHARED 235
+#define MPI_MODE_NOCHECK 1024
+#define MPI_MODE_NOSTORE 2048
+#define MPI_MODE_NOPUT 4096
+#define MPI_MODE_NOPRECEDE 8192
+#define MPI_MODE_NOSUCCEED 16384
+typedef int(MPI_Win_copy_attr_function)(MPI_Win oldwin, int win_keyval, void *extra_state,
+                                         void *attribute_val_in, void *attribute_val_out,
+                                         int *flag);
+typedef int(MPI_Win_delete_attr_function)(MPI_Win win, int win_keyval, void *attribute_val,
+                                           void *extra_state);
+typedef void(MPI_Win_errhandler_function)(MPI_Win *win, int *errcode, ...);
+typedef MPI_Win_errhandler_function MPI_Win_errhandler_fn;
+#define MPI_WIN_NULL_COPY_FN ((MPI_Win_copy_attr_function *)0)
+#define MPI_WIN_NULL_DELETE_FN ((MPI_Win_delete_attr_function *)0)
+#define MPI_WIN_DUP_FN ((MPI_Win_copy_attr_function *)MPI_DUP_FN)
+
+KESTREL_MPI_FN(int, Win_create,
+               (void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win));
+KESTREL_MPI_FN(int, Win_create_c,
+               (void *base, MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win));
+KESTREL_MPI_FN(int, Win_allocate,
+               (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win));
+KESTREL_MPI_FN(int, Win_allocate_c,
+               (MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win));
+KESTREL_MPI_FN(int, Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win));
+KESTREL_MPI_FN(int, Win_attach, (MPI_Win win, void *base, MPI_Aint size));
+KESTREL_MPI_FN(int, Win_detach, (MPI_Win win, const void *base));
+KESTREL_MPI_FN(int, Win_free, (MPI_Win *win));
+KESTREL_MPI_FN(int, Put,
+               (const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win));
+KESTREL_MPI_FN(int, Put_c,
+               (const void *origin_addr, MPI_Count origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, MPI_Count target_count, MPI_Datatype target_datatype, MPI_Win win));
+KESTREL_MPI_FN(int, Get,
+               (void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win));
+KESTREL_MPI_FN(int, Get_c,
+               (void *origin_addr, MPI_Count origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, MPI_Count target_count, MPI_Datatype target_datatype, MPI_Win win));
+KESTREL_MPI_FN(int, Accumulate,
+               (const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win));
+KESTREL_MPI_FN(int, Accumulate_c,
+               (const void *origin_addr, MPI_Count origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, MPI_Count target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win));
+KESTREL_MPI_FN(int, Get_accumulate,
+               (const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr, int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win));
+KESTREL_MPI_FN(int, Get_accumulate_c,
+               (const void *origin_addr, MPI_Count origin_count, MPI_Datatype origin_datatype, void *result_addr, MPI_Count result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp, MPI_Count target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win));
+KESTREL_MPI_FN(int, Fetch_and_op,
+               (const void *origin_addr, void *result_addr, MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win));
+KESTREL_MPI_FN(int, Compare_and_swap,
+               (const void *origin_addr, const void *compare_addr, void *result_addr, MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Win win));
+KESTREL_MPI_FN(int, Rput,
+               (const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request));
+KESTREL_MPI_FN(int, Rput_c,
+               (const void *origin_addr, MPI_Count origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, MPI_Count target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request));
+KESTREL_MPI_FN(int, Rget,
+               (void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request));
+KESTREL_MPI_FN(int, Rget_c,
+               (void *origin_addr, MPI_Count origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, MPI_Count target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request));
+KESTREL_MPI_FN(int, Raccumulate,
+               (const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request *request));
+KESTREL_MPI_FN(int, Raccumulate_c,
+               (const void *origin_addr, MPI_Count origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, MPI_Count target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request *request));
+KESTREL_MPI_FN(int, Rget_accumulate,
+               (const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr, int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request *request));
+KESTREL_MPI_FN(int, Rget_accumulate_c,
+               (const void *origin_addr, MPI_Count origin_count, MPI_Datatype origin_datatype, void *result_addr, MPI_Count result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp, MPI_Count target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request *request));
+KESTREL_MPI_FN(int, Win_fence, (int assert, MPI_Win win));
+KESTREL_MPI_FN(int, Win_post, (MPI_Group group, int assert, MPI_Win win));
+KESTREL_MPI_FN(int, Win_start, (MPI_Group group, int assert, MPI_Win win));
+KESTREL_MPI_FN(int, Win_complete, (MPI_Win win));
+KESTREL_MPI_FN(int, Win_wait, (MPI_Win win));
+KESTREL_MPI_FN(int, Win_test, (MPI_Win win, int *flag));
+KESTREL_MPI_FN(int, Win_lock, (int lock_type, int rank, int assert, MPI_Win win));
+KESTREL_MPI_FN(int, Win_unlock, (int rank, MPI_Win win));
+KESTREL_MPI_FN(int, Win_lock_all, (int assert, MPI_Win win));
+KESTREL_MPI_FN(int, Win_unlock_all, (MPI_Win win));
+KESTREL_MPI_FN(int, Win_flush, (int rank, MPI_Win win));
+KESTREL_MPI_FN(int, Win_flush_all, (MPI_Win win));
+KESTREL_MPI_FN(int, Win_flush_local, (int rank, MPI_Win win));
+KESTREL_MPI_FN(int, Win_flush_local_all, (MPI_Win win));
+KESTREL_MPI_FN(int, Win_sync, (MPI_Win win));
+KESTREL_MPI_FN(int, Win_get_group, (MPI_Win win, MPI_Group *group));
+KESTREL_MPI_FN(int, Win_set_name, (MPI_Win win, const char *win_name));
+KESTREL_MPI_FN(int, Win_get_name, (MPI_Win win, char *win_name, int *resultlen));
+KESTREL_MPI_FN(int, Win_create_errhandler,
+               (MPI_Win_errhandler_function * win_errhandler_fn, MPI_Errhandler *errhandler));
+KESTREL_MPI_FN(int, Win_set_errhandler, (MPI_Win win, MPI_Errhandler errhandler));
+KESTREL_MPI_FN(int, Win_get_errhandler, (MPI_Win win, MPI_Errhandler *errhandler));
+KESTREL_MPI_FN(int, Win_call_errhandler, (MPI_Win win, int errorcode));
+KESTREL_MPI_FN(int, Win_set_info, (MPI_Win win, MPI_Info info));
+KESTREL_MPI_FN(int, Win_get_info, (MPI_Win win, MPI_Info *info_used));
+KESTREL_MPI_FN(int, Win_create_keyval,
+               (MPI_Win_copy_attr_function * win_copy_attr_fn, MPI_Win_delete_attr_function *win_delete_attr_fn, int *win_keyval, void *extra_state));
+KESTREL_MPI_FN(int, Win_free_keyval, (int *win_keyval));
+KESTREL_MPI_FN(int, Win_set_attr, (MPI_Win win, int win_keyval, void *attribute_val));
+KESTREL_MPI_FN(int, Win_get_attr, (MPI_Win win, int win_keyval, void *attribute_val, int *flag));
+KESTREL_MPI_FN(int, Win_delete_attr, (MPI_Win win, int win_keyval));
+
 /* Exported by libmpich.so.12 for binary compatibility with MPICH (a binary built elsewhere
  * loads, and fails with MPI_ERR_UNSUPPORTED_OPERATION naming the function when it calls
  * one), but not implemented: a program compiled against this header that calls one stops
@@ -1328,70 +1439,15 @@ KESTREL_MPI_FN(int, T_category_changed, (int *update_number));
 #ifndef KESTREL_UNIMPLEMENTED
 #  define KESTREL_UNIMPLEMENTED(ret, name, why) struct kestrel_unimplemented_##name
 #endif
-#define KESTREL_NO_RMA "Kestrel does not implement one-sided communication (windows, RMA) yet"
+#define KESTREL_NO_SHARED_WIN "Kestrel does not implement shared-memory windows (MPI_Win_allocate_shared) yet"
 #define KESTREL_NO_IO "Kestrel does not implement MPI-IO yet"
 #define KESTREL_NO_T_EVENTS "Kestrel does not implement the MPI_T events and sources yet"
 
-/* One-sided communication. */
-KESTREL_UNIMPLEMENTED(int, Accumulate, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Accumulate_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Compare_and_swap, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Fetch_and_op, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Get, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Get_accumulate, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Get_accumulate_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Get_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Put, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Put_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Raccumulate, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Raccumulate_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Rget, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Rget_accumulate, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Rget_accumulate_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Rget_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Rput, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Rput_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_allocate, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_allocate_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_allocate_shared, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_allocate_shared_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_attach, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_call_errhandler, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_complete, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_create, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_create_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_create_dynamic, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_create_errhandler, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_create_keyval, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_delete_attr, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_detach, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_fence, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_flush, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_flush_all, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_flush_local, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_flush_local_all, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_free, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_free_keyval, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_get_attr, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_get_errhandler, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_get_group, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_get_info, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_get_name, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_lock, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_lock_all, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_post, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_set_attr, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_set_errhandler, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_set_info, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_set_name, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_shared_query, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_shared_query_c, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_start, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_sync, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_test, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_unlock, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_unlock_all, KESTREL_NO_RMA);
-KESTREL_UNIMPLEMENTED(int, Win_wait, KESTREL_NO_RMA);
+/* One-sided communication. Shared-memory windows are not implemented yet. */
+KESTREL_UNIMPLEMENTED(int, Win_allocate_shared, KESTREL_NO_SHARED_WIN);
+KESTREL_UNIMPLEMENTED(int, Win_allocate_shared_c, KESTREL_NO_SHARED_WIN);
+KESTREL_UNIMPLEMENTED(int, Win_shared_query, KESTREL_NO_SHARED_WIN);
+KESTREL_UNIMPLEMENTED(int, Win_shared_query_c, KESTREL_NO_SHARED_WIN);
 
 /* MPI-IO. */
 KESTREL_UNIMPLEMENTED(MPI_Fint, File_c2f, KESTREL_NO_IO);

@@ -164,9 +164,13 @@ pub fn raise(l: &mut Locked, name: &str, comm: c_int, e: MpiError) -> c_int {
     tracing::debug!(target: "abi", class = e.class, comm, "{msg}");
     let (handler, comm) = match l.phase() {
         Phase::Running(core) => {
-            let (eh, on) = match comm_slot(comm).and_then(|i| core.comms.get(i)) {
-                Some(c) => (c.errhandler, comm),
-                None => (
+            // A window's calls raise through the window's handler.
+            let on_win = crate::win::slot(comm).and_then(|i| core.wins.get(i));
+            let on_comm = comm_slot(comm).and_then(|i| core.comms.get(i));
+            let (eh, on) = match (on_win, on_comm) {
+                (Some(w), _) => (w.errhandler, comm),
+                (None, Some(c)) => (c.errhandler, comm),
+                (None, None) => (
                     core.comms
                         .get(0)
                         .map(|c| c.errhandler)

@@ -57,7 +57,8 @@ pub struct Red {
 }
 
 /// The predefined operation of an `MPI_Op` handle (`MPI_MAX` = 1 ... `MPI_MAXLOC` = 12).
-fn predefined_op(op: c_int) -> Option<Op> {
+/// The predefined reduction behind an operation handle.
+pub(crate) fn predefined_op(op: c_int) -> Option<Op> {
     match handle::decode(op, Obj::Op)? {
         (Kind::Builtin, i) => Some(match i {
             1 => Op::Max,

@@ -116,7 +116,7 @@ fn predefined_attr(kv: c_int) -> Option<usize> {
     }))
 }
 
-fn keyval_slot(core: &Core, kv: c_int) -> MpiResult<u32> {
+pub(crate) fn keyval_slot(core: &Core, kv: c_int) -> MpiResult<u32> {
     match handle::decode(kv, Obj::Keyval) {
         Some((Kind::Direct, i)) if core.keyvals.get(i).is_some_and(|k| !k.freed) => Ok(i),
         _ if predefined_attr(kv).is_some() => Err(MpiError::new(
@@ -202,7 +202,9 @@ pub fn copy_attrs(l: &mut Locked, from: c_int, to: c_int) -> MpiResult<()> {
 }
 
 /// Runs the delete function of attribute `kv` of `comm` holding `value`, and releases the key.
-fn delete_one(l: &mut Locked, comm: c_int, kv: c_int, value: usize) -> MpiResult<()> {
+/// Runs the delete function of attribute `kv` (value `value`) of object `comm` (a
+/// communicator or a window) and releases the key's use.
+pub(crate) fn delete_one(l: &mut Locked, comm: c_int, kv: c_int, value: usize) -> MpiResult<()> {
     let core = l.core()?;
     let Some(slot) = handle::decode(kv, Obj::Keyval).map(|d| d.1) else {
         return Ok(());

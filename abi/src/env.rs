@@ -138,6 +138,7 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         main_thread: std::thread::current().id(),
         parent: handle::COMM_NULL,
         sessions: Slab::default(),
+        wins: Slab::default(),
         deferred_frees: Vec::new(),
         grequests: 0,
     }));

@@ -61,6 +61,24 @@ pub const ERR_INFO_NOKEY: c_int = 31;
 pub const ERR_NO_MEM: c_int = 34;
 /// `MPI_ERR_UNSUPPORTED_OPERATION`.
 pub const ERR_UNSUPPORTED_OPERATION: c_int = 44;
+/// `MPI_ERR_WIN`.
+pub const ERR_WIN: c_int = 45;
+/// `MPI_ERR_LOCKTYPE`.
+pub const ERR_LOCKTYPE: c_int = 47;
+/// `MPI_ERR_RMA_SYNC`.
+pub const ERR_RMA_SYNC: c_int = 50;
+/// `MPI_ERR_RMA_RANGE`.
+pub const ERR_RMA_RANGE: c_int = 55;
+/// `MPI_ERR_RMA_ATTACH`.
+pub const ERR_RMA_ATTACH: c_int = 56;
+/// `MPI_ERR_RMA_SHARED`.
+pub const ERR_RMA_SHARED: c_int = 57;
+/// `MPI_ERR_RMA_FLAVOR`.
+pub const ERR_RMA_FLAVOR: c_int = 58;
+/// `MPI_ERR_DISP`.
+pub const ERR_DISP: c_int = 52;
+/// `MPI_ERR_SIZE`.
+pub const ERR_SIZE: c_int = 51;
 /// `MPI_ERR_KEYVAL`.
 pub const ERR_KEYVAL: c_int = 48;
 /// `MPI_ERR_INFO`.

@@ -47,6 +47,8 @@ pub enum Obj {
     Op = 6,
     /// `MPI_Info`.
     Info = 7,
+    /// `MPI_Win`.
+    Win = 8,
     /// Attribute keys (`MPI_TAG_UB`, keyvals).
     Keyval = 9,
     /// `MPI_Request` and `MPI_Message`.
@@ -86,6 +88,8 @@ pub fn decode(h: c_int, obj: Obj) -> Option<(Kind, u32)> {
 
 /// `MPI_COMM_NULL`.
 pub const COMM_NULL: c_int = make(Kind::Null, Obj::Comm, 0);
+/// `MPI_WIN_NULL`.
+pub const WIN_NULL: c_int = make(Kind::Null, Obj::Win, 0);
 /// `MPI_COMM_WORLD`.
 pub const COMM_WORLD: c_int = make(Kind::Builtin, Obj::Comm, 0);
 /// `MPI_COMM_SELF`.

@@ -20,7 +20,7 @@
 //!
 //! `unsafe` code is confined to [`ffi`] (C entry points), [`mem`] (C pointers to bounded
 //! views), [`callbacks`] (calls into the program's C functions), [`requests`] (library
-//! memory lent to the engine) and one `Send` impl in
+//! memory lent to the engine), [`win`] (memory of `MPI_Win_allocate` windows) and one `Send` impl in
 //! [`state`] (the state's lock lives in the `kestrel-abi-lock` crate); each block says why
 //! it is sound.
 #![deny(unsafe_code)]
@@ -53,3 +53,5 @@ pub mod tool;
 pub mod topo;
 pub mod type_attr;
 pub mod types;
+#[allow(unsafe_code)]
+pub mod win;

@@ -102,6 +102,13 @@ pub enum ReqState {
     Generalized,
     /// A started partitioned send waiting for its partitions (`MPI_Pready`).
     Partitioned,
+    /// A request-based one-sided operation (`MPI_Rget` ...) waiting for its result.
+    Rma {
+        /// The engine's window.
+        win: u16,
+        /// The operation.
+        op: kestrel_pml::rma::RmaOp,
+    },
 }
 
 /// A request.
@@ -192,7 +199,10 @@ impl ReqRec {
     pub fn is_active(&self) -> bool {
         matches!(
             self.state,
-            ReqState::Active(_) | ReqState::Generalized | ReqState::Partitioned
+            ReqState::Active(_)
+                | ReqState::Generalized
+                | ReqState::Partitioned
+                | ReqState::Rma { .. }
         )
     }
 }
@@ -314,6 +324,13 @@ pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
     }
     match rec.state {
         ReqState::Partitioned => Ok(false),
+        ReqState::Rma { win, op } => {
+            if !engine.rma_done(win, op) {
+                return Ok(false);
+            }
+            rec.state = ReqState::Done(crate::mem::St::empty(crate::mem::ANY_SOURCE));
+            Ok(true)
+        }
         ReqState::Generalized => {
             let done = rec
                 .extra

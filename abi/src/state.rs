@@ -226,6 +226,8 @@ pub struct Core {
     pub parent: c_int,
     /// MPI-4 sessions.
     pub sessions: Slab<SessionRec>,
+    /// One-sided windows.
+    pub wins: Slab<crate::win::WinRec>,
     /// Free functions of generalized requests freed during this call, run once the call
     /// releases the library lock (they may call MPI).
     pub deferred_frees: Vec<(crate::grequest::FreeFn, crate::grequest::Extra)>,

@@ -16,13 +16,18 @@ const TAG_SETUP: i32 = -20;
 
 impl Engine {
     /// The segment of `ctx`, set up on first use; `None` for communicators that span nodes.
-    fn shm_segment(
+    /// Runs `op` on communicator `ctx`'s segment (set up on first use); `None` when the
+    /// communicator has none. While the operation waits for other members, this process
+    /// keeps serving its peers (`crate::segment_poll`): the segment is taken out of the table
+    /// for the duration so that the poll owns the rest of the engine.
+    fn with_segment<R>(
         &mut self,
         ctx: u16,
-        op: &'static str,
-    ) -> Result<Option<&mut dyn NodeSegment>, PmlError> {
+        what: &'static str,
+        op: impl FnOnce(&mut dyn NodeSegment) -> R,
+    ) -> Result<Option<R>, PmlError> {
         // Named for the rank's wait record, should the segment wait long for a member.
-        kestrel_runtime::wait_board::enter_node_collective(op, ctx);
+        kestrel_runtime::wait_board::enter_node_collective(what, ctx);
         let idx = ctx as usize;
         if !matches!(self.coll_segments.get(idx), Some(Some(_))) {
             let seg = self.setup_segment(ctx)?;
@@ -31,14 +36,19 @@ impl Engine {
             }
             self.coll_segments[idx] = Some(seg);
         }
-        // The segment's spin does not progress point-to-point: what is queued goes out first.
+        // The segment's spin polls only now and then: what is queued goes out first.
         self.flush_queued_sends();
-        Ok(self
-            .coll_segments
-            .get_mut(idx)
-            .and_then(|s| s.as_mut())
-            .and_then(|s| s.as_mut())
-            .map(|b| &mut **b as &mut dyn NodeSegment))
+        let Some(mut seg) = self.coll_segments[idx].as_mut().and_then(|s| s.take()) else {
+            return Ok(None);
+        };
+        let r = crate::segment_poll::with(
+            &mut || {
+                self.progress_transports();
+            },
+            || op(&mut *seg),
+        );
+        self.coll_segments[idx] = Some(Some(seg));
+        Ok(Some(r))
     }
 
     fn setup_segment(&mut self, ctx: u16) -> Result<Option<Box<dyn NodeSegment>>, PmlError> {
@@ -124,6 +134,7 @@ impl Engine {
             .all(|v| v == &[1]);
         seg.enable_single_copy(all);
         seg.set_stall_hook(kestrel_runtime::wait_board::node_collective_stalled);
+        seg.set_poll_hook(crate::segment_poll::poll);
         Ok(Some(seg))
     }
 
@@ -143,7 +154,7 @@ impl Engine {
     }
 
     pub(crate) fn shm_barrier(&mut self, ctx: u16) -> Result<Option<()>, PmlError> {
-        Ok(self.shm_segment(ctx, "barrier")?.map(|s| s.barrier()))
+        self.with_segment(ctx, "barrier", |s| s.barrier())
     }
 
     /// Allgatherv through single copy on node-local communicators, for large blocks.
@@ -157,20 +168,20 @@ impl Engine {
     ) -> Result<bool, PmlError> {
         // Every rank must decide alike: on the total, which all know.
         let total: usize = counts.iter().sum();
-        let Some(seg) = self.shm_segment(ctx, "allgather")? else {
-            return Ok(false);
-        };
-        // Small blocks: one round through the segment instead of log2(n) exchanges.
-        if seg.flat(counts.iter().copied().max().unwrap_or(0)) {
-            seg.flat_allgatherv(send, recv, counts, displs);
-            return Ok(true);
-        }
-        if !seg.single_copy(total) {
-            return Ok(false);
-        }
-        seg.single_copy_allgather(send, recv, counts, displs)
-            .map_err(PmlError::Transport)?;
-        Ok(true)
+        let done = self.with_segment(ctx, "allgather", |seg| {
+            // Small blocks: one round through the segment instead of log2(n) exchanges.
+            if seg.flat(counts.iter().copied().max().unwrap_or(0)) {
+                seg.flat_allgatherv(send, recv, counts, displs);
+                return Ok(true);
+            }
+            if !seg.single_copy(total) {
+                return Ok(false);
+            }
+            seg.single_copy_allgather(send, recv, counts, displs)
+                .map_err(PmlError::Transport)?;
+            Ok(true)
+        })?;
+        done.unwrap_or(Ok(false))
     }
 
     pub(crate) fn shm_bcast(
@@ -179,24 +190,24 @@ impl Engine {
         root: u32,
         buf: &mut [u8],
     ) -> Result<bool, PmlError> {
-        let Some(seg) = self.shm_segment(ctx, "bcast")? else {
-            return Ok(false);
-        };
-        if seg.flat(buf.len()) {
-            seg.flat_bcast(root as usize, buf);
-        } else if seg.single_copy(buf.len()) {
-            if seg.members() > 2 {
-                // Every reader copying from the root's buffer at once loses to a binomial tree
-                // of single-copy rendezvous (measured 1.2-2x at 3 and 4 ranks from 64 KiB):
-                // later rounds read from ranks that already have the data.
-                return Ok(false);
+        let done = self.with_segment(ctx, "bcast", |seg| {
+            if seg.flat(buf.len()) {
+                seg.flat_bcast(root as usize, buf);
+            } else if seg.single_copy(buf.len()) {
+                if seg.members() > 2 {
+                    // Every reader copying from the root's buffer at once loses to a binomial tree
+                    // of single-copy rendezvous (measured 1.2-2x at 3 and 4 ranks from 64 KiB):
+                    // later rounds read from ranks that already have the data.
+                    return Ok(false);
+                }
+                seg.single_copy_bcast(root as usize, buf)
+                    .map_err(PmlError::Transport)?;
+            } else {
+                seg.bcast(root as usize, buf);
             }
-            seg.single_copy_bcast(root as usize, buf)
-                .map_err(PmlError::Transport)?;
-        } else {
-            seg.bcast(root as usize, buf);
-        }
-        Ok(true)
+            Ok(true)
+        })?;
+        done.unwrap_or(Ok(false))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -217,9 +228,8 @@ impl Engine {
             Some(r) => r,
             None => &mut none,
         };
-        let done = match self.shm_segment(ctx, "reduce")? {
-            None => false,
-            Some(seg) => {
+        let done = self
+            .with_segment(ctx, "reduce", |seg| {
                 let mut apply = |i: &[u8], io: &mut [u8]| {
                     if let Err(e) = op.apply(dtype, i, io) {
                         err.get_or_insert(e);
@@ -240,9 +250,8 @@ impl Engine {
                 } else {
                     seg.reduce(Some(root as usize), send, target, dtype.size(), &mut apply);
                 }
-                true
-            }
-        };
+            })?
+            .is_some();
         if let Some(e) = cma_err {
             return Err(PmlError::Transport(e));
         }
@@ -262,9 +271,8 @@ impl Engine {
     ) -> Result<bool, PmlError> {
         let mut err = None;
         let mut cma_err = None;
-        let done = match self.shm_segment(ctx, "allreduce")? {
-            None => false,
-            Some(seg) => {
+        let done = self
+            .with_segment(ctx, "allreduce", |seg| {
                 let mut apply = |i: &[u8], io: &mut [u8]| {
                     if let Err(e) = op.apply(dtype, i, io) {
                         err.get_or_insert(e);
@@ -281,9 +289,8 @@ impl Engine {
                 } else {
                     seg.reduce(None, send, recv, dtype.size(), &mut apply);
                 }
-                true
-            }
-        };
+            })?
+            .is_some();
         if let Some(e) = cma_err {
             return Err(PmlError::Transport(e));
         }

@@ -4,8 +4,9 @@
 //! It talks to transports only through the contract of `kestrel-transport` (the `Btl` trait,
 //! the transport set that opens components from the registry it is given, and the
 //! node-collectives interface), never to a concrete transport: it depends on none. Its
-//! `unsafe` code is [`buf`], which holds user buffers for the duration of a request, and the
-//! blocking byte exchanges in `engine::exchange` that wrap their own stack buffers in it.
+//! `unsafe` code is [`buf`], which holds user buffers for the duration of a request, the
+//! blocking byte exchanges in `engine::exchange` that wrap their own stack buffers in it, and
+//! [`rma::memory`], the window memory peers' one-sided operations read and write.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -22,6 +23,10 @@ pub mod matching;
 pub mod op;
 pub mod params;
 mod procs;
+#[allow(unsafe_code)]
+pub mod rma;
+#[allow(unsafe_code)]
+mod segment_poll;
 pub mod topo;
 
 pub use engine::nbc;

@@ -52,6 +52,10 @@ pub const SINGLE_COPY_MIN: usize = 64 << 10;
 /// Bytes reduced per step of a single-copy reduction.
 const SINGLE_COPY_CHUNK: usize = 64 << 10;
 
+/// Polls of a wait before the poll hook is first called.
+pub const POLL_AFTER: u32 = 256;
+/// Polls between two calls of the poll hook.
+pub const POLL_EVERY: u32 = 64;
 /// Spins of a wait between calls of the stall hook (the first after a few milliseconds).
 const STALL_SPINS: u32 = 1 << 14;
 /// Spins between two calls of the stall hook once a wait has stalled (each a clock read in the
@@ -98,6 +102,7 @@ pub struct CollSegment {
     spin_yield: bool,
     /// Called when a wait has spun [`STALL_SPINS`] times, then every [`STALL_TICK`] spins.
     stall_hook: Option<kestrel_transport::node_coll::StallHook>,
+    poll_hook: Option<kestrel_transport::node_coll::PollHook>,
     scratch: Vec<u8>,
     /// Every member may read and write every other member's memory (process_vm_readv/writev).
     cma: bool,
@@ -180,6 +185,7 @@ impl CollSegment {
             flat_gen: 0,
             spin_yield,
             stall_hook: None,
+            poll_hook: None,
             scratch: Vec::new(),
             cma: false,
         }
@@ -226,10 +232,24 @@ impl CollSegment {
         self.stall_hook = Some(hook);
     }
 
+    /// Sets what a wait calls every [`POLL_EVERY`] polls after the first [`POLL_AFTER`] (and
+    /// at every poll once the wait yields the CPU between polls).
+    pub fn set_poll_hook(&mut self, hook: kestrel_transport::node_coll::PollHook) {
+        self.poll_hook = Some(hook);
+    }
+
     fn wait_word(&self, off: usize, at_least: u64) {
         let mut spins = 0u32;
         while self.map.load(off, Acquire) < at_least {
             spins = spins.saturating_add(1);
+            // Not in the first polls (the common, fast case), then regularly: a member that
+            // waits here for a slow peer still serves one-sided operations targeting it.
+            let yielding = (self.spin_yield && spins > 64) || spins > 20_000;
+            if spins >= POLL_AFTER && (yielding || spins.is_multiple_of(POLL_EVERY)) {
+                if let Some(poll) = self.poll_hook {
+                    poll();
+                }
+            }
             // Saturated after hours of waiting: then every poll asks (the board throttles by time).
             if (spins >= STALL_SPINS && spins.is_multiple_of(STALL_TICK)) || spins == u32::MAX {
                 if let Some(hook) = self.stall_hook {
@@ -240,7 +260,7 @@ impl CollSegment {
                     });
                 }
             }
-            if (self.spin_yield && spins > 64) || spins > 20_000 {
+            if yielding {
                 std::thread::yield_now();
             } else if spins > 1_000 {
                 // Not in the first polls: PAUSE would add its tens of nanoseconds to latency.

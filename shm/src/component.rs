@@ -151,6 +151,9 @@ impl NodeSegment for CollSegment {
     fn set_stall_hook(&mut self, hook: kestrel_transport::node_coll::StallHook) {
         CollSegment::set_stall_hook(self, hook)
     }
+    fn set_poll_hook(&mut self, hook: kestrel_transport::node_coll::PollHook) {
+        CollSegment::set_poll_hook(self, hook)
+    }
     fn flat(&self, len: usize) -> bool {
         CollSegment::flat(self, len)
     }

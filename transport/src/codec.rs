@@ -66,6 +66,11 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// Every byte left (a frame's trailing payload).
+    pub fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.buf)
+    }
+
     /// One byte.
     pub fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
         Ok(self.take(1, what)?[0])

@@ -76,6 +76,11 @@ pub enum Stall {
 /// the rank's wait record (hang reports).
 pub type StallHook = fn(Stall);
 
+/// Called by a segment operation every few polls of a wait, so that the waiting process still
+/// serves its peers (one-sided operations that target it, messages they wait for). The
+/// messaging layer sets it; it must never start a segment operation itself.
+pub type PollHook = fn();
+
 /// One member's handle on a communicator's segment. Every member calls the same operations in
 /// the same order with the same sizes (MPI's collective rule).
 pub trait NodeSegment: Send {
@@ -83,6 +88,9 @@ pub trait NodeSegment: Send {
     fn members(&self) -> usize;
     /// Sets what a long wait in this segment calls (see [`StallHook`]); none by default.
     fn set_stall_hook(&mut self, _hook: StallHook) {}
+    /// Sets what a wait in this segment calls every few polls (see [`PollHook`]); none by
+    /// default.
+    fn set_poll_hook(&mut self, _hook: PollHook) {}
     /// Whether blocks of `len` bytes take the one-round path through the inline lines.
     fn flat(&self, len: usize) -> bool;
     /// A barrier in one round.

@@ -83,6 +83,7 @@ pub mod partitioned;
 pub mod tool;
 pub mod topo;
 pub mod unsupported;
+pub mod win;
 
 /// A pointer-sized exported object (MPICH's sentinel pointers).
 #[repr(transparent)]

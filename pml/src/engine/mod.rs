@@ -221,7 +221,7 @@ struct Slot {
     req: Option<Req>,
 }
 
-enum Out {
+pub(crate) enum Out {
     Msg {
         peer: u32,
         hdr: Vec<u8>,
@@ -237,6 +237,8 @@ enum Out {
         len: usize,
         completes: bool,
     },
+    /// A one-sided message (`crate::rma`), whole.
+    Rma { peer: u32, msg: Vec<u8> },
 }
 
 struct PendingGet {
@@ -264,7 +266,7 @@ pub(crate) struct State {
     orphans: HashMap<u16, Vec<(u32, Vec<u8>)>>,
     reqs: Vec<Slot>,
     free_reqs: Vec<u32>,
-    outbox: VecDeque<Out>,
+    pub(crate) outbox: VecDeque<Out>,
     gets: Vec<PendingGet>,
     puts: Vec<PendingPut>,
     matched: Vec<(RecvId, Envelope, Arrived)>,
@@ -278,6 +280,9 @@ pub(crate) struct State {
     /// Buffers of completed background sends, kept for the next ones (large allocations
     /// are page faults on every touch; a repeated collective reuses them).
     detached_spares: Vec<Vec<u8>>,
+    /// One-sided messages delivered by the transports, handled right after their
+    /// callbacks return (handling them sends answers).
+    pub(crate) rma_inbox: VecDeque<(u32, Vec<u8>)>,
 }
 
 /// What an engine starts from, however its transports were set up.
@@ -339,6 +344,8 @@ pub struct Engine {
     pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
     /// Nonblocking and persistent collective schedules.
     pub(crate) nbc: crate::engine::nbc::Table,
+    /// One-sided windows (`crate::rma`).
+    pub(crate) rma: crate::rma::Windows,
 }
 
 impl fmt::Debug for Engine {

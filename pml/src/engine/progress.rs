@@ -105,26 +105,38 @@ impl Engine {
 
     /// Polls every transport, then runs the work deliveries queued. Returns events handled.
     pub fn progress(&mut self) -> usize {
+        let n = self.progress_transports();
+        if !self.st.detached.is_empty() {
+            self.reap_detached();
+        }
+        if !self.nbc.is_idle() {
+            return n + self.progress_colls();
+        }
+        n
+    }
+
+    /// [`Engine::progress`] without the collective schedules: what a shared-memory collective
+    /// runs while it waits (see `crate::segment_poll`), so that the process still serves its
+    /// peers but never starts a segment operation from inside one.
+    pub(crate) fn progress_transports(&mut self) -> usize {
         let mut n = 0;
         let st = &mut self.st;
         for b in self.btls.iter_mut() {
             n += b.progress(&mut |m| {
                 if m.am == AM_PML {
                     st.on_message(m.peer, m.data);
+                } else if m.am == crate::rma::wire::AM_RMA {
+                    st.rma_inbox.push_back((m.peer, m.data.to_vec()));
                 } else {
                     st.protocol_errors += 1;
                     tracing::error!(target: "pml", "dropped a message with unknown active-message tag {} from rank {}", m.am, m.peer);
                 }
             });
         }
-        n += self.after_delivery();
-        if !self.st.detached.is_empty() {
-            self.reap_detached();
+        if !self.st.rma_inbox.is_empty() {
+            n += self.rma_deliver();
         }
-        if !self.nbc.is_idle() {
-            n += self.progress_colls();
-        }
-        n
+        n + self.after_delivery()
     }
 
     /// Runs the work deliveries queued (gets, puts, sends that found a transport full). The
@@ -316,6 +328,24 @@ impl Engine {
         let mut n = 0;
         while let Some(out) = self.st.outbox.pop_front() {
             match out {
+                Out::Rma { peer, msg } => {
+                    let b = self.route[peer as usize];
+                    if b == NO_ROUTE {
+                        self.st.protocol_errors += 1;
+                        continue;
+                    }
+                    match self.btls[b as usize].send(peer, crate::rma::wire::AM_RMA, &msg, &[]) {
+                        Ok(()) => n += 1,
+                        Err(SendError::WouldBlock) => {
+                            self.st.outbox.push_front(Out::Rma { peer, msg });
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::error!(target: "osc", "one-sided message to process {peer} failed: {e}");
+                            self.st.protocol_errors += 1;
+                        }
+                    }
+                }
                 Out::Msg { peer, hdr, data } => {
                     let b = self.route[peer as usize];
                     if b == NO_ROUTE {

@@ -110,7 +110,7 @@ impl State {
             }
         }
         self.outbox.retain(|o| match o {
-            Out::Msg { peer, .. } | Out::Stream { peer, .. } => *peer != p,
+            Out::Msg { peer, .. } | Out::Stream { peer, .. } | Out::Rma { peer, .. } => *peer != p,
         });
         self.gets.retain(|g| g.peer != p);
         self.puts.retain(|x| x.peer != p);

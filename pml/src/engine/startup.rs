@@ -129,6 +129,7 @@ impl Engine {
                 counters: Default::default(),
                 detached: Vec::new(),
                 detached_spares: Vec::new(),
+                rma_inbox: VecDeque::new(),
             },
             next_ctx: 2,
             // A rank polling a kernel-driven transport yields between polls even with a
@@ -141,6 +142,7 @@ impl Engine {
             job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
             nbc: Default::default(),
+            rma: Default::default(),
             dpm: crate::procs::DpmState::new(&job_id, size),
         };
         e.add_context(CTX_WORLD, (0..size).collect());

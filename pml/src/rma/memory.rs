@@ -1,0 +1,238 @@
+//! The memory a window exposes, and the only code that reads and writes it for peers.
+//!
+//! A window's memory belongs to the application (`MPI_Win_create`), to the library
+//! (`MPI_Win_allocate`) or is a set of regions attached later (`MPI_Win_create_dynamic`).
+//! Peers' operations arrive as byte ranges ([`Segment`]s); every range is checked against
+//! the exposed regions before any byte moves, so a peer's wrong offset is an error, never a
+//! write outside the window. Bytes move with raw copies, never through Rust references,
+//! because other processes (shared windows) and the application may touch the same memory
+//! under MPI's rules, which Rust's aliasing rules do not describe.
+
+use super::wire::Segment;
+
+/// One exposed region: start address and length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Region {
+    base: usize,
+    len: usize,
+}
+
+/// The memory a window exposes to peers.
+#[derive(Debug, Clone, Default)]
+pub struct WinMemory {
+    /// Fixed windows: one region, offsets relative to it. Dynamic: attached regions,
+    /// offsets are addresses.
+    regions: Vec<Region>,
+    dynamic: bool,
+}
+
+/// A range outside the window: offset and length asked, and what the window exposes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutOfRange(pub String);
+
+impl WinMemory {
+    /// A window of `len` bytes at `base`.
+    ///
+    /// # Safety
+    /// `base..base + len` must stay valid for reads and writes until the window is freed,
+    /// and the caller accepts that peers' operations write it during any call into the
+    /// engine (MPI's rules say when the application may touch it).
+    pub unsafe fn fixed(base: *mut u8, len: usize) -> WinMemory {
+        WinMemory {
+            regions: vec![Region {
+                base: base as usize,
+                len,
+            }],
+            dynamic: false,
+        }
+    }
+
+    /// A dynamic window with no region attached yet.
+    pub fn dynamic() -> WinMemory {
+        WinMemory {
+            regions: Vec::new(),
+            dynamic: true,
+        }
+    }
+
+    /// The start of a fixed window's memory (`None` for a dynamic window).
+    pub fn base(&self) -> Option<usize> {
+        if self.dynamic {
+            None
+        } else {
+            self.regions.first().map(|r| r.base)
+        }
+    }
+
+    /// Whether offsets are addresses (a dynamic window).
+    pub fn is_dynamic(&self) -> bool {
+        self.dynamic
+    }
+
+    /// Exposes `len` bytes at `base` in a dynamic window.
+    ///
+    /// # Safety
+    /// As [`WinMemory::fixed`], until [`WinMemory::detach`] of `base`.
+    pub unsafe fn attach(&mut self, base: *mut u8, len: usize) {
+        self.regions.push(Region {
+            base: base as usize,
+            len,
+        });
+    }
+
+    /// Stops exposing the region attached at `base`; false when none was.
+    pub fn detach(&mut self, base: *mut u8) -> bool {
+        let before = self.regions.len();
+        self.regions.retain(|r| r.base != base as usize);
+        self.regions.len() != before
+    }
+
+    /// The address of `seg` if it lies wholly inside an exposed region.
+    fn resolve(&self, seg: Segment) -> Result<usize, OutOfRange> {
+        let len = seg.len as usize;
+        if self.dynamic {
+            let addr = usize::try_from(seg.offset).map_err(|_| self.out_of_range(seg))?;
+            for r in &self.regions {
+                if addr >= r.base
+                    && addr
+                        .checked_add(len)
+                        .is_some_and(|end| end <= r.base + r.len)
+                {
+                    return Ok(addr);
+                }
+            }
+            return Err(self.out_of_range(seg));
+        }
+        let r = self.regions.first().ok_or_else(|| self.out_of_range(seg))?;
+        let off = usize::try_from(seg.offset).map_err(|_| self.out_of_range(seg))?;
+        match off.checked_add(len) {
+            Some(end) if end <= r.len => Ok(r.base + off),
+            _ => Err(self.out_of_range(seg)),
+        }
+    }
+
+    fn out_of_range(&self, seg: Segment) -> OutOfRange {
+        if self.dynamic {
+            OutOfRange(format!(
+                "{} bytes at address {:#x} are not in any region attached to the dynamic window ({} attached)",
+                seg.len,
+                seg.offset,
+                self.regions.len()
+            ))
+        } else {
+            let size = self.regions.first().map(|r| r.len).unwrap_or(0);
+            OutOfRange(format!(
+                "{} bytes at offset {} run past the window's {size} bytes",
+                seg.len, seg.offset
+            ))
+        }
+    }
+
+    /// Checks every segment before anything moves.
+    pub fn check(&self, segs: &[Segment]) -> Result<(), OutOfRange> {
+        segs.iter().try_for_each(|&s| self.resolve(s).map(|_| ()))
+    }
+
+    /// Copies `data` into `segs` (checked first; `data` is their total length).
+    pub fn write(&self, segs: &[Segment], data: &[u8]) -> Result<(), OutOfRange> {
+        self.check(segs)?;
+        let mut at = 0;
+        for &s in segs {
+            let addr = self.resolve(s)?;
+            let n = s.len as usize;
+            let src = &data[at..at + n];
+            // SAFETY: `resolve` checked that the range lies in a region the window's creator
+            // promised valid for writes (`fixed`, `attach`); `src` is a separate Vec or
+            // message buffer, so the ranges do not overlap.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut u8, n);
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Appends the bytes of `segs` to `out` (checked first).
+    pub fn read(&self, segs: &[Segment], out: &mut Vec<u8>) -> Result<(), OutOfRange> {
+        self.check(segs)?;
+        for &s in segs {
+            let addr = self.resolve(s)?;
+            let n = s.len as usize;
+            let start = out.len();
+            out.resize(start + n, 0);
+            // SAFETY: as in `write`, the range is inside an exposed region; `out` was just
+            // grown to hold it and is not window memory.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(addr as *const u8, out[start..].as_mut_ptr(), n);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_outside_the_window_are_refused_before_anything_moves() {
+        let mut mem = vec![0u8; 16];
+        // SAFETY: `mem` outlives `w` and nothing else touches it meanwhile.
+        #[allow(unsafe_code)]
+        let w = unsafe { WinMemory::fixed(mem.as_mut_ptr(), mem.len()) };
+        let ok = Segment { offset: 4, len: 4 };
+        let past = Segment { offset: 14, len: 4 };
+        assert!(w.write(&[ok, past], &[1; 8]).is_err());
+        w.write(&[ok], &[7; 4]).unwrap();
+        let mut out = Vec::new();
+        w.read(&[Segment { offset: 0, len: 16 }], &mut out).unwrap();
+        assert_eq!(&out[..8], &[0, 0, 0, 0, 7, 7, 7, 7]);
+        let huge = Segment {
+            offset: u64::MAX - 1,
+            len: 4,
+        };
+        assert!(w.check(&[huge]).unwrap_err().0.contains("past the window"));
+    }
+
+    #[test]
+    fn a_dynamic_window_exposes_only_attached_regions() {
+        let mut a = vec![0u8; 8];
+        let mut w = WinMemory::dynamic();
+        let addr = a.as_mut_ptr() as u64;
+        assert!(w
+            .check(&[Segment {
+                offset: addr,
+                len: 1
+            }])
+            .is_err());
+        // SAFETY: `a` outlives the attachment (detached below).
+        #[allow(unsafe_code)]
+        unsafe {
+            w.attach(a.as_mut_ptr(), a.len())
+        };
+        w.write(
+            &[Segment {
+                offset: addr + 2,
+                len: 2,
+            }],
+            &[9, 9],
+        )
+        .unwrap();
+        assert!(w
+            .check(&[Segment {
+                offset: addr + 6,
+                len: 4
+            }])
+            .is_err());
+        assert!(w.detach(a.as_mut_ptr()));
+        assert!(w
+            .check(&[Segment {
+                offset: addr,
+                len: 1
+            }])
+            .is_err());
+        assert_eq!(a, [0, 0, 9, 9, 0, 0, 0, 0]);
+    }
+}

@@ -1,0 +1,328 @@
+//! Synchronization of one-sided epochs: fence, general active target (post, start,
+//! complete, wait, test) and passive target (lock, unlock, their `_all` forms, flush,
+//! flush_local). Each call sends what the protocol needs and progresses the engine until
+//! its condition holds (so a process waiting here still serves its own window).
+//!
+//! Conditions use counters only (see the module docs of `rma`): an origin sends its count
+//! of operations to each target; a target is done with an origin once it has applied that
+//! many. Fence: every member sends every member FENCE(ops), waits until it has applied what
+//! each announced, then sends FENCE_DONE and waits for everyone's; so no member leaves a
+//! fence before every operation of the epoch is applied everywhere.
+
+use super::wire::{self, Msg};
+use super::Window;
+use crate::engine::{Engine, PmlError};
+
+/// Whether `cond` holds for window `win` (true once the window is gone: nothing to wait for).
+fn holds(e: &Engine, win: u16, cond: impl Fn(&Window) -> bool) -> bool {
+    e.rma.wins.get(&win).is_none_or(cond)
+}
+
+impl Engine {
+    /// Sends `m` to each window rank in `targets`.
+    fn rma_tell(&mut self, win: u16, targets: &[u32], m: impl Fn(&Window, u32) -> Msg<'static>) {
+        let msgs: Vec<(u32, Vec<u8>)> = match self.rma.wins.get(&win) {
+            Some(w) => targets
+                .iter()
+                .map(|&t| (w.group[t as usize], wire::encode(win, &m(w, t))))
+                .collect(),
+            None => return,
+        };
+        for (proc, bytes) in msgs {
+            self.rma_send(proc, bytes);
+        }
+    }
+
+    fn all_ranks(&self, win: u16) -> Result<Vec<u32>, PmlError> {
+        Ok((0..self.window(win)?.size()).collect())
+    }
+
+    fn check_ranks(&self, win: u16, ranks: &[u32]) -> Result<(), PmlError> {
+        let n = self.window(win)?.size();
+        match ranks.iter().find(|&&r| r >= n) {
+            Some(r) => Err(PmlError::Invalid(format!(
+                "one-sided: rank {r} is not in the window's group of {n}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until the fetching operations to `targets` have their results.
+    fn rma_fetched(&mut self, win: u16, targets: &[u32]) {
+        self.rma_wait(|e| {
+            holds(e, win, |w| {
+                targets.iter().all(|&t| w.fetching[t as usize] == 0)
+            })
+        });
+    }
+
+    /// `MPI_Win_fence` (collective over the window).
+    pub fn win_fence(&mut self, win: u16) -> Result<(), PmlError> {
+        let all = self.all_ranks(win)?;
+        self.rma_fetched(win, &all);
+        self.rma_tell(win, &all, |w, t| Msg::Fence {
+            ops: w.sent[t as usize],
+        });
+        self.rma_wait(|e| {
+            holds(e, win, |w| {
+                (0..w.group.len()).all(|o| {
+                    w.fence_ops[o]
+                        .front()
+                        .is_some_and(|&ops| w.applied[o] >= ops)
+                })
+            })
+        });
+        let epoch = {
+            let w = self.window_mut(win)?;
+            for q in w.fence_ops.iter_mut() {
+                q.pop_front();
+            }
+            w.dirty.iter_mut().for_each(|d| *d = false);
+            w.fence_epoch += 1;
+            w.fence_epoch
+        };
+        self.rma_tell(win, &all, |_, _| Msg::FenceDone);
+        self.rma_wait(|e| holds(e, win, |w| w.fence_dones.iter().all(|&d| d >= epoch)));
+        Ok(())
+    }
+
+    /// `MPI_Win_post`: exposes this process's window to the window ranks `group`.
+    pub fn win_post(&mut self, win: u16, group: &[u32]) -> Result<(), PmlError> {
+        self.check_ranks(win, group)?;
+        let w = self.window_mut(win)?;
+        if w.exposure.is_some() {
+            return Err(PmlError::Invalid(
+                "one-sided: MPI_Win_post while an exposure epoch is open (call MPI_Win_wait first)"
+                    .into(),
+            ));
+        }
+        w.exposure = Some(group.to_vec());
+        self.rma_tell(win, group, |_, _| Msg::Post);
+        Ok(())
+    }
+
+    /// `MPI_Win_start`: begins an access epoch to the window ranks `group` (waits for their
+    /// posts).
+    pub fn win_start(&mut self, win: u16, group: &[u32]) -> Result<(), PmlError> {
+        self.check_ranks(win, group)?;
+        let w = self.window_mut(win)?;
+        if w.access.is_some() {
+            return Err(PmlError::Invalid(
+                "one-sided: MPI_Win_start while an access epoch is open (call MPI_Win_complete first)".into(),
+            ));
+        }
+        w.access = Some(group.to_vec());
+        for &t in group {
+            w.starts[t as usize] += 1;
+        }
+        self.rma_wait(|e| {
+            holds(e, win, |w| {
+                group
+                    .iter()
+                    .all(|&t| w.posts[t as usize] >= w.starts[t as usize])
+            })
+        });
+        Ok(())
+    }
+
+    /// `MPI_Win_complete`: ends the access epoch; the operations are complete at the
+    /// origin, and each target will know how many to wait for.
+    pub fn win_complete(&mut self, win: u16) -> Result<(), PmlError> {
+        let group = self.window_mut(win)?.access.take().ok_or_else(|| {
+            PmlError::Invalid("one-sided: MPI_Win_complete without MPI_Win_start".into())
+        })?;
+        self.rma_fetched(win, &group);
+        self.rma_tell(win, &group, |w, t| Msg::Complete {
+            ops: w.sent[t as usize],
+        });
+        Ok(())
+    }
+
+    /// Whether every origin of the exposure epoch has completed and its operations are
+    /// applied.
+    fn exposure_done(w: &Window) -> bool {
+        w.exposure.as_ref().is_none_or(|g| {
+            g.iter().all(|&o| {
+                w.completes[o as usize]
+                    .front()
+                    .is_some_and(|&ops| w.applied[o as usize] >= ops)
+            })
+        })
+    }
+
+    fn end_exposure(&mut self, win: u16) -> Result<(), PmlError> {
+        let w = self.window_mut(win)?;
+        if let Some(g) = w.exposure.take() {
+            for o in g {
+                w.completes[o as usize].pop_front();
+            }
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_wait`: ends the exposure epoch once every origin completed.
+    pub fn win_wait(&mut self, win: u16) -> Result<(), PmlError> {
+        if self.window(win)?.exposure.is_none() {
+            return Err(PmlError::Invalid(
+                "one-sided: MPI_Win_wait without MPI_Win_post".into(),
+            ));
+        }
+        self.rma_wait(|e| holds(e, win, Self::exposure_done));
+        self.end_exposure(win)
+    }
+
+    /// `MPI_Win_test`: [`Engine::win_wait`] if it would not block; false otherwise.
+    pub fn win_test(&mut self, win: u16) -> Result<bool, PmlError> {
+        if self.window(win)?.exposure.is_none() {
+            return Err(PmlError::Invalid(
+                "one-sided: MPI_Win_test without MPI_Win_post".into(),
+            ));
+        }
+        if !Self::exposure_done(self.window(win)?) {
+            self.progress();
+            if !Self::exposure_done(self.window(win)?) {
+                return Ok(false);
+            }
+        }
+        self.end_exposure(win)?;
+        Ok(true)
+    }
+
+    /// `MPI_Win_lock`: waits until `target`'s lock is this process's.
+    pub fn win_lock(&mut self, win: u16, target: u32, exclusive: bool) -> Result<(), PmlError> {
+        self.lock_ranks(win, &[target], exclusive)
+    }
+
+    /// `MPI_Win_lock_all`: a shared lock on every member.
+    pub fn win_lock_all(&mut self, win: u16) -> Result<(), PmlError> {
+        let all = self.all_ranks(win)?;
+        self.lock_ranks(win, &all, false)
+    }
+
+    fn lock_ranks(&mut self, win: u16, targets: &[u32], exclusive: bool) -> Result<(), PmlError> {
+        self.check_ranks(win, targets)?;
+        let want: Vec<u64> = {
+            let w = self.window(win)?;
+            targets.iter().map(|&t| w.granted[t as usize] + 1).collect()
+        };
+        self.rma_tell(win, targets, |_, _| Msg::Lock { exclusive });
+        self.rma_wait(|e| {
+            holds(e, win, |w| {
+                targets
+                    .iter()
+                    .zip(&want)
+                    .all(|(&t, &n)| w.granted[t as usize] >= n)
+            })
+        });
+        let w = self.window_mut(win)?;
+        for &t in targets {
+            w.locked[t as usize] += 1;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_unlock`: completes the operations to `target` there and releases its lock.
+    pub fn win_unlock(&mut self, win: u16, target: u32) -> Result<(), PmlError> {
+        self.unlock_ranks(win, &[target])
+    }
+
+    /// `MPI_Win_unlock_all`.
+    pub fn win_unlock_all(&mut self, win: u16) -> Result<(), PmlError> {
+        let all = self.all_ranks(win)?;
+        self.unlock_ranks(win, &all)
+    }
+
+    fn unlock_ranks(&mut self, win: u16, targets: &[u32]) -> Result<(), PmlError> {
+        self.check_ranks(win, targets)?;
+        if let Some(t) = targets.iter().find(|&&t| {
+            self.window(win)
+                .map(|w| w.locked[t as usize] == 0)
+                .unwrap_or(true)
+        }) {
+            return Err(PmlError::Invalid(format!(
+                "one-sided: MPI_Win_unlock of rank {t}, which this process has not locked"
+            )));
+        }
+        self.rma_fetched(win, targets);
+        let want: Vec<u64> = {
+            let w = self.window(win)?;
+            targets
+                .iter()
+                .map(|&t| w.unlocked[t as usize] + 1)
+                .collect()
+        };
+        self.rma_tell(win, targets, |w, t| Msg::Unlock {
+            ops: w.sent[t as usize],
+        });
+        self.rma_wait(|e| {
+            holds(e, win, |w| {
+                targets
+                    .iter()
+                    .zip(&want)
+                    .all(|(&t, &n)| w.unlocked[t as usize] >= n)
+            })
+        });
+        let w = self.window_mut(win)?;
+        for &t in targets {
+            w.locked[t as usize] -= 1;
+            w.dirty[t as usize] = false;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_flush`: the operations to `target` are complete there.
+    pub fn win_flush(&mut self, win: u16, target: u32) -> Result<(), PmlError> {
+        self.flush_ranks(win, &[target])
+    }
+
+    /// `MPI_Win_flush_all`: every target this process sent operations to since it last
+    /// flushed or unlocked it.
+    pub fn win_flush_all(&mut self, win: u16) -> Result<(), PmlError> {
+        let dirty: Vec<u32> = {
+            let w = self.window(win)?;
+            (0..w.size()).filter(|&t| w.dirty[t as usize]).collect()
+        };
+        self.rma_fetched(win, &self.all_ranks(win)?);
+        self.flush_ranks(win, &dirty)
+    }
+
+    fn flush_ranks(&mut self, win: u16, targets: &[u32]) -> Result<(), PmlError> {
+        self.check_ranks(win, targets)?;
+        self.rma_fetched(win, targets);
+        let want: Vec<u64> = {
+            let w = self.window(win)?;
+            targets.iter().map(|&t| w.flushed[t as usize] + 1).collect()
+        };
+        self.rma_tell(win, targets, |w, t| Msg::Flush {
+            ops: w.sent[t as usize],
+        });
+        self.rma_wait(|e| {
+            holds(e, win, |w| {
+                targets
+                    .iter()
+                    .zip(&want)
+                    .all(|(&t, &n)| w.flushed[t as usize] >= n)
+            })
+        });
+        let w = self.window_mut(win)?;
+        for &t in targets {
+            w.dirty[t as usize] = false;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_flush_local`: the operations to `target` are complete at this process (data
+    /// written by puts and accumulates was copied when they started; fetches wait here).
+    pub fn win_flush_local(&mut self, win: u16, target: u32) -> Result<(), PmlError> {
+        self.check_ranks(win, &[target])?;
+        self.rma_fetched(win, &[target]);
+        Ok(())
+    }
+
+    /// `MPI_Win_flush_local_all`.
+    pub fn win_flush_local_all(&mut self, win: u16) -> Result<(), PmlError> {
+        let all = self.all_ranks(win)?;
+        self.rma_fetched(win, &all);
+        Ok(())
+    }
+}

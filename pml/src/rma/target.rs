@@ -1,0 +1,415 @@
+//! The target's side: every one-sided message that arrives is decoded, checked and applied
+//! here, in the origin's order (operations carry sequence numbers; early ones wait), and
+//! answered where the protocol asks (results, lock grants, flush and unlock replies).
+//! It owns the lock queue of each window; it must never block.
+
+use super::wire::{self, AccOp, Msg, Segment};
+use super::{Pending, Window};
+use crate::engine::Engine;
+use crate::op;
+
+/// What applying an operation asks the engine to send back.
+enum Reply {
+    None,
+    Result {
+        token: u64,
+        offset: u64,
+        data: Vec<u8>,
+    },
+}
+
+impl Engine {
+    /// Handles the one-sided messages the transports delivered.
+    pub(crate) fn rma_deliver(&mut self) -> usize {
+        let mut n = 0;
+        while let Some((proc, bytes)) = self.st.rma_inbox.pop_front() {
+            self.rma_handle(proc, bytes);
+            n += 1;
+        }
+        n
+    }
+
+    /// Handles one message from process `proc`.
+    pub(crate) fn rma_handle(&mut self, proc: u32, bytes: Vec<u8>) {
+        let win = match wire::decode(&bytes) {
+            Ok((win, _)) => win,
+            Err(e) => return self.rma_error(proc, &e.to_string()),
+        };
+        let Some(w) = self.rma.wins.get(&win) else {
+            // The window may not exist here yet: keep it for the creation to replay. A
+            // bound keeps a stranger's flood from growing it without end.
+            let early = self.rma.early.entry(win).or_default();
+            if early.len() < 1 << 16 {
+                early.push((proc, bytes));
+            } else {
+                self.rma_error(proc, "too many messages for a window not created here");
+            }
+            return;
+        };
+        let Some(&origin) = w.rank_of.get(&proc) else {
+            return self.rma_error(proc, "a message from a process outside the window");
+        };
+        let (_, msg) = match wire::decode(&bytes) {
+            Ok(m) => m,
+            Err(e) => return self.rma_error(proc, &e.to_string()),
+        };
+        let seq = match &msg {
+            Msg::Put { seq, .. }
+            | Msg::Acc { seq, .. }
+            | Msg::Get { seq, .. }
+            | Msg::GetAcc { seq, .. }
+            | Msg::Cas { seq, .. } => Some(*seq),
+            _ => None,
+        };
+        match seq {
+            Some(seq) => self.rma_operation(win, origin, seq, bytes),
+            None => self.rma_control(win, origin, msg),
+        }
+    }
+
+    fn rma_error(&mut self, proc: u32, what: &str) {
+        self.rma.errors += 1;
+        tracing::error!(target: "osc", "dropped a one-sided message from process {proc}: {what}");
+    }
+
+    /// An operation: applied now if it is the next one from `origin`, else kept until it is.
+    fn rma_operation(&mut self, win: u16, origin: u32, seq: u64, bytes: Vec<u8>) {
+        let Some(w) = self.rma.wins.get_mut(&win) else {
+            return;
+        };
+        let next = w.applied[origin as usize];
+        if seq < next {
+            let proc = w.group[origin as usize];
+            return self.rma_error(proc, "an operation number seen before");
+        }
+        if seq > next {
+            w.early[origin as usize].insert(seq, bytes);
+            return;
+        }
+        let mut bytes = bytes;
+        loop {
+            self.rma_apply(win, origin, &bytes);
+            let Some(w) = self.rma.wins.get_mut(&win) else {
+                return;
+            };
+            w.applied[origin as usize] += 1;
+            let next = w.applied[origin as usize];
+            match w.early[origin as usize].remove(&next) {
+                Some(b) => bytes = b,
+                None => break,
+            }
+        }
+        self.rma_settle(win, origin);
+    }
+
+    /// Applies one decoded operation to the window's memory and sends its reply.
+    fn rma_apply(&mut self, win: u16, origin: u32, bytes: &[u8]) {
+        let Some(w) = self.rma.wins.get(&win) else {
+            return;
+        };
+        let proc = w.group[origin as usize];
+        let Ok((_, msg)) = wire::decode(bytes) else {
+            return;
+        };
+        let (reply, err) = apply(w, &msg);
+        if let Some(e) = err {
+            self.rma_error(proc, &e);
+        }
+        if let Reply::Result {
+            token,
+            offset,
+            data,
+        } = reply
+        {
+            let m = wire::encode(
+                win,
+                &Msg::Result {
+                    token,
+                    offset,
+                    data: &data,
+                },
+            );
+            self.rma_send(proc, m);
+        }
+    }
+
+    /// Answers the unlocks and flushes of `origin` that its applied operations now satisfy.
+    fn rma_settle(&mut self, win: u16, origin: u32) {
+        let Some(w) = self.rma.wins.get_mut(&win) else {
+            return;
+        };
+        let applied = w.applied[origin as usize];
+        let mut replies = Vec::new();
+        let mut released = false;
+        w.pending_flushes.retain(|&(o, ops)| {
+            let ready = o == origin && applied >= ops;
+            if ready {
+                replies.push((o, Msg::Flushed));
+            }
+            !ready
+        });
+        let mut unlocks = Vec::new();
+        w.pending_unlocks.retain(|&(o, ops)| {
+            let ready = o == origin && applied >= ops;
+            if ready {
+                unlocks.push(o);
+            }
+            !ready
+        });
+        for o in unlocks {
+            release(w, o);
+            released = true;
+            replies.push((o, Msg::Unlocked));
+        }
+        if released {
+            for o in grant_waiting(w) {
+                replies.push((o, Msg::Grant));
+            }
+        }
+        self.rma_reply_all(win, replies);
+    }
+
+    fn rma_reply_all(&mut self, win: u16, replies: Vec<(u32, Msg<'static>)>) {
+        for (o, m) in replies {
+            let Some(w) = self.rma.wins.get(&win) else {
+                return;
+            };
+            let proc = w.group[o as usize];
+            let bytes = wire::encode(win, &m);
+            self.rma_send(proc, bytes);
+        }
+    }
+
+    /// A synchronization message or a result.
+    fn rma_control(&mut self, win: u16, origin: u32, msg: Msg<'_>) {
+        let Some(w) = self.rma.wins.get_mut(&win) else {
+            return;
+        };
+        let o = origin as usize;
+        let mut replies = Vec::new();
+        match msg {
+            Msg::Result {
+                token,
+                offset,
+                data,
+            } => {
+                let Some(p) = w.results.get_mut(&token) else {
+                    let proc = w.group[o];
+                    return self.rma_error(proc, "a result for no operation in flight");
+                };
+                let at = offset as usize;
+                match at.checked_add(data.len()) {
+                    Some(end) if end <= p.buf.len() && p.target == origin => {
+                        p.buf[at..end].copy_from_slice(data);
+                        p.filled += data.len();
+                    }
+                    _ => {
+                        let proc = w.group[o];
+                        return self.rma_error(proc, "a result outside its operation");
+                    }
+                }
+                if p.filled >= p.buf.len() {
+                    if let Some(mut done) = w.results.remove(&token) {
+                        w.fetching[o] = w.fetching[o].saturating_sub(1);
+                        if let Some(sink) = done.sink.take() {
+                            sink(&done.buf);
+                        }
+                    }
+                }
+            }
+            Msg::Lock { exclusive } => {
+                w.lock.queue.push_back((origin, exclusive));
+                for g in grant_waiting(w) {
+                    replies.push((g, Msg::Grant));
+                }
+            }
+            Msg::Grant => w.granted[o] += 1,
+            Msg::Unlock { ops } => {
+                if w.applied[o] >= ops {
+                    release(w, origin);
+                    replies.push((origin, Msg::Unlocked));
+                    for g in grant_waiting(w) {
+                        replies.push((g, Msg::Grant));
+                    }
+                } else {
+                    w.pending_unlocks.push((origin, ops));
+                }
+            }
+            Msg::Unlocked => w.unlocked[o] += 1,
+            Msg::Flush { ops } => {
+                if w.applied[o] >= ops {
+                    replies.push((origin, Msg::Flushed));
+                } else {
+                    w.pending_flushes.push((origin, ops));
+                }
+            }
+            Msg::Flushed => w.flushed[o] += 1,
+            Msg::Post => w.posts[o] += 1,
+            Msg::Complete { ops } => w.completes[o].push_back(ops),
+            Msg::Fence { ops } => w.fence_ops[o].push_back(ops),
+            Msg::FenceDone => w.fence_dones[o] += 1,
+            Msg::Put { .. }
+            | Msg::Acc { .. }
+            | Msg::Get { .. }
+            | Msg::GetAcc { .. }
+            | Msg::Cas { .. } => {}
+        }
+        self.rma_reply_all(win, replies);
+    }
+
+    /// Registers a fetching operation's result buffer; returns its token.
+    pub(crate) fn rma_expect(
+        &mut self,
+        win: u16,
+        target: u32,
+        len: usize,
+        sink: super::Sink,
+    ) -> u64 {
+        self.rma.next_token += 1;
+        let token = self.rma.next_token;
+        if let Some(w) = self.rma.wins.get_mut(&win) {
+            w.fetching[target as usize] += 1;
+            w.results.insert(
+                token,
+                Pending {
+                    target,
+                    buf: vec![0; len],
+                    filled: 0,
+                    sink: Some(sink),
+                },
+            );
+        }
+        token
+    }
+}
+
+/// Grants the lock to the waiting origins it can go to now, in arrival order.
+fn grant_waiting(w: &mut Window) -> Vec<u32> {
+    let mut granted = Vec::new();
+    while let Some(&(o, exclusive)) = w.lock.queue.front() {
+        let free = w.lock.exclusive.is_none() && (!exclusive || w.lock.shared == 0);
+        if !free {
+            break;
+        }
+        w.lock.queue.pop_front();
+        if exclusive {
+            w.lock.exclusive = Some(o);
+        } else {
+            w.lock.shared += 1;
+        }
+        granted.push(o);
+    }
+    granted
+}
+
+fn release(w: &mut Window, origin: u32) {
+    if w.lock.exclusive == Some(origin) {
+        w.lock.exclusive = None;
+    } else {
+        w.lock.shared = w.lock.shared.saturating_sub(1);
+    }
+}
+
+/// Applies an operation to `w`'s memory; returns the reply and an error to log.
+fn apply(w: &Window, msg: &Msg<'_>) -> (Reply, Option<String>) {
+    let mem = &w.mem;
+    match msg {
+        Msg::Put { segs, data, .. } => (Reply::None, mem.write(segs, data).err().map(|e| e.0)),
+        Msg::Acc {
+            op,
+            dtype,
+            segs,
+            data,
+            ..
+        } => (Reply::None, accumulate(w, *op, *dtype, segs, data).err()),
+        Msg::Get {
+            token,
+            offset,
+            segs,
+            ..
+        } => {
+            let mut out = Vec::with_capacity(wire::total(segs) as usize);
+            let err = mem.read(segs, &mut out).err().map(|e| e.0);
+            out.resize(wire::total(segs) as usize, 0);
+            (
+                Reply::Result {
+                    token: *token,
+                    offset: *offset,
+                    data: out,
+                },
+                err,
+            )
+        }
+        Msg::GetAcc {
+            token,
+            offset,
+            op,
+            dtype,
+            segs,
+            data,
+            ..
+        } => {
+            let mut old = Vec::with_capacity(wire::total(segs) as usize);
+            let mut err = mem.read(segs, &mut old).err().map(|e| e.0);
+            if err.is_none() {
+                err = accumulate(w, *op, *dtype, segs, data).err();
+            }
+            old.resize(wire::total(segs) as usize, 0);
+            (
+                Reply::Result {
+                    token: *token,
+                    offset: *offset,
+                    data: old,
+                },
+                err,
+            )
+        }
+        Msg::Cas {
+            token,
+            disp,
+            compare,
+            swap,
+            ..
+        } => {
+            let seg = [Segment {
+                offset: *disp,
+                len: compare.len() as u32,
+            }];
+            let mut old = Vec::with_capacity(compare.len());
+            let mut err = mem.read(&seg, &mut old).err().map(|e| e.0);
+            if err.is_none() && old == *compare {
+                err = mem.write(&seg, swap).err().map(|e| e.0);
+            }
+            old.resize(compare.len(), 0);
+            (
+                Reply::Result {
+                    token: *token,
+                    offset: 0,
+                    data: old,
+                },
+                err,
+            )
+        }
+        _ => (Reply::None, None),
+    }
+}
+
+/// `target = origin OP target` over `segs`, element by element.
+fn accumulate(
+    w: &Window,
+    op: AccOp,
+    dtype: op::Dtype,
+    segs: &[Segment],
+    data: &[u8],
+) -> Result<(), String> {
+    match op {
+        AccOp::NoOp => w.mem.check(segs).map_err(|e| e.0),
+        AccOp::Replace => w.mem.write(segs, data).map_err(|e| e.0),
+        AccOp::Reduce(o) => {
+            let mut cur = Vec::with_capacity(data.len());
+            w.mem.read(segs, &mut cur).map_err(|e| e.0)?;
+            op::reduce(o, dtype, data, &mut cur).map_err(|e| e.to_string())?;
+            w.mem.write(segs, &cur).map_err(|e| e.0)
+        }
+    }
+}
