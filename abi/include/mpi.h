@@ -1352,6 +1352,14 @@ KESTREL_MPI_FN(int, Win_allocate,
                (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win));
 KESTREL_MPI_FN(int, Win_allocate_c,
                (MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win));
+KESTREL_MPI_FN(int, Win_allocate_shared,
+               (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win));
+KESTREL_MPI_FN(int, Win_allocate_shared_c,
+               (MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win));
+KESTREL_MPI_FN(int, Win_shared_query,
+               (MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *baseptr));
+KESTREL_MPI_FN(int, Win_shared_query_c,
+               (MPI_Win win, int rank, MPI_Aint *size, MPI_Aint *disp_unit, void *baseptr));
 KESTREL_MPI_FN(int, Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win));
 KESTREL_MPI_FN(int, Win_attach, (MPI_Win win, void *base, MPI_Aint size));
 KESTREL_MPI_FN(int, Win_detach, (MPI_Win win, const void *base));
@@ -1439,15 +1447,8 @@ KESTREL_MPI_FN(int, Win_delete_attr, (MPI_Win win, int win_keyval));
 #ifndef KESTREL_UNIMPLEMENTED
 #  define KESTREL_UNIMPLEMENTED(ret, name, why) struct kestrel_unimplemented_##name
 #endif
-#define KESTREL_NO_SHARED_WIN "Kestrel does not implement shared-memory windows (MPI_Win_allocate_shared) yet"
 #define KESTREL_NO_IO "Kestrel does not implement MPI-IO yet"
 #define KESTREL_NO_T_EVENTS "Kestrel does not implement the MPI_T events and sources yet"
-
-/* One-sided communication. Shared-memory windows are not implemented yet. */
-KESTREL_UNIMPLEMENTED(int, Win_allocate_shared, KESTREL_NO_SHARED_WIN);
-KESTREL_UNIMPLEMENTED(int, Win_allocate_shared_c, KESTREL_NO_SHARED_WIN);
-KESTREL_UNIMPLEMENTED(int, Win_shared_query, KESTREL_NO_SHARED_WIN);
-KESTREL_UNIMPLEMENTED(int, Win_shared_query_c, KESTREL_NO_SHARED_WIN);
 
 /* MPI-IO. */
 KESTREL_UNIMPLEMENTED(MPI_Fint, File_c2f, KESTREL_NO_IO);

@@ -70,6 +70,24 @@ impl Drop for Allocation {
     }
 }
 
+/// The shared mapping behind an `MPI_Win_allocate_shared` window: every member's memory,
+/// back to back, mapped by every member of the node.
+#[derive(Debug)]
+pub struct SharedMapping {
+    ptr: *mut u8,
+    len: usize,
+    /// Where each member's memory starts in the mapping.
+    offsets: Vec<usize>,
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr..ptr + len` is the mapping `map_shared` made; the window that used it
+        // is freed (every operation on it completed), so nothing reads it any more.
+        unsafe { libc::munmap(self.ptr as *mut c_void, self.len) };
+    }
+}
+
 /// A window of this process.
 #[derive(Debug)]
 pub struct WinRec {
@@ -83,6 +101,8 @@ pub struct WinRec {
     pub values: Box<AttrValues>,
     /// Memory the library allocated for the window.
     pub allocation: Option<Allocation>,
+    /// The node-wide mapping of a shared window.
+    pub shared: Option<SharedMapping>,
     /// `MPI_Win_set_name`.
     pub name: String,
     /// Its error handler (a handle).
@@ -198,6 +218,7 @@ pub unsafe fn create(
             model: MODEL_UNIFIED,
         }),
         allocation,
+        shared: None,
         name: String::new(),
         errhandler,
         attrs: Vec::new(),
@@ -347,8 +368,12 @@ fn target_segments(
 /// value/index pair type.
 fn origin_bytes(r: &Region) -> MpiResult<Vec<u8>> {
     if r.ty.pair.is_some() {
+        // The span ends at the last element's data; its trailing padding is not the
+        // program's memory, so it is sent as zeros (reductions ignore padding).
         let n = r.count * r.ty.extent().max(0) as usize;
-        return Ok(r.bytes()[..n.min(r.bytes().len())].to_vec());
+        let mut v = r.bytes()[..n.min(r.bytes().len())].to_vec();
+        v.resize(n, 0);
+        return Ok(v);
     }
     r.pack()
 }
@@ -530,7 +555,219 @@ pub fn predefined_attr(w: &WinRec, kv: c_int) -> Option<*mut c_void> {
     })
 }
 
+/// The value of a predefined attribute itself (what Fortran gets).
+pub fn predefined_value(w: &WinRec, kv: c_int) -> Option<i64> {
+    let v = &*w.values;
+    Some(match kv {
+        ATTR_BASE => w.base as i64,
+        ATTR_SIZE => v.size,
+        ATTR_DISP_UNIT => v.disp_unit.into(),
+        ATTR_CREATE_FLAVOR => v.flavor.into(),
+        ATTR_MODEL => v.model.into(),
+        _ => return None,
+    })
+}
+
 /// The sync-error class for a failed synchronization call.
 pub fn sync_err(e: kestrel_pml::PmlError) -> MpiError {
     error::pml(error::ERR_RMA_SYNC)(e)
+}
+
+/// Where each member's memory starts in a shared window, and the total: contiguous, MPI's
+/// default (the first byte of member i follows the last byte of member i - 1).
+fn shared_offsets(sizes: &[u64]) -> (Vec<usize>, usize) {
+    let mut at = 0usize;
+    let mut offsets = Vec::with_capacity(sizes.len());
+    for &s in sizes {
+        offsets.push(at);
+        at += s as usize;
+    }
+    (offsets, at.max(64))
+}
+
+/// `MPI_Win_allocate_shared` (collective over an intra-communicator whose members share
+/// this node): the lowest rank creates one file with every member's memory, all map it,
+/// and the name is removed once all have. Returns the window and this member's base.
+pub fn allocate_shared(
+    l: &mut Locked,
+    comm: c_int,
+    size: i64,
+    disp_unit: c_int,
+    info: c_int,
+) -> MpiResult<(c_int, *mut c_void)> {
+    let core = l.core()?;
+    let c = crate::comm::intra(core, comm, "a shared-memory window")?;
+    let (ctx, rank, members) = (c.ctx, c.rank as usize, c.members.clone());
+    let here = core.engine.node_of(core.engine.rank()).to_string();
+    if let Some(p) = members.iter().find(|&&p| core.engine.node_of(p) != here) {
+        return Err(MpiError::new(
+            error::ERR_RMA_SHARED,
+            format!(
+                "MPI_Win_allocate_shared needs every member on one node, but process {p} is on {} and this one on {here}; split the communicator with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) first",
+                core.engine.node_of(*p)
+            ),
+        ));
+    }
+    let bytes = u64::try_from(size)
+        .map_err(|_| MpiError::new(error::ERR_SIZE, format!("window size {size} is negative")))?;
+    let pml = error::pml(error::ERR_RMA_SHARED);
+    let all = core
+        .engine
+        .allgather_bytes(ctx, &bytes.to_be_bytes())
+        .map_err(&pml)?;
+    let sizes: Vec<u64> = all
+        .iter()
+        .map(|b| u64::from_be_bytes(b.as_slice().try_into().unwrap_or([0; 8])))
+        .collect();
+    let (offsets, total) = shared_offsets(&sizes);
+    // The lowest rank names and sizes the file; the others learn its name.
+    let dir = kestrel_runtime::session::shm_dir();
+    let name = format!(
+        "kestrel.{}.win{:x}-{}",
+        core.engine.job_tag(),
+        ctx,
+        std::process::id()
+    );
+    let mine = if rank == 0 {
+        dir.join(&name).display().to_string()
+    } else {
+        String::new()
+    };
+    let made = if rank == 0 {
+        create_file(&mine, total)
+    } else {
+        Ok(())
+    };
+    let ok = core
+        .engine
+        .allgather_bytes(ctx, &[u8::from(made.is_ok())])
+        .map_err(&pml)?;
+    let path_all = core
+        .engine
+        .allgather_bytes(ctx, mine.as_bytes())
+        .map_err(&pml)?;
+    if ok.iter().any(|v| v != &[1]) {
+        return Err(MpiError::new(
+            error::ERR_NO_MEM,
+            format!(
+                "cannot create the shared window's file in {}: {}",
+                dir.display(),
+                made.err()
+                    .unwrap_or_else(|| "failed on the lowest rank".into())
+            ),
+        ));
+    }
+    let path = String::from_utf8_lossy(&path_all[0]).into_owned();
+    let mapped = map_shared(&path, total);
+    let all_mapped = core
+        .engine
+        .allgather_bytes(ctx, &[u8::from(mapped.is_ok())])
+        .map_err(&pml)?;
+    if rank == 0 {
+        let _ = std::fs::remove_file(&path);
+    }
+    let ptr = match mapped {
+        Ok(p) if all_mapped.iter().all(|v| v == &[1]) => p,
+        Ok(p) => {
+            // SAFETY: the mapping just made, used by nothing.
+            unsafe { libc::munmap(p as *mut c_void, total) };
+            return Err(MpiError::new(
+                error::ERR_RMA_SHARED,
+                "another member could not map the shared window's file",
+            ));
+        }
+        Err(e) => return Err(MpiError::new(error::ERR_RMA_SHARED, e)),
+    };
+    let mapping = SharedMapping {
+        ptr,
+        len: total,
+        offsets,
+    };
+    // SAFETY: the member's part of the mapping lies inside it and lives in the record until
+    // MPI_Win_free.
+    let base = unsafe { ptr.add(mapping.offsets[rank]) } as *mut c_void;
+    // SAFETY: as above.
+    let h = unsafe { create(l, comm, base, size, disp_unit, info, FLAVOR_SHARED, None) }?;
+    l.core()?.win_mut(h)?.shared = Some(mapping);
+    Ok((h, base))
+}
+
+fn create_file(path: &str, len: usize) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("{path}: {e}"))?;
+    f.set_len(len as u64).map_err(|e| format!("{path}: {e}"))
+}
+
+fn map_shared(path: &str, len: usize) -> Result<*mut u8, String> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("cannot open the shared window's file {path}: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("{path}: {e}"))?;
+    if (meta.len() as usize) < len {
+        return Err(format!(
+            "the shared window's file {path} has {} bytes, not {len}",
+            meta.len()
+        ));
+    }
+    // SAFETY: a fresh shared mapping of `len` bytes of a file at least that long; the
+    // kernel picks the address.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!(
+            "cannot map the shared window's file {path}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(p as *mut u8)
+}
+
+/// `MPI_Win_shared_query`: member `rank`'s size, displacement unit and base address in this
+/// process (`MPI_PROC_NULL`: the lowest rank with memory).
+pub fn shared_query(core: &Core, win: c_int, rank: c_int) -> MpiResult<(i64, c_int, *mut c_void)> {
+    let w = core.win(win)?;
+    let Some(m) = &w.shared else {
+        return Err(MpiError::new(
+            error::ERR_RMA_FLAVOR,
+            "MPI_Win_shared_query needs a window made by MPI_Win_allocate_shared",
+        ));
+    };
+    let n = w.members.len();
+    let info = |r: usize| core.engine.win_member(w.id, r as u32);
+    let r = if rank == PROC_NULL {
+        (0..n)
+            .find(|&r| info(r).map(|i| i.size > 0).unwrap_or(false))
+            .unwrap_or(0)
+    } else {
+        usize::try_from(rank)
+            .ok()
+            .filter(|&r| r < n)
+            .ok_or_else(|| {
+                MpiError::new(
+                    error::ERR_RANK,
+                    format!("rank {rank} is not in the window's group of {n}"),
+                )
+            })?
+    };
+    let i = info(r).map_err(error::pml(error::ERR_RANK))?;
+    // SAFETY: the offset of a member lies inside the mapping.
+    let base = unsafe { m.ptr.add(m.offsets[r]) } as *mut c_void;
+    Ok((i.size as i64, i.disp_unit as c_int, base))
 }

@@ -167,38 +167,59 @@ pub extern "C" fn MPII_Type_set_attr(
     })
 }
 
-/// Fails as `MPI_Win_*_attr` do: Kestrel has no windows yet.
-fn no_windows(name: &'static str) -> c_int {
-    api::call(name, handle::COMM_WORLD, |_| {
-        Err(MpiError::new(
-            error::ERR_UNSUPPORTED_OPERATION,
-            "Kestrel's MPI library does not implement one-sided communication (windows) yet, \
-             so windows have no attributes",
-        ))
+/// `MPII_Win_get_attr`: `MPI_Win_get_attr` for any language. Fortran passes the predefined
+/// keys as the C value plus one and gets their values themselves, not their addresses.
+///
+/// # Safety
+/// As [`MPII_Comm_get_attr`].
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Win_get_attr(
+    win: c_int,
+    keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+    outtype: c_int,
+) -> c_int {
+    api::call("MPI_Win_get_attr", win, |l| {
+        check_type(outtype)?;
+        let core = l.core()?;
+        let w = core.win(win)?;
+        let c_key = if outtype != ATTR_PTR && crate::win::predefined_attr(w, keyval - 1).is_some() {
+            keyval - 1
+        } else {
+            keyval
+        };
+        let v = match crate::win::predefined_attr(w, c_key) {
+            Some(p) if outtype == ATTR_PTR => Some(p as usize),
+            Some(_) => crate::win::predefined_value(w, c_key).map(|v| v as usize),
+            None => {
+                comm::keyval_slot(core, keyval)?;
+                w.attrs.iter().find(|a| a.0 == keyval).map(|a| a.1)
+            }
+        };
+        // SAFETY: out-parameters (contract).
+        unsafe {
+            if let Some(v) = v {
+                put_value(attribute_val, v, outtype)?;
+            }
+            mem::put(flag, c_int::from(v.is_some()), "flag")
+        }
     })
 }
 
-/// `MPII_Win_get_attr`: windows are not implemented; fails naming `MPI_Win_get_attr`.
-#[no_mangle]
-pub extern "C" fn MPII_Win_get_attr(
-    _win: c_int,
-    _keyval: c_int,
-    _attribute_val: *mut c_void,
-    _flag: *mut c_int,
-    _outtype: c_int,
-) -> c_int {
-    no_windows("MPI_Win_get_attr")
-}
-
-/// `MPII_Win_set_attr`: windows are not implemented; fails naming `MPI_Win_set_attr`.
+/// `MPII_Win_set_attr`: `MPI_Win_set_attr` for any language.
 #[no_mangle]
 pub extern "C" fn MPII_Win_set_attr(
-    _win: c_int,
-    _keyval: c_int,
-    _attribute_val: *mut c_void,
-    _attrtype: c_int,
+    win: c_int,
+    keyval: c_int,
+    attribute_val: *mut c_void,
+    attrtype: c_int,
 ) -> c_int {
-    no_windows("MPI_Win_set_attr")
+    if let Err(e) = check_type(attrtype) {
+        return api::call("MPI_Win_set_attr", win, |_| Err(e));
+    }
+    // SAFETY: the C entry point takes the same arguments.
+    unsafe { super::win::PMPI_Win_set_attr(win, keyval, attribute_val) }
 }
 
 /// `MPII_Keyval_set_proxy`: the key's copy and delete functions are called through these

@@ -14,9 +14,8 @@ fn unsupported(name: &'static str) -> c_int {
     api::call(name, handle::COMM_WORLD, |_| {
         Err(MpiError::new(
             error::ERR_UNSUPPORTED_OPERATION,
-            "Kestrel's MPI library does not implement this function (shared-memory \
-             windows, MPI-IO and the tool interface's events and sources are not provided \
-             yet); see abi/include/mpi.h for what is",
+            "Kestrel's MPI library does not implement this function (MPI-IO and the \
+             tool interface's events and sources are not provided yet); see abi/include/mpi.h for what is",
         ))
     })
 }
@@ -168,8 +167,4 @@ unsupported! {
     MPI_T_source_get_info / PMPI_T_source_get_info,
     MPI_T_source_get_num / PMPI_T_source_get_num,
     MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp,
-    MPI_Win_allocate_shared / PMPI_Win_allocate_shared,
-    MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c,
-    MPI_Win_shared_query / PMPI_Win_shared_query,
-    MPI_Win_shared_query_c / PMPI_Win_shared_query_c,
 }

@@ -720,3 +720,69 @@ mpi_fn! {
         })
     }
 }
+
+/// `MPI_Win_allocate_shared` in both bindings.
+unsafe fn allocate_shared(
+    name: &'static str,
+    size: i64,
+    disp_unit: i64,
+    info: c_int,
+    comm: c_int,
+    baseptr: *mut c_void,
+    out: *mut c_int,
+) -> c_int {
+    api::call(name, comm, |l| {
+        let du = disp_unit_of(disp_unit)?;
+        let (h, base) = win::allocate_shared(l, comm, size, du, info)?;
+        // SAFETY: `baseptr` is a `void **` in disguise; out-parameters (contract).
+        unsafe { mem::put(baseptr as *mut *mut c_void, base, "baseptr") }?;
+        // SAFETY: as above.
+        unsafe { mem::put(out, h, "win") }
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Win_allocate_shared`.
+    fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) -> c_int {
+        // SAFETY: forwarded contract.
+        unsafe { allocate_shared("MPI_Win_allocate_shared", size as i64, disp_unit.into(), info, comm, baseptr, win) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_allocate_shared_c`.
+    fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: isize, disp_unit: isize, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) -> c_int {
+        // SAFETY: forwarded contract.
+        unsafe { allocate_shared("MPI_Win_allocate_shared_c", size as i64, disp_unit as i64, info, comm, baseptr, win) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_shared_query`.
+    fn MPI_Win_shared_query / PMPI_Win_shared_query(win: c_int, rank: c_int, size: *mut isize, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
+        api::call("MPI_Win_shared_query", win, |l| {
+            let (s, d, b) = win::shared_query(l.core()?, win, rank)?;
+            // SAFETY: out-parameters (contract); `baseptr` is a `void **` in disguise.
+            unsafe { mem::put(size, s as isize, "size") }?;
+            // SAFETY: as above.
+            unsafe { mem::put(disp_unit, d, "disp_unit") }?;
+            // SAFETY: as above.
+            unsafe { mem::put(baseptr as *mut *mut c_void, b, "baseptr") }
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_shared_query_c`.
+    fn MPI_Win_shared_query_c / PMPI_Win_shared_query_c(win: c_int, rank: c_int, size: *mut isize, disp_unit: *mut isize, baseptr: *mut c_void) -> c_int {
+        api::call("MPI_Win_shared_query_c", win, |l| {
+            let (s, d, b) = win::shared_query(l.core()?, win, rank)?;
+            // SAFETY: out-parameters (contract); `baseptr` is a `void **` in disguise.
+            unsafe { mem::put(size, s as isize, "size") }?;
+            // SAFETY: as above.
+            unsafe { mem::put(disp_unit, d as isize, "disp_unit") }?;
+            // SAFETY: as above.
+            unsafe { mem::put(baseptr as *mut *mut c_void, b, "baseptr") }
+        })
+    }
+}

@@ -224,6 +224,49 @@ impl Engine {
         Ok(win)
     }
 
+    /// Registers window `win` without the collective exchange of [`Engine::win_create`]: the
+    /// caller already knows every member's description (`group`: each member's process
+    /// index). For set-ups that exchanged them themselves, such as the simulated cluster of
+    /// the engine's tests; `win` must be an id no communicator of this process uses.
+    pub fn win_register(
+        &mut self,
+        win: u16,
+        group: Vec<u32>,
+        mem: WinMemory,
+        members: Vec<MemberInfo>,
+    ) -> Result<(), PmlError> {
+        let me = group
+            .iter()
+            .position(|&p| p == self.rank())
+            .ok_or_else(|| PmlError::Invalid("window: this process is not in the group".into()))?
+            as u32;
+        if members.len() != group.len() || self.rma.wins.contains_key(&win) {
+            return Err(PmlError::Invalid(format!(
+                "window {win}: exists already, or the descriptions do not match the group"
+            )));
+        }
+        self.rma
+            .wins
+            .insert(win, Window::new(group, me, mem, members));
+        if let Some(early) = self.rma.early.remove(&win) {
+            for (proc, bytes) in early {
+                self.rma_handle(proc, bytes);
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles `bytes` as a one-sided message from process `proc`, as if a transport had
+    /// delivered it (tests and fuzzing feed forged messages through here).
+    pub fn rma_inject(&mut self, proc: u32, bytes: Vec<u8>) {
+        self.rma_handle(proc, bytes);
+    }
+
+    /// Messages dropped as malformed or naming memory outside a window.
+    pub fn rma_errors(&self) -> u64 {
+        self.rma.errors
+    }
+
     /// What member `rank` of window `win` exposes (size, displacement unit, base address).
     pub fn win_member(&self, win: u16, rank: u32) -> Result<MemberInfo, PmlError> {
         let w = self.window(win)?;
