@@ -555,6 +555,29 @@ pub fn predefined_attr(w: &WinRec, kv: c_int) -> Option<*mut c_void> {
     })
 }
 
+/// `MPI_Win_set_attr`: replaces (deleting) an existing value.
+pub fn set_attr(l: &mut Locked, win: c_int, keyval: c_int, value: usize) -> MpiResult<()> {
+    let core = l.core()?;
+    let slot = crate::comm::keyval_slot(core, keyval)?;
+    let old = core
+        .win(win)?
+        .attrs
+        .iter()
+        .find(|a| a.0 == keyval)
+        .map(|a| a.1);
+    if let Some(old) = old {
+        crate::comm::delete_one(l, win, keyval, old)?;
+    }
+    let core = l.core()?;
+    let w = core.win_mut(win)?;
+    w.attrs.retain(|a| a.0 != keyval);
+    w.attrs.push((keyval, value));
+    if let Some(k) = core.keyvals.get_mut(slot) {
+        k.uses += 1;
+    }
+    Ok(())
+}
+
 /// The value of a predefined attribute itself (what Fortran gets).
 pub fn predefined_value(w: &WinRec, kv: c_int) -> Option<i64> {
     let v = &*w.values;

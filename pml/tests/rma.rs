@@ -117,10 +117,10 @@ fn puts_gets_and_accumulates_match_a_serial_model() {
                 )
                 .unwrap();
         }
-        for k in 0..64 {
+        for (k, v) in vals.iter().enumerate() {
             let at = 3000 + 4 * k;
             let old = i32::from_ne_bytes(model[0][at..at + 4].try_into().unwrap());
-            let new = old.wrapping_add(vals[k] * n as i32);
+            let new = old.wrapping_add(v * n as i32);
             model[0][at..at + 4].copy_from_slice(&new.to_ne_bytes());
         }
         settle(&mut c);

@@ -215,11 +215,10 @@ pub extern "C" fn MPII_Win_set_attr(
     attribute_val: *mut c_void,
     attrtype: c_int,
 ) -> c_int {
-    if let Err(e) = check_type(attrtype) {
-        return api::call("MPI_Win_set_attr", win, |_| Err(e));
-    }
-    // SAFETY: the C entry point takes the same arguments.
-    unsafe { super::win::PMPI_Win_set_attr(win, keyval, attribute_val) }
+    api::call("MPI_Win_set_attr", win, |l| {
+        check_type(attrtype)?;
+        crate::win::set_attr(l, win, keyval, attribute_val as usize)
+    })
 }
 
 /// `MPII_Keyval_set_proxy`: the key's copy and delete functions are called through these

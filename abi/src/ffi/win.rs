@@ -662,22 +662,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Win_set_attr`.
     fn MPI_Win_set_attr / PMPI_Win_set_attr(win: c_int, keyval: c_int, value: *mut c_void) -> c_int {
-        api::call("MPI_Win_set_attr", win, |l| {
-            let core = l.core()?;
-            let slot = crate::comm::keyval_slot(core, keyval)?;
-            let old = core.win(win)?.attrs.iter().find(|a| a.0 == keyval).map(|a| a.1);
-            if let Some(old) = old {
-                crate::comm::delete_one(l, win, keyval, old)?;
-            }
-            let core = l.core()?;
-            let w = core.win_mut(win)?;
-            w.attrs.retain(|a| a.0 != keyval);
-            w.attrs.push((keyval, value as usize));
-            if let Some(k) = core.keyvals.get_mut(slot) {
-                k.uses += 1;
-            }
-            Ok(())
-        })
+        api::call("MPI_Win_set_attr", win, |l| win::set_attr(l, win, keyval, value as usize))
     }
 }
 
