@@ -512,3 +512,155 @@ pub fn decode(bytes: &[u8]) -> Result<(u16, Msg<'_>), DecodeError> {
     r.finish("message")?;
     Ok((win, m))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<Vec<u8>> {
+        let segs = vec![
+            Segment { offset: 8, len: 16 },
+            Segment { offset: 40, len: 8 },
+        ];
+        let data = [7u8; 24];
+        vec![
+            encode(
+                3,
+                &Msg::Put {
+                    seq: 1,
+                    segs: segs.clone(),
+                    data: &data,
+                },
+            ),
+            encode(
+                3,
+                &Msg::Acc {
+                    seq: 2,
+                    op: AccOp::Reduce(Op::Sum),
+                    dtype: Dtype::I64,
+                    segs: segs.clone(),
+                    data: &data,
+                },
+            ),
+            encode(
+                3,
+                &Msg::GetAcc {
+                    seq: 3,
+                    token: 9,
+                    offset: 0,
+                    op: AccOp::NoOp,
+                    dtype: Dtype::Opaque(3),
+                    segs: vec![Segment { offset: 0, len: 6 }],
+                    data: &[],
+                },
+            ),
+            encode(
+                3,
+                &Msg::Get {
+                    seq: 4,
+                    token: 10,
+                    offset: 24,
+                    segs,
+                },
+            ),
+            encode(
+                3,
+                &Msg::Cas {
+                    seq: 5,
+                    token: 11,
+                    disp: 16,
+                    compare: &[1; 8],
+                    swap: &[2; 8],
+                },
+            ),
+            encode(
+                3,
+                &Msg::Result {
+                    token: 9,
+                    offset: 0,
+                    data: &[1, 2, 3],
+                },
+            ),
+            encode(3, &Msg::Lock { exclusive: true }),
+            encode(3, &Msg::Unlock { ops: 77 }),
+            encode(3, &Msg::Fence { ops: 5 }),
+            encode(3, &Msg::FenceDone),
+        ]
+    }
+
+    #[test]
+    fn messages_round_trip_and_every_cut_or_flip_is_an_error_or_consistent() {
+        for s in samples() {
+            let (win, m) = decode(&s).unwrap();
+            assert_eq!(win, 3);
+            assert_eq!(encode(win, &m), s, "{m:?}");
+            for cut in 0..s.len() {
+                // A shorter frame may decode only as a message with less data, never panic.
+                if let Ok((_, m)) = decode(&s[..cut]) {
+                    assert!(matches!(m, Msg::Result { .. }), "{m:?} from {cut} bytes");
+                }
+            }
+            for i in 0..s.len() {
+                for bit in 0..8 {
+                    let mut f = s.clone();
+                    f[i] ^= 1 << bit;
+                    if let Ok((_, m)) = decode(&f) {
+                        // Whatever decodes is self-consistent.
+                        match m {
+                            Msg::Put { segs, data, .. } => {
+                                assert_eq!(total(&segs), data.len() as u64)
+                            }
+                            Msg::Acc {
+                                segs, data, dtype, ..
+                            } => {
+                                assert_eq!(total(&segs), data.len() as u64);
+                                assert!(segs.iter().all(|g| g.len as usize % dtype.size() == 0));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lies_are_refused() {
+        // An operation not defined for the type, an unknown type, data that does not fill
+        // the ranges, an opaque element of zero bytes.
+        let bad_op = encode(
+            1,
+            &Msg::Acc {
+                seq: 0,
+                op: AccOp::Reduce(Op::Band),
+                dtype: Dtype::F64,
+                segs: vec![Segment { offset: 0, len: 8 }],
+                data: &[0; 8],
+            },
+        );
+        assert!(decode(&bad_op).is_err());
+        let mut unknown = bad_op.clone();
+        unknown[12] = 99;
+        assert!(decode(&unknown).is_err());
+        let short = encode(
+            1,
+            &Msg::Put {
+                seq: 0,
+                segs: vec![Segment { offset: 0, len: 9 }],
+                data: &[0; 8],
+            },
+        );
+        assert!(decode(&short).is_err());
+        let zero = encode(
+            1,
+            &Msg::Acc {
+                seq: 0,
+                op: AccOp::Replace,
+                dtype: Dtype::Opaque(0),
+                segs: vec![],
+                data: &[],
+            },
+        );
+        assert!(decode(&zero).is_err());
+    }
+}
