@@ -614,7 +614,9 @@ mod tests {
                                 segs, data, dtype, ..
                             } => {
                                 assert_eq!(total(&segs), data.len() as u64);
-                                assert!(segs.iter().all(|g| g.len as usize % dtype.size() == 0));
+                                assert!(segs
+                                    .iter()
+                                    .all(|g| (g.len as usize).is_multiple_of(dtype.size())));
                             }
                             _ => {}
                         }
