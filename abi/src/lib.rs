@@ -55,3 +55,5 @@ pub mod type_attr;
 pub mod types;
 #[allow(unsafe_code)]
 pub mod win;
+#[allow(unsafe_code)]
+pub mod win_rec;

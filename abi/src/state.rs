@@ -227,7 +227,7 @@ pub struct Core {
     /// MPI-4 sessions.
     pub sessions: Slab<SessionRec>,
     /// One-sided windows.
-    pub wins: Slab<crate::win::WinRec>,
+    pub wins: Slab<crate::win_rec::WinRec>,
     /// Free functions of generalized requests freed during this call, run once the call
     /// releases the library lock (they may call MPI).
     pub deferred_frees: Vec<(crate::grequest::FreeFn, crate::grequest::Extra)>,

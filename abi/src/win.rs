@@ -5,7 +5,6 @@
 //! It owns the memory of `MPI_Win_allocate` windows (freed by `MPI_Win_free`) and the
 //! values `MPI_Win_get_attr` points at. It never moves bytes to or from a window itself.
 
-use std::alloc::Layout;
 use std::os::raw::{c_int, c_void};
 
 use kestrel_pml::op::Dtype;
@@ -16,109 +15,7 @@ use crate::handle::{self, Kind, Obj};
 use crate::mem::Region;
 use crate::state::{Core, Locked};
 use crate::types::{self, Dt};
-
-/// `MPI_WIN_FLAVOR_CREATE`.
-pub const FLAVOR_CREATE: c_int = 1;
-/// `MPI_WIN_FLAVOR_ALLOCATE`.
-pub const FLAVOR_ALLOCATE: c_int = 2;
-/// `MPI_WIN_FLAVOR_DYNAMIC`.
-pub const FLAVOR_DYNAMIC: c_int = 3;
-/// `MPI_WIN_FLAVOR_SHARED`.
-pub const FLAVOR_SHARED: c_int = 4;
-/// `MPI_WIN_UNIFIED`: the window's memory is the one copy operations and loads see.
-pub const MODEL_UNIFIED: c_int = 2;
-/// `MPI_LOCK_EXCLUSIVE`.
-pub const LOCK_EXCLUSIVE: c_int = 234;
-/// `MPI_LOCK_SHARED`.
-pub const LOCK_SHARED: c_int = 235;
-/// `MPI_PROC_NULL`.
-pub const PROC_NULL: c_int = -1;
-
-/// `MPI_WIN_BASE` and the other predefined window attribute keys.
-pub const ATTR_BASE: c_int = 0x6600_0001;
-/// `MPI_WIN_SIZE`.
-pub const ATTR_SIZE: c_int = 0x6600_0003;
-/// `MPI_WIN_DISP_UNIT`.
-pub const ATTR_DISP_UNIT: c_int = 0x6600_0005;
-/// `MPI_WIN_CREATE_FLAVOR`.
-pub const ATTR_CREATE_FLAVOR: c_int = 0x6600_0007;
-/// `MPI_WIN_MODEL`.
-pub const ATTR_MODEL: c_int = 0x6600_0009;
-
-/// The values the predefined attributes point at (boxed: the record moves, they must not).
-#[derive(Debug)]
-pub struct AttrValues {
-    size: i64,
-    disp_unit: c_int,
-    flavor: c_int,
-    model: c_int,
-}
-
-/// Memory `MPI_Win_allocate` took for a window.
-#[derive(Debug)]
-pub struct Allocation {
-    ptr: *mut u8,
-    layout: Layout,
-}
-
-impl Drop for Allocation {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from `alloc_zeroed(layout)` in `allocate` and is freed once,
-        // here, when the window's record goes (after `MPI_Win_free` completed every
-        // operation on it).
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
-    }
-}
-
-/// The shared mapping behind an `MPI_Win_allocate_shared` window: every member's memory,
-/// back to back, mapped by every member of the node.
-#[derive(Debug)]
-pub struct SharedMapping {
-    ptr: *mut u8,
-    len: usize,
-    /// Where each member's memory starts in the mapping.
-    offsets: Vec<usize>,
-}
-
-impl Drop for SharedMapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr..ptr + len` is the mapping `map_shared` made; the window that used it
-        // is freed (every operation on it completed), so nothing reads it any more.
-        unsafe { libc::munmap(self.ptr as *mut c_void, self.len) };
-    }
-}
-
-/// A window of this process.
-#[derive(Debug)]
-pub struct WinRec {
-    /// The engine's window id.
-    pub id: u16,
-    /// The communicator's members (job ranks), in rank order.
-    pub members: Vec<u32>,
-    /// This process's base address (0 for a dynamic window).
-    pub base: usize,
-    /// Predefined attribute values.
-    pub values: Box<AttrValues>,
-    /// Memory the library allocated for the window.
-    pub allocation: Option<Allocation>,
-    /// The node-wide mapping of a shared window.
-    pub shared: Option<SharedMapping>,
-    /// `MPI_Win_set_name`.
-    pub name: String,
-    /// Its error handler (a handle).
-    pub errhandler: c_int,
-    /// User attributes by keyval, in the order set.
-    pub attrs: Vec<(c_int, usize)>,
-    /// Hints (`MPI_Win_set_info` and the creation's info).
-    pub info: Vec<(String, String)>,
-}
-
-impl WinRec {
-    /// Whether offsets name addresses (`MPI_Win_create_dynamic`).
-    pub fn dynamic(&self) -> bool {
-        self.values.flavor == FLAVOR_DYNAMIC
-    }
-}
+pub use crate::win_rec::*;
 
 /// The table slot of a window handle.
 pub fn slot(h: c_int) -> Option<u32> {
@@ -225,30 +122,6 @@ pub unsafe fn create(
         info,
     };
     Ok(handle::make(Kind::Direct, Obj::Win, core.wins.insert(rec)))
-}
-
-/// Memory for `MPI_Win_allocate`: `size` zeroed bytes aligned for any type.
-pub fn allocate(size: i64) -> MpiResult<Allocation> {
-    let n = usize::try_from(size)
-        .map_err(|_| MpiError::new(error::ERR_SIZE, format!("window size {size} is negative")))?;
-    let layout = Layout::from_size_align(n.max(1), 64)
-        .map_err(|_| MpiError::new(error::ERR_SIZE, format!("window size {n} is too large")))?;
-    // SAFETY: the layout has a non-zero size.
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-    if ptr.is_null() {
-        return Err(MpiError::new(
-            error::ERR_NO_MEM,
-            format!("cannot allocate {n} bytes for the window"),
-        ));
-    }
-    Ok(Allocation { ptr, layout })
-}
-
-impl Allocation {
-    /// The memory's address.
-    pub fn ptr(&self) -> *mut u8 {
-        self.ptr
-    }
 }
 
 /// `MPI_Win_free`: completes every operation, deletes the attributes, forgets the window.

@@ -6,7 +6,7 @@
 //! node-collectives interface), never to a concrete transport: it depends on none. Its
 //! `unsafe` code is [`buf`], which holds user buffers for the duration of a request, the
 //! blocking byte exchanges in `engine::exchange` that wrap their own stack buffers in it, and
-//! [`rma::memory`], the window memory peers' one-sided operations read and write.
+//! [`engine::rma`]'s `memory`, the window memory peers' one-sided operations read and write.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,11 +24,10 @@ pub mod op;
 pub mod params;
 mod procs;
 #[allow(unsafe_code)]
-pub mod rma;
-#[allow(unsafe_code)]
 mod segment_poll;
 pub mod topo;
 
 pub use engine::nbc;
+pub use engine::rma;
 pub use engine::{Engine, PmlError, ReqId, Status};
 pub use group::Group;

@@ -48,6 +48,8 @@ pub mod nbc;
 mod post;
 mod progress;
 mod requests;
+#[allow(unsafe_code)]
+pub mod rma;
 mod startup;
 
 /// A request handle.
@@ -237,7 +239,7 @@ pub(crate) enum Out {
         len: usize,
         completes: bool,
     },
-    /// A one-sided message (`crate::rma`), whole.
+    /// A one-sided message (`rma`), whole.
     Rma { peer: u32, msg: Vec<u8> },
 }
 
@@ -344,8 +346,8 @@ pub struct Engine {
     pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
     /// Nonblocking and persistent collective schedules.
     pub(crate) nbc: crate::engine::nbc::Table,
-    /// One-sided windows (`crate::rma`).
-    pub(crate) rma: crate::rma::Windows,
+    /// One-sided windows (`rma`).
+    pub(crate) rma: crate::engine::rma::Windows,
 }
 
 impl fmt::Debug for Engine {

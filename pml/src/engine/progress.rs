@@ -125,7 +125,7 @@ impl Engine {
             n += b.progress(&mut |m| {
                 if m.am == AM_PML {
                     st.on_message(m.peer, m.data);
-                } else if m.am == crate::rma::wire::AM_RMA {
+                } else if m.am == crate::engine::rma::wire::AM_RMA {
                     st.rma_inbox.push_back((m.peer, m.data.to_vec()));
                 } else {
                     st.protocol_errors += 1;
@@ -334,7 +334,12 @@ impl Engine {
                         self.st.protocol_errors += 1;
                         continue;
                     }
-                    match self.btls[b as usize].send(peer, crate::rma::wire::AM_RMA, &msg, &[]) {
+                    match self.btls[b as usize].send(
+                        peer,
+                        crate::engine::rma::wire::AM_RMA,
+                        &msg,
+                        &[],
+                    ) {
                         Ok(()) => n += 1,
                         Err(SendError::WouldBlock) => {
                             self.st.outbox.push_front(Out::Rma { peer, msg });
