@@ -12,8 +12,8 @@
 #                                           more failures+errors, any hang or any crash the
 #                                           MPICH run does not have
 #
-# Modules of one-sided communication (test_util_sync included: its locks are windows) and
-# MPI-IO are not run (issues of their own). Modules that need a package the venv lacks
+# Modules of MPI-IO are not run (not implemented), nor test_util_sync on MPICH (it hangs
+# there). Modules that need a package the venv lacks
 # (cffi, numba, dlpack) skip those tests themselves.
 # Environment: MPI4PY_DIR (default target/mpi4py), MPI4PY_VERSION (4.1.2),
 # MPI4PY_TIMEOUT (seconds per module, default 300), MPI4PY_ONLY (regex of modules to run),
@@ -29,9 +29,11 @@ dir="${MPI4PY_DIR:-$root/target/mpi4py}"
 timeout_s="${MPI4PY_TIMEOUT:-300}"
 mkdir -p "$dir"
 
-# Modules of other issues (one-sided: 17, MPI-IO: later); mpi4py.util.sync is built on
-# one-sided windows.
-skip_re='^test_(rma|rma_nb|win|io|file|util_sync)$'
+# Modules of MPI-IO (not implemented yet).
+skip_re='^test_(io|file)$'
+# Modules left out on MPICH only: MPICH 4.0.2 hangs in test_util_sync at 2 ranks (its
+# one-sided locks; measured 2026-12-02, 300 s timeout); Kestrel runs it.
+skip_mpich_re='^test_util_sync$'
 
 sdist() {
     local tgz="$dir/mpi4py-$version.tar.gz"
@@ -74,8 +76,8 @@ launcher() {
 }
 
 # Tests left out on both stacks: test_mpiapi's symbol coverage asserts that mpi4py binds
-# every MPI-4 function of the library, which a library without one-sided communication and
-# MPI-IO cannot pass (it lists exactly those functions); it comes back with issue 17 and I/O.
+# every MPI-4 function of the library, which a library without MPI-IO cannot pass (it lists
+# exactly those functions); it comes back with I/O.
 exclude_tests=(testSymbolCoverage)
 
 # One module: prints "module tests failures errors skipped verdict".
@@ -124,6 +126,7 @@ run() {
         local mod
         mod=$(basename "$path" .py)
         [[ "$mod" =~ $skip_re ]] && continue
+        [ "$stack" = mpich ] && [[ "$mod" =~ $skip_mpich_re ]] && continue
         if [ -n "${MPI4PY_ONLY:-}" ] && ! [[ "$mod" =~ $MPI4PY_ONLY ]]; then
             continue
         fi

@@ -18,7 +18,7 @@ fi
 
 # mpi4py's own test suite, a real client of libmpich.so.12: built from its PyPI source with
 # abi/bin/mpicc and with MPICH's mpicc, run at 2 ranks on both; Kestrel may not do worse
-# (one-sided and MPI-IO modules aside). The 1- and 3-rank runs are closing measurements.
+# (MPI-IO modules aside). The 1- and 3-rank runs are closing measurements.
 bash ci/mpi4py.sh build both
 bash ci/mpi4py.sh compare 2
 
