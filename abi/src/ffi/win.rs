@@ -435,6 +435,21 @@ mpi_fn! {
     }
 }
 
+/// A synchronization call on one target rank (`MPI_PROC_NULL`: nothing to do).
+fn sync_rank(
+    name: &'static str,
+    win: c_int,
+    rank: c_int,
+    f: impl FnOnce(&mut kestrel_pml::Engine, u16, u32) -> Result<(), kestrel_pml::PmlError>,
+) -> c_int {
+    sync(name, win, |e, id| {
+        if rank == win::PROC_NULL {
+            return Ok(());
+        }
+        f(e, id, rank as u32)
+    })
+}
+
 fn rank_of(rank: c_int) -> MpiResult<u32> {
     u32::try_from(rank)
         .map_err(|_| MpiError::new(error::ERR_RANK, format!("rank {rank} is negative")))
@@ -443,10 +458,7 @@ fn rank_of(rank: c_int) -> MpiResult<u32> {
 mpi_fn! {
     /// `MPI_Win_unlock`.
     fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: c_int) -> c_int {
-        if rank == win::PROC_NULL {
-            return sync("MPI_Win_unlock", win, |_, _| Ok(()));
-        }
-        sync("MPI_Win_unlock", win, |e, id| e.win_unlock(id, rank as u32))
+        sync_rank("MPI_Win_unlock", win, rank, |e, id, t| e.win_unlock(id, t))
     }
 }
 
@@ -468,10 +480,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Win_flush`.
     fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: c_int) -> c_int {
-        if rank == win::PROC_NULL {
-            return sync("MPI_Win_flush", win, |_, _| Ok(()));
-        }
-        sync("MPI_Win_flush", win, |e, id| e.win_flush(id, rank as u32))
+        sync_rank("MPI_Win_flush", win, rank, |e, id, t| e.win_flush(id, t))
     }
 }
 
@@ -485,10 +494,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Win_flush_local`.
     fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: c_int) -> c_int {
-        if rank == win::PROC_NULL {
-            return sync("MPI_Win_flush_local", win, |_, _| Ok(()));
-        }
-        sync("MPI_Win_flush_local", win, |e, id| e.win_flush_local(id, rank as u32))
+        sync_rank("MPI_Win_flush_local", win, rank, |e, id, t| e.win_flush_local(id, t))
     }
 }
 

@@ -199,21 +199,37 @@ impl Engine {
         self.lock_ranks(win, &all, false)
     }
 
-    fn lock_ranks(&mut self, win: u16, targets: &[u32], exclusive: bool) -> Result<(), PmlError> {
-        self.check_ranks(win, targets)?;
+    /// Sends `m` to each of `targets` and progresses until each has answered once more:
+    /// until `answers(w)[t]`, the count of that answer from `t`, has grown by one.
+    fn ask_each(
+        &mut self,
+        win: u16,
+        targets: &[u32],
+        m: impl Fn(&Window, u32) -> Msg<'static>,
+        answers: fn(&Window) -> &[u64],
+    ) -> Result<(), PmlError> {
         let want: Vec<u64> = {
             let w = self.window(win)?;
-            targets.iter().map(|&t| w.granted[t as usize] + 1).collect()
+            targets
+                .iter()
+                .map(|&t| answers(w)[t as usize] + 1)
+                .collect()
         };
-        self.rma_tell(win, targets, |_, _| Msg::Lock { exclusive });
+        self.rma_tell(win, targets, m);
         self.rma_wait(|e| {
             holds(e, win, |w| {
                 targets
                     .iter()
                     .zip(&want)
-                    .all(|(&t, &n)| w.granted[t as usize] >= n)
+                    .all(|(&t, &n)| answers(w)[t as usize] >= n)
             })
         });
+        Ok(())
+    }
+
+    fn lock_ranks(&mut self, win: u16, targets: &[u32], exclusive: bool) -> Result<(), PmlError> {
+        self.check_ranks(win, targets)?;
+        self.ask_each(win, targets, |_, _| Msg::Lock { exclusive }, |w| &w.granted)?;
         let w = self.window_mut(win)?;
         for &t in targets {
             w.locked[t as usize] += 1;
@@ -244,24 +260,14 @@ impl Engine {
             )));
         }
         self.rma_fetched(win, targets);
-        let want: Vec<u64> = {
-            let w = self.window(win)?;
-            targets
-                .iter()
-                .map(|&t| w.unlocked[t as usize] + 1)
-                .collect()
-        };
-        self.rma_tell(win, targets, |w, t| Msg::Unlock {
-            ops: w.sent[t as usize],
-        });
-        self.rma_wait(|e| {
-            holds(e, win, |w| {
-                targets
-                    .iter()
-                    .zip(&want)
-                    .all(|(&t, &n)| w.unlocked[t as usize] >= n)
-            })
-        });
+        self.ask_each(
+            win,
+            targets,
+            |w, t| Msg::Unlock {
+                ops: w.sent[t as usize],
+            },
+            |w| &w.unlocked,
+        )?;
         let w = self.window_mut(win)?;
         for &t in targets {
             w.locked[t as usize] -= 1;
@@ -289,21 +295,14 @@ impl Engine {
     fn flush_ranks(&mut self, win: u16, targets: &[u32]) -> Result<(), PmlError> {
         self.check_ranks(win, targets)?;
         self.rma_fetched(win, targets);
-        let want: Vec<u64> = {
-            let w = self.window(win)?;
-            targets.iter().map(|&t| w.flushed[t as usize] + 1).collect()
-        };
-        self.rma_tell(win, targets, |w, t| Msg::Flush {
-            ops: w.sent[t as usize],
-        });
-        self.rma_wait(|e| {
-            holds(e, win, |w| {
-                targets
-                    .iter()
-                    .zip(&want)
-                    .all(|(&t, &n)| w.flushed[t as usize] >= n)
-            })
-        });
+        self.ask_each(
+            win,
+            targets,
+            |w, t| Msg::Flush {
+                ops: w.sent[t as usize],
+            },
+            |w| &w.flushed,
+        )?;
         let w = self.window_mut(win)?;
         for &t in targets {
             w.dirty[t as usize] = false;
