@@ -84,6 +84,16 @@ impl Engine {
     /// Sends a one-sided message to process `proc` (queued behind earlier ones when the
     /// transport is full).
     pub(crate) fn rma_send(&mut self, proc: u32, msg: Vec<u8>) {
+        if proc == self.rank() {
+            // To this process: handled now, not looped back through the self transport. A
+            // loop-back made an operation on one's own window complete only at the next
+            // progress, after messages from peers that the same progress call delivered
+            // first: mpi4py.util.sync's queue mutex resets its own "next" slot, then links
+            // into the queue at another rank, and the successor's link could land before the
+            // reset and be overwritten (a hang in test_util_sync about one run in 12).
+            self.rma_handle(proc, msg);
+            return;
+        }
         let b = self.route.get(proc as usize).copied().unwrap_or(NO_ROUTE);
         if b == NO_ROUTE {
             self.rma.errors += 1;
