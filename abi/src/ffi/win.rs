@@ -57,9 +57,11 @@ mpi_fn! {
     }
 }
 
-/// `MPI_Win_allocate` and its large-count twin.
+/// `MPI_Win_allocate` and `MPI_Win_allocate_shared` (`shared`), in both bindings.
+#[allow(clippy::too_many_arguments)]
 unsafe fn allocate(
     name: &'static str,
+    shared: bool,
     size: i64,
     disp_unit: i64,
     info: c_int,
@@ -69,11 +71,17 @@ unsafe fn allocate(
 ) -> c_int {
     api::call(name, comm, |l| {
         let du = disp_unit_of(disp_unit)?;
-        let a = win::allocate(size)?;
-        let base = a.ptr() as *mut c_void;
-        // SAFETY: the allocation lives in the window's record until MPI_Win_free.
-        let h =
-            unsafe { win::create(l, comm, base, size, du, info, win::FLAVOR_ALLOCATE, Some(a)) }?;
+        let (h, base) = if shared {
+            win::allocate_shared(l, comm, size, du, info)?
+        } else {
+            let a = win::allocate(size)?;
+            let base = a.ptr() as *mut c_void;
+            // SAFETY: the allocation lives in the window's record until MPI_Win_free.
+            let h = unsafe {
+                win::create(l, comm, base, size, du, info, win::FLAVOR_ALLOCATE, Some(a))
+            }?;
+            (h, base)
+        };
         // SAFETY: `baseptr` is a `void **` in disguise; out-parameters (contract).
         unsafe { mem::put(baseptr as *mut *mut c_void, base, "baseptr") }?;
         // SAFETY: as above.
@@ -85,7 +93,7 @@ mpi_fn! {
     /// `MPI_Win_allocate`.
     fn MPI_Win_allocate / PMPI_Win_allocate(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) -> c_int {
         // SAFETY: forwarded contract.
-        unsafe { allocate("MPI_Win_allocate", size as i64, disp_unit.into(), info, comm, baseptr, win) }
+        unsafe { allocate("MPI_Win_allocate", false, size as i64, disp_unit.into(), info, comm, baseptr, win) }
     }
 }
 
@@ -93,7 +101,7 @@ mpi_fn! {
     /// `MPI_Win_allocate_c`.
     fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: isize, disp_unit: isize, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) -> c_int {
         // SAFETY: forwarded contract.
-        unsafe { allocate("MPI_Win_allocate_c", size as i64, disp_unit as i64, info, comm, baseptr, win) }
+        unsafe { allocate("MPI_Win_allocate_c", false, size as i64, disp_unit as i64, info, comm, baseptr, win) }
     }
 }
 
@@ -712,31 +720,11 @@ mpi_fn! {
     }
 }
 
-/// `MPI_Win_allocate_shared` in both bindings.
-unsafe fn allocate_shared(
-    name: &'static str,
-    size: i64,
-    disp_unit: i64,
-    info: c_int,
-    comm: c_int,
-    baseptr: *mut c_void,
-    out: *mut c_int,
-) -> c_int {
-    api::call(name, comm, |l| {
-        let du = disp_unit_of(disp_unit)?;
-        let (h, base) = win::allocate_shared(l, comm, size, du, info)?;
-        // SAFETY: `baseptr` is a `void **` in disguise; out-parameters (contract).
-        unsafe { mem::put(baseptr as *mut *mut c_void, base, "baseptr") }?;
-        // SAFETY: as above.
-        unsafe { mem::put(out, h, "win") }
-    })
-}
-
 mpi_fn! {
     /// `MPI_Win_allocate_shared`.
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) -> c_int {
         // SAFETY: forwarded contract.
-        unsafe { allocate_shared("MPI_Win_allocate_shared", size as i64, disp_unit.into(), info, comm, baseptr, win) }
+        unsafe { allocate("MPI_Win_allocate_shared", true, size as i64, disp_unit.into(), info, comm, baseptr, win) }
     }
 }
 
@@ -744,7 +732,7 @@ mpi_fn! {
     /// `MPI_Win_allocate_shared_c`.
     fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: isize, disp_unit: isize, info: c_int, comm: c_int, baseptr: *mut c_void, win: *mut c_int) -> c_int {
         // SAFETY: forwarded contract.
-        unsafe { allocate_shared("MPI_Win_allocate_shared_c", size as i64, disp_unit as i64, info, comm, baseptr, win) }
+        unsafe { allocate("MPI_Win_allocate_shared_c", true, size as i64, disp_unit as i64, info, comm, baseptr, win) }
     }
 }
 
