@@ -57,26 +57,17 @@ fn engine_err(class: c_int) -> impl Fn(kestrel_pml::PmlError) -> MpiError {
     error::pml(class)
 }
 
-/// Creates a window over `comm` (collective). `flavor` says where the memory came from;
-/// `allocation` is memory the library took for it.
-///
-/// # Safety
-/// `base..base + size` stays valid until `MPI_Win_free` (the caller's contract, or the
-/// library's own allocation).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn create(
-    l: &mut Locked,
-    comm: c_int,
-    base: *mut c_void,
-    size: i64,
-    disp_unit: c_int,
-    info: c_int,
-    flavor: c_int,
-    allocation: Option<Allocation>,
-) -> MpiResult<c_int> {
-    let core = l.core()?;
+/// What every window creation checks first: the communicator's context and members, the
+/// info's pairs, the size and displacement unit.
+struct Setup {
+    ctx: u16,
+    members: Vec<u32>,
+    info: Vec<(String, String)>,
+}
+
+fn setup(core: &Core, comm: c_int, size: i64, disp_unit: c_int, info: c_int) -> MpiResult<Setup> {
     let c = crate::comm::intra(core, comm, "a window")?;
-    let (ctx, members, errhandler) = (c.ctx, c.members.clone(), handle::ERRORS_ARE_FATAL);
+    let (ctx, members) = (c.ctx, c.members.clone());
     let info = if info == handle::INFO_NULL {
         Vec::new()
     } else {
@@ -94,6 +85,53 @@ pub unsafe fn create(
             format!("displacement unit {disp_unit} must be positive"),
         ));
     }
+    Ok(Setup { ctx, members, info })
+}
+
+/// The record of a window the engine created as `id`.
+fn record(
+    core: &mut Core,
+    s: Setup,
+    id: u16,
+    base: *mut c_void,
+    size: i64,
+    disp_unit: c_int,
+    flavor: c_int,
+) -> c_int {
+    let rec = WinRec {
+        id,
+        members: s.members,
+        base: base as usize,
+        values: Box::new(AttrValues {
+            size,
+            disp_unit,
+            flavor,
+            model: MODEL_UNIFIED,
+        }),
+        name: String::new(),
+        errhandler: handle::ERRORS_ARE_FATAL,
+        attrs: Vec::new(),
+        info: s.info,
+    };
+    handle::make(Kind::Direct, Obj::Win, core.wins.insert(rec))
+}
+
+/// Creates a window over `comm` (collective) on the caller's memory (`MPI_Win_create`,
+/// `flavor` [`FLAVOR_CREATE`]) or none yet ([`FLAVOR_DYNAMIC`]).
+///
+/// # Safety
+/// `base..base + size` stays valid until `MPI_Win_free` (the caller's contract).
+pub unsafe fn create(
+    l: &mut Locked,
+    comm: c_int,
+    base: *mut c_void,
+    size: i64,
+    disp_unit: c_int,
+    info: c_int,
+    flavor: c_int,
+) -> MpiResult<c_int> {
+    let core = l.core()?;
+    let s = setup(core, comm, size, disp_unit, info)?;
     let mem = if flavor == FLAVOR_DYNAMIC {
         WinMemory::dynamic()
     } else {
@@ -102,26 +140,41 @@ pub unsafe fn create(
     };
     let id = core
         .engine
-        .win_create(ctx, mem, size as u64, disp_unit as u32)
+        .win_create(s.ctx, mem, size as u64, disp_unit as u32)
         .map_err(engine_err(error::ERR_WIN))?;
-    let rec = WinRec {
-        id,
-        members,
-        base: base as usize,
-        values: Box::new(AttrValues {
-            size,
-            disp_unit,
-            flavor,
-            model: MODEL_UNIFIED,
-        }),
-        allocation,
-        shared: None,
-        name: String::new(),
-        errhandler,
-        attrs: Vec::new(),
-        info,
+    Ok(record(core, s, id, base, size, disp_unit, flavor))
+}
+
+/// `MPI_Win_allocate` and (`shared`) `MPI_Win_allocate_shared` (collective): the engine
+/// allocates the memory in a mapping every member on this node shares, so operations
+/// between them are copies; `MPI_Win_allocate_shared` needs every member on this node.
+/// Returns the window and this member's base.
+pub fn allocate(
+    l: &mut Locked,
+    comm: c_int,
+    size: i64,
+    disp_unit: c_int,
+    info: c_int,
+    shared: bool,
+) -> MpiResult<(c_int, *mut c_void)> {
+    let core = l.core()?;
+    let s = setup(core, comm, size, disp_unit, info)?;
+    let class = if shared {
+        error::ERR_RMA_SHARED
+    } else {
+        error::ERR_WIN
     };
-    Ok(handle::make(Kind::Direct, Obj::Win, core.wins.insert(rec)))
+    let a = core
+        .engine
+        .win_allocate(s.ctx, size as u64, disp_unit as u32, shared)
+        .map_err(engine_err(class))?;
+    let flavor = if shared {
+        FLAVOR_SHARED
+    } else {
+        FLAVOR_ALLOCATE
+    };
+    let base = a.base as *mut c_void;
+    Ok((record(core, s, a.win, base, size, disp_unit, flavor), base))
 }
 
 /// `MPI_Win_free`: completes every operation, deletes the attributes, forgets the window.
@@ -469,182 +522,16 @@ pub fn sync_err(e: kestrel_pml::PmlError) -> MpiError {
     error::pml(error::ERR_RMA_SYNC)(e)
 }
 
-/// Where each member's memory starts in a shared window, and the total: contiguous, MPI's
-/// default (the first byte of member i follows the last byte of member i - 1).
-fn shared_offsets(sizes: &[u64]) -> (Vec<usize>, usize) {
-    let mut at = 0usize;
-    let mut offsets = Vec::with_capacity(sizes.len());
-    for &s in sizes {
-        offsets.push(at);
-        at += s as usize;
-    }
-    (offsets, at.max(64))
-}
-
-/// `MPI_Win_allocate_shared` (collective over an intra-communicator whose members share
-/// this node): the lowest rank creates one file with every member's memory, all map it,
-/// and the name is removed once all have. Returns the window and this member's base.
-pub fn allocate_shared(
-    l: &mut Locked,
-    comm: c_int,
-    size: i64,
-    disp_unit: c_int,
-    info: c_int,
-) -> MpiResult<(c_int, *mut c_void)> {
-    let core = l.core()?;
-    let c = crate::comm::intra(core, comm, "a shared-memory window")?;
-    let (ctx, rank, members) = (c.ctx, c.rank as usize, c.members.clone());
-    let here = core.engine.node_of(core.engine.rank()).to_string();
-    if let Some(p) = members.iter().find(|&&p| core.engine.node_of(p) != here) {
-        return Err(MpiError::new(
-            error::ERR_RMA_SHARED,
-            format!(
-                "MPI_Win_allocate_shared needs every member on one node, but process {p} is on {} and this one on {here}; split the communicator with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) first",
-                core.engine.node_of(*p)
-            ),
-        ));
-    }
-    let bytes = u64::try_from(size)
-        .map_err(|_| MpiError::new(error::ERR_SIZE, format!("window size {size} is negative")))?;
-    let pml = error::pml(error::ERR_RMA_SHARED);
-    let all = core
-        .engine
-        .allgather_bytes(ctx, &bytes.to_be_bytes())
-        .map_err(&pml)?;
-    let sizes: Vec<u64> = all
-        .iter()
-        .map(|b| u64::from_be_bytes(b.as_slice().try_into().unwrap_or([0; 8])))
-        .collect();
-    let (offsets, total) = shared_offsets(&sizes);
-    // The lowest rank names and sizes the file; the others learn its name.
-    let dir = kestrel_runtime::session::shm_dir();
-    let name = format!(
-        "kestrel.{}.win{:x}-{}",
-        core.engine.job_tag(),
-        ctx,
-        std::process::id()
-    );
-    let mine = if rank == 0 {
-        dir.join(&name).display().to_string()
-    } else {
-        String::new()
-    };
-    let made = if rank == 0 {
-        create_file(&mine, total)
-    } else {
-        Ok(())
-    };
-    let ok = core
-        .engine
-        .allgather_bytes(ctx, &[u8::from(made.is_ok())])
-        .map_err(&pml)?;
-    let path_all = core
-        .engine
-        .allgather_bytes(ctx, mine.as_bytes())
-        .map_err(&pml)?;
-    if ok.iter().any(|v| v != &[1]) {
-        return Err(MpiError::new(
-            error::ERR_NO_MEM,
-            format!(
-                "cannot create the shared window's file in {}: {}",
-                dir.display(),
-                made.err()
-                    .unwrap_or_else(|| "failed on the lowest rank".into())
-            ),
-        ));
-    }
-    let path = String::from_utf8_lossy(&path_all[0]).into_owned();
-    let mapped = map_shared(&path, total);
-    let all_mapped = core
-        .engine
-        .allgather_bytes(ctx, &[u8::from(mapped.is_ok())])
-        .map_err(&pml)?;
-    if rank == 0 {
-        let _ = std::fs::remove_file(&path);
-    }
-    let ptr = match mapped {
-        Ok(p) if all_mapped.iter().all(|v| v == &[1]) => p,
-        Ok(p) => {
-            // SAFETY: the mapping just made, used by nothing.
-            unsafe { libc::munmap(p as *mut c_void, total) };
-            return Err(MpiError::new(
-                error::ERR_RMA_SHARED,
-                "another member could not map the shared window's file",
-            ));
-        }
-        Err(e) => return Err(MpiError::new(error::ERR_RMA_SHARED, e)),
-    };
-    let mapping = SharedMapping {
-        ptr,
-        len: total,
-        offsets,
-    };
-    // SAFETY: the member's part of the mapping lies inside it and lives in the record until
-    // MPI_Win_free.
-    let base = unsafe { ptr.add(mapping.offsets[rank]) } as *mut c_void;
-    // SAFETY: as above.
-    let h = unsafe { create(l, comm, base, size, disp_unit, info, FLAVOR_SHARED, None) }?;
-    l.core()?.win_mut(h)?.shared = Some(mapping);
-    Ok((h, base))
-}
-
-fn create_file(path: &str, len: usize) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("{path}: {e}"))?;
-    f.set_len(len as u64).map_err(|e| format!("{path}: {e}"))
-}
-
-fn map_shared(path: &str, len: usize) -> Result<*mut u8, String> {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| format!("cannot open the shared window's file {path}: {e}"))?;
-    let meta = f.metadata().map_err(|e| format!("{path}: {e}"))?;
-    if (meta.len() as usize) < len {
-        return Err(format!(
-            "the shared window's file {path} has {} bytes, not {len}",
-            meta.len()
-        ));
-    }
-    // SAFETY: a fresh shared mapping of `len` bytes of a file at least that long; the
-    // kernel picks the address.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(format!(
-            "cannot map the shared window's file {path}: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(p as *mut u8)
-}
-
 /// `MPI_Win_shared_query`: member `rank`'s size, displacement unit and base address in this
 /// process (`MPI_PROC_NULL`: the lowest rank with memory).
 pub fn shared_query(core: &Core, win: c_int, rank: c_int) -> MpiResult<(i64, c_int, *mut c_void)> {
     let w = core.win(win)?;
-    let Some(m) = &w.shared else {
+    if w.values.flavor != FLAVOR_SHARED {
         return Err(MpiError::new(
             error::ERR_RMA_FLAVOR,
             "MPI_Win_shared_query needs a window made by MPI_Win_allocate_shared",
         ));
-    };
+    }
     let n = w.members.len();
     let info = |r: usize| core.engine.win_member(w.id, r as u32);
     let r = if rank == PROC_NULL {
@@ -663,7 +550,10 @@ pub fn shared_query(core: &Core, win: c_int, rank: c_int) -> MpiResult<(i64, c_i
             })?
     };
     let i = info(r).map_err(error::pml(error::ERR_RANK))?;
-    // SAFETY: the offset of a member lies inside the mapping.
-    let base = unsafe { m.ptr.add(m.offsets[r]) } as *mut c_void;
+    let base = core
+        .engine
+        .win_shared_base(w.id, r as u32)
+        .map_err(error::pml(error::ERR_RANK))?
+        .unwrap_or(std::ptr::null_mut()) as *mut c_void;
     Ok((i.size as i64, i.disp_unit as c_int, base))
 }

@@ -1,12 +1,8 @@
-//! The record of a window in the library's tables, and the memory it owns: what
-//! `MPI_Win_allocate` took and the node-wide mapping of a shared window, both released when
-//! the record goes. It imports nothing of the library (the state's table holds these
-//! records; [`crate::win`] gives them meaning).
+//! The record of a window in the library's tables; the engine owns the window's protocol
+//! state and the memory `MPI_Win_allocate` takes. It imports nothing of the library (the
+//! state's table holds these records; [`crate::win`] gives them meaning).
 
-use std::alloc::Layout;
-use std::os::raw::{c_int, c_void};
-
-use crate::error::{self, MpiError, MpiResult};
+use std::os::raw::c_int;
 
 /// `MPI_WIN_FLAVOR_CREATE`.
 pub const FLAVOR_CREATE: c_int = 1;
@@ -49,42 +45,6 @@ pub struct AttrValues {
     pub model: c_int,
 }
 
-/// Memory `MPI_Win_allocate` took for a window.
-#[derive(Debug)]
-pub struct Allocation {
-    ptr: *mut u8,
-    layout: Layout,
-}
-
-impl Drop for Allocation {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from `alloc_zeroed(layout)` in `allocate` and is freed once,
-        // here, when the window's record goes (after `MPI_Win_free` completed every
-        // operation on it).
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
-    }
-}
-
-/// The shared mapping behind an `MPI_Win_allocate_shared` window: every member's memory,
-/// back to back, mapped by every member of the node.
-#[derive(Debug)]
-pub struct SharedMapping {
-    /// The mapping's address.
-    pub ptr: *mut u8,
-    /// Its length.
-    pub len: usize,
-    /// Where each member's memory starts in the mapping.
-    pub offsets: Vec<usize>,
-}
-
-impl Drop for SharedMapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr..ptr + len` is the mapping `map_shared` made; the window that used it
-        // is freed (every operation on it completed), so nothing reads it any more.
-        unsafe { libc::munmap(self.ptr as *mut c_void, self.len) };
-    }
-}
-
 /// A window of this process.
 #[derive(Debug)]
 pub struct WinRec {
@@ -96,10 +56,6 @@ pub struct WinRec {
     pub base: usize,
     /// Predefined attribute values.
     pub values: Box<AttrValues>,
-    /// Memory the library allocated for the window.
-    pub allocation: Option<Allocation>,
-    /// The node-wide mapping of a shared window.
-    pub shared: Option<SharedMapping>,
     /// `MPI_Win_set_name`.
     pub name: String,
     /// Its error handler (a handle).
@@ -114,29 +70,5 @@ impl WinRec {
     /// Whether offsets name addresses (`MPI_Win_create_dynamic`).
     pub fn dynamic(&self) -> bool {
         self.values.flavor == FLAVOR_DYNAMIC
-    }
-}
-
-/// Memory for `MPI_Win_allocate`: `size` zeroed bytes aligned for any type.
-pub fn allocate(size: i64) -> MpiResult<Allocation> {
-    let n = usize::try_from(size)
-        .map_err(|_| MpiError::new(error::ERR_SIZE, format!("window size {size} is negative")))?;
-    let layout = Layout::from_size_align(n.max(1), 64)
-        .map_err(|_| MpiError::new(error::ERR_SIZE, format!("window size {n} is too large")))?;
-    // SAFETY: the layout has a non-zero size.
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-    if ptr.is_null() {
-        return Err(MpiError::new(
-            error::ERR_NO_MEM,
-            format!("cannot allocate {n} bytes for the window"),
-        ));
-    }
-    Ok(Allocation { ptr, layout })
-}
-
-impl Allocation {
-    /// The memory's address.
-    pub fn ptr(&self) -> *mut u8 {
-        self.ptr
     }
 }

@@ -26,7 +26,7 @@ unsafe fn create(
     api::call(name, comm, |l| {
         let du = disp_unit_of(disp_unit)?;
         // SAFETY: the program exposes `size` bytes at `base` until MPI_Win_free (contract).
-        let h = unsafe { win::create(l, comm, base, size, du, info, win::FLAVOR_CREATE, None) }?;
+        let h = unsafe { win::create(l, comm, base, size, du, info, win::FLAVOR_CREATE) }?;
         // SAFETY: out-parameter (contract).
         unsafe { mem::put(out, h, "win") }
     })
@@ -71,17 +71,7 @@ unsafe fn allocate(
 ) -> c_int {
     api::call(name, comm, |l| {
         let du = disp_unit_of(disp_unit)?;
-        let (h, base) = if shared {
-            win::allocate_shared(l, comm, size, du, info)?
-        } else {
-            let a = win::allocate(size)?;
-            let base = a.ptr() as *mut c_void;
-            // SAFETY: the allocation lives in the window's record until MPI_Win_free.
-            let h = unsafe {
-                win::create(l, comm, base, size, du, info, win::FLAVOR_ALLOCATE, Some(a))
-            }?;
-            (h, base)
-        };
+        let (h, base) = win::allocate(l, comm, size, du, info, shared)?;
         // SAFETY: `baseptr` is a `void **` in disguise; out-parameters (contract).
         unsafe { mem::put(baseptr as *mut *mut c_void, base, "baseptr") }?;
         // SAFETY: as above.
@@ -111,7 +101,7 @@ mpi_fn! {
         api::call("MPI_Win_create_dynamic", comm, |l| {
             // SAFETY: a dynamic window exposes only what MPI_Win_attach adds.
             let h = unsafe {
-                win::create(l, comm, std::ptr::null_mut(), 0, 1, info, win::FLAVOR_DYNAMIC, None)
+                win::create(l, comm, std::ptr::null_mut(), 0, 1, info, win::FLAVOR_DYNAMIC)
             }?;
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(win, h, "win") }

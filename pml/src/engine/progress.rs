@@ -136,6 +136,9 @@ impl Engine {
         if !self.st.rma_inbox.is_empty() {
             n += self.rma_deliver();
         }
+        if self.rma.word_waits {
+            n += self.rma_retry_locks();
+        }
         n + self.after_delivery()
     }
 

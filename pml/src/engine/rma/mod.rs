@@ -16,6 +16,10 @@
 //! * [`memory`]: the window's exposed memory, the only `unsafe` code here.
 //! * `target`: applying what arrives (operations, locks, epochs).
 //! * `origin`: starting operations, splitting them to fit the transport.
+//! * `node`, `direct`: the node-local path. Windows whose memory the library allocates
+//!   share it on each node, and operations on members of this node are copies and locked
+//!   combines with no message (`node` holds the mapping and its lock words; it and
+//!   `memory` are the only `unsafe` code here).
 //! * `sync`: fence, post/start/complete/wait, lock/unlock, flush.
 //!
 //! A window is identified by the context id of a communicator duplicated for it, which
@@ -30,13 +34,17 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::engine::{Engine, PmlError};
 
+mod direct;
 #[allow(unsafe_code)]
 pub mod memory;
+#[allow(unsafe_code)]
+mod node;
 mod origin;
 mod sync;
 mod target;
 pub mod wire;
 
+pub use direct::Allocated;
 pub use memory::WinMemory;
 pub use wire::{AccOp, Segment};
 
@@ -111,6 +119,11 @@ pub(crate) struct Window {
     fence_dones: Vec<u64>,
     fence_epoch: u64,
     results: HashMap<u64, Pending>,
+    /// The node-wide mapping of a window whose memory the library allocated.
+    node: Option<node::NodeMap>,
+    /// Per target on this node: the kind of lock this process holds on its lock word
+    /// (`Some(true)` exclusive).
+    direct_held: Vec<Option<bool>>,
 }
 
 impl Window {
@@ -148,6 +161,8 @@ impl Window {
             fence_dones: vec![0; n],
             fence_epoch: 0,
             results: HashMap::new(),
+            node: None,
+            direct_held: vec![None; n],
         }
     }
 
@@ -166,6 +181,11 @@ pub(crate) struct Windows {
     next_token: u64,
     /// Messages that failed to decode or named a range outside a window.
     pub(crate) errors: u64,
+    /// Node-wide mappings this process created (names them uniquely).
+    mappings: u64,
+    /// Some window's lock queue waits for its lock word, which a local origin frees
+    /// without a message: progress retries the grants.
+    pub(crate) word_waits: bool,
 }
 
 impl Engine {
@@ -336,6 +356,16 @@ impl Engine {
             .wins
             .get_mut(&win)
             .ok_or_else(|| PmlError::Invalid(format!("window {win} does not exist")))
+    }
+
+    /// Whether `win`'s operations on every member are direct (all members on this node,
+    /// memory shared): synchronization then needs no message but a barrier.
+    fn all_direct(&self, win: u16) -> bool {
+        self.rma
+            .wins
+            .get(&win)
+            .and_then(|w| w.node.as_ref())
+            .is_some_and(|n| n.all_local())
     }
 
     /// Whether fetching operation `op` has delivered its bytes.

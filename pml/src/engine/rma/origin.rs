@@ -1,5 +1,6 @@
-//! The origin's side of the operations: checks against what the target exposes, splitting
-//! into messages that fit the transport, numbering, sending. Data to write is copied into
+//! The origin's side of the operations: checks against what the target exposes, then either
+//! the direct path (a target on this node sharing the window's memory: `direct`) or
+//! splitting into messages that fit the transport, numbering, sending. Data to write is copied into
 //! the messages when an operation starts, so puts and accumulates are locally complete at
 //! once; fetching operations complete when their results arrive (`target`). It must never
 //! wait.
@@ -8,7 +9,7 @@ use kestrel_transport::btl::SendError;
 use kestrel_transport::set::NO_ROUTE;
 
 use super::wire::{self, AccOp, Msg, Segment, FIXED_MAX, SEGMENT_LEN};
-use super::{RmaOp, Sink, RMA_DONE};
+use super::{direct, RmaOp, Sink, RMA_DONE};
 use crate::engine::{Engine, Out, PmlError};
 use crate::op::Dtype;
 
@@ -173,6 +174,9 @@ impl Engine {
     ) -> Result<(), PmlError> {
         check_len(segs, data.len())?;
         let proc = self.rma_target(win, target, segs)?;
+        if let Some(n) = self.direct(win, target) {
+            return direct::put(n, target, segs, data);
+        }
         let parts = split(segs, 1, self.rma_room(proc));
         self.rma_issue(win, target, proc, parts, |seq, p| {
             wire::encode(
@@ -200,6 +204,9 @@ impl Engine {
     ) -> Result<(), PmlError> {
         check_acc(segs, data.len(), op, dtype)?;
         let proc = self.rma_target(win, target, segs)?;
+        if let Some(n) = self.direct(win, target) {
+            return direct::accumulate(n, target, segs, data, op, dtype, false).map(|_| ());
+        }
         let parts = split(segs, dtype.size(), self.rma_room(proc));
         self.rma_issue(win, target, proc, parts, |seq, p| {
             wire::encode(
@@ -228,6 +235,10 @@ impl Engine {
         let len = wire::total(segs) as usize;
         if len == 0 {
             sink(&[]);
+            return Ok(RMA_DONE);
+        }
+        if let Some(n) = self.direct(win, target) {
+            sink(&direct::get(n, target, segs)?);
             return Ok(RMA_DONE);
         }
         let token = self.rma_expect(win, target, len, sink);
@@ -268,6 +279,10 @@ impl Engine {
         let proc = self.rma_target(win, target, segs)?;
         if len == 0 {
             sink(&[]);
+            return Ok(RMA_DONE);
+        }
+        if let Some(n) = self.direct(win, target) {
+            sink(&direct::accumulate(n, target, segs, data, op, dtype, true)?);
             return Ok(RMA_DONE);
         }
         let token = self.rma_expect(win, target, len, sink);
@@ -315,6 +330,10 @@ impl Engine {
             len: compare.len() as u32,
         }];
         let proc = self.rma_target(win, target, &seg)?;
+        if let Some(n) = self.direct(win, target) {
+            sink(&direct::compare_and_swap(n, target, disp, compare, swap)?);
+            return Ok(RMA_DONE);
+        }
         let token = self.rma_expect(win, target, compare.len(), sink);
         let part = Part {
             segs: seg.to_vec(),

@@ -9,6 +9,7 @@
 //! each announced, then sends FENCE_DONE and waits for everyone's; so no member leaves a
 //! fence before every operation of the epoch is applied everywhere.
 
+use super::node::NodeMap;
 use super::wire::{self, Msg};
 use super::Window;
 use crate::engine::{Engine, PmlError};
@@ -59,6 +60,14 @@ impl Engine {
     /// `MPI_Win_fence` (collective over the window).
     pub fn win_fence(&mut self, win: u16) -> Result<(), PmlError> {
         let all = self.all_ranks(win)?;
+        if self.all_direct(win) {
+            // Every operation of the epoch was a copy made before its origin got here: a
+            // barrier between two full memory fences is the whole fence.
+            NodeMap::sync();
+            self.coll_barrier(win)?;
+            NodeMap::sync();
+            return Ok(());
+        }
         self.rma_fetched(win, &all);
         self.rma_tell(win, &all, |w, t| Msg::Fence {
             ops: w.sent[t as usize],
@@ -227,9 +236,26 @@ impl Engine {
         Ok(())
     }
 
+    /// Splits `targets` into those on this node sharing the window's memory (direct) and
+    /// the others.
+    fn by_path(&self, win: u16, targets: &[u32]) -> (Vec<u32>, Vec<u32>) {
+        targets
+            .iter()
+            .partition(|&&t| self.direct(win, t).is_some())
+    }
+
     fn lock_ranks(&mut self, win: u16, targets: &[u32], exclusive: bool) -> Result<(), PmlError> {
         self.check_ranks(win, targets)?;
-        self.ask_each(win, targets, |_, _| Msg::Lock { exclusive }, |w| &w.granted)?;
+        let (direct, remote) = self.by_path(win, targets);
+        for &t in &direct {
+            // The lock word: taken here, progressing meanwhile (the holder may be waiting
+            // for something this process must answer).
+            self.rma_wait(|e| e.direct(win, t).is_none_or(|n| n.try_lock(t, exclusive)));
+            self.window_mut(win)?.direct_held[t as usize] = Some(exclusive);
+        }
+        if !remote.is_empty() {
+            self.ask_each(win, &remote, |_, _| Msg::Lock { exclusive }, |w| &w.granted)?;
+        }
         let w = self.window_mut(win)?;
         for &t in targets {
             w.locked[t as usize] += 1;
@@ -260,14 +286,26 @@ impl Engine {
             )));
         }
         self.rma_fetched(win, targets);
-        self.ask_each(
-            win,
-            targets,
-            |w, t| Msg::Unlock {
-                ops: w.sent[t as usize],
-            },
-            |w| &w.unlocked,
-        )?;
+        let (direct, remote) = self.by_path(win, targets);
+        if !direct.is_empty() {
+            NodeMap::sync();
+            let w = self.window_mut(win)?;
+            for &t in &direct {
+                if let (Some(n), Some(exclusive)) = (&w.node, w.direct_held[t as usize].take()) {
+                    n.unlock(t, exclusive);
+                }
+            }
+        }
+        if !remote.is_empty() {
+            self.ask_each(
+                win,
+                &remote,
+                |w, t| Msg::Unlock {
+                    ops: w.sent[t as usize],
+                },
+                |w| &w.unlocked,
+            )?;
+        }
         let w = self.window_mut(win)?;
         for &t in targets {
             w.locked[t as usize] -= 1;
@@ -289,15 +327,25 @@ impl Engine {
             (0..w.size()).filter(|&t| w.dirty[t as usize]).collect()
         };
         self.rma_fetched(win, &self.all_ranks(win)?);
+        NodeMap::sync();
         self.flush_ranks(win, &dirty)
     }
 
     fn flush_ranks(&mut self, win: u16, targets: &[u32]) -> Result<(), PmlError> {
         self.check_ranks(win, targets)?;
         self.rma_fetched(win, targets);
+        // Direct operations are complete at the target when they return; a memory fence
+        // orders them before what this process does next.
+        let (direct, remote) = self.by_path(win, targets);
+        if !direct.is_empty() {
+            NodeMap::sync();
+        }
+        if remote.is_empty() {
+            return Ok(());
+        }
         self.ask_each(
             win,
-            targets,
+            &remote,
             |w, t| Msg::Flush {
                 ops: w.sent[t as usize],
             },

@@ -4,7 +4,7 @@
 //! It owns the lock queue of each window; it must never block.
 
 use super::wire::{self, AccOp, Msg, Segment};
-use super::{Pending, Window};
+use super::{Pending, WinMemory, Window};
 use crate::engine::Engine;
 use crate::op;
 
@@ -111,7 +111,14 @@ impl Engine {
         let Ok((_, msg)) = wire::decode(bytes) else {
             return;
         };
-        let (reply, err) = apply(w, &msg);
+        // Accumulate-like operations on a window shared on the node take the accumulate
+        // lock its local origins take (see `direct`), so both stay element-wise atomic.
+        let (reply, err) = match (&w.node, &msg) {
+            (Some(n), Msg::Acc { .. } | Msg::GetAcc { .. } | Msg::Cas { .. }) => {
+                n.with_acc_lock(w.me, || apply(w, &msg))
+            }
+            _ => apply(w, &msg),
+        };
         if let Some(e) = err {
             self.rma_error(proc, &e);
         }
@@ -166,7 +173,37 @@ impl Engine {
                 replies.push((o, Msg::Grant));
             }
         }
+        self.note_word_waits(win);
         self.rma_reply_all(win, replies);
+    }
+
+    /// Remembers that `win`'s lock queue waits for a lock word (freed without a message).
+    fn note_word_waits(&mut self, win: u16) {
+        if let Some(w) = self.rma.wins.get(&win) {
+            if w.node.is_some() && !w.lock.queue.is_empty() {
+                self.rma.word_waits = true;
+            }
+        }
+    }
+
+    /// Grants what lock words freed since the last try (progress calls it while some lock
+    /// queue waits for one).
+    pub(crate) fn rma_retry_locks(&mut self) -> usize {
+        let mut grants = Vec::new();
+        let mut waiting = false;
+        for (&id, w) in self.rma.wins.iter_mut() {
+            if w.node.is_none() || w.lock.queue.is_empty() {
+                continue;
+            }
+            grants.extend(grant_waiting(w).into_iter().map(|g| (id, g)));
+            waiting |= !w.lock.queue.is_empty();
+        }
+        self.rma.word_waits = waiting;
+        let n = grants.len();
+        for (id, g) in grants {
+            self.rma_reply_all(id, vec![(g, Msg::Grant)]);
+        }
+        n
     }
 
     fn rma_reply_all(&mut self, win: u16, replies: Vec<(u32, Msg<'static>)>) {
@@ -254,6 +291,7 @@ impl Engine {
             | Msg::GetAcc { .. }
             | Msg::Cas { .. } => {}
         }
+        self.note_word_waits(win);
         self.rma_reply_all(win, replies);
     }
 
@@ -287,7 +325,12 @@ impl Engine {
 fn grant_waiting(w: &mut Window) -> Vec<u32> {
     let mut granted = Vec::new();
     while let Some(&(o, exclusive)) = w.lock.queue.front() {
-        let free = w.lock.exclusive.is_none() && (!exclusive || w.lock.shared == 0);
+        // A window shared on the node has one lock per member, its lock word, which local
+        // origins take directly: remote origins get it through the member.
+        let free = match &w.node {
+            Some(n) => n.try_lock(w.me, exclusive),
+            None => w.lock.exclusive.is_none() && (!exclusive || w.lock.shared == 0),
+        };
         if !free {
             break;
         }
@@ -303,10 +346,14 @@ fn grant_waiting(w: &mut Window) -> Vec<u32> {
 }
 
 fn release(w: &mut Window, origin: u32) {
-    if w.lock.exclusive == Some(origin) {
+    let exclusive = w.lock.exclusive == Some(origin);
+    if exclusive {
         w.lock.exclusive = None;
     } else {
         w.lock.shared = w.lock.shared.saturating_sub(1);
+    }
+    if let Some(n) = &w.node {
+        n.unlock(w.me, exclusive);
     }
 }
 
@@ -321,7 +368,7 @@ fn apply(w: &Window, msg: &Msg<'_>) -> (Reply, Option<String>) {
             segs,
             data,
             ..
-        } => (Reply::None, accumulate(w, *op, *dtype, segs, data).err()),
+        } => (Reply::None, combine(mem, *op, *dtype, segs, data).err()),
         Msg::Get {
             token,
             offset,
@@ -352,7 +399,7 @@ fn apply(w: &Window, msg: &Msg<'_>) -> (Reply, Option<String>) {
             let mut old = Vec::with_capacity(wire::total(segs) as usize);
             let mut err = mem.read(segs, &mut old).err().map(|e| e.0);
             if err.is_none() {
-                err = accumulate(w, *op, *dtype, segs, data).err();
+                err = combine(mem, *op, *dtype, segs, data).err();
             }
             old.resize(wire::total(segs) as usize, 0);
             (
@@ -394,22 +441,23 @@ fn apply(w: &Window, msg: &Msg<'_>) -> (Reply, Option<String>) {
     }
 }
 
-/// `target = origin OP target` over `segs`, element by element.
-fn accumulate(
-    w: &Window,
+/// `target = origin OP target` over `segs` of `mem`, element by element (the caller holds
+/// whatever makes it atomic).
+pub(super) fn combine(
+    mem: &WinMemory,
     op: AccOp,
     dtype: op::Dtype,
     segs: &[Segment],
     data: &[u8],
 ) -> Result<(), String> {
     match op {
-        AccOp::NoOp => w.mem.check(segs).map_err(|e| e.0),
-        AccOp::Replace => w.mem.write(segs, data).map_err(|e| e.0),
+        AccOp::NoOp => mem.check(segs).map_err(|e| e.0),
+        AccOp::Replace => mem.write(segs, data).map_err(|e| e.0),
         AccOp::Reduce(o) => {
             let mut cur = Vec::with_capacity(data.len());
-            w.mem.read(segs, &mut cur).map_err(|e| e.0)?;
+            mem.read(segs, &mut cur).map_err(|e| e.0)?;
             op::reduce(o, dtype, data, &mut cur).map_err(|e| e.to_string())?;
-            w.mem.write(segs, &cur).map_err(|e| e.0)
+            mem.write(segs, &cur).map_err(|e| e.0)
         }
     }
 }
