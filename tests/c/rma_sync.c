@@ -10,18 +10,40 @@
  * increment (no lost updates), MPI_Win_lock(SHARED) with gets; in a lock_all epoch
  * MPI_Win_flush, MPI_Win_flush_all, MPI_Win_flush_local (origin buffer reusable at once),
  * MPI_Win_flush_local_all, each followed by a get that must see the put, and MPI_Win_sync
- * publishing a local store; a compare-and-swap spin lock on rank 0 (1000 acquisitions in
+ * publishing a local store; a compare-and-swap spin lock on rank 0 (10,000 acquisitions in
  * all, released by MPI_Fetch_and_op(REPLACE)) protecting a counter incremented by get+put
  * under lock_all + flush; passive epochs to rank 0 while rank 0 waits in MPI_Barrier
  * (must not hang); locks on the own rank with put/get, flush_local and accumulate. Any
  * number of ranks (1-6 tested); with one rank every neighbour is the rank itself. Where
  * ranks wait for others' passive-target work they wait in a barrier that sleeps (see
  * sleepy_barrier), and CAS spinners back off, so that oversubscribed runs stay fast.
+ * With the argument "create" the passive-target windows come from MPI_Win_create.
  */
 #include "check.h"
 #include <unistd.h>
 
 static int rank, size, left, right;
+
+/* Argument "create": the passive-target windows come from MPI_Win_create on malloc'd memory
+ * instead of MPI_Win_allocate (on Kestrel: operations as active messages, where allocated
+ * windows on one node are shared memory). The memory is freed at the end. */
+static int use_create;
+static void *created[16];
+static int ncreated;
+
+static void alloc_window(int bytes, int disp_unit, void *baseptr, MPI_Win *win)
+{
+    if (!use_create) {
+        OK(MPI_Win_allocate(bytes, disp_unit, MPI_INFO_NULL, MPI_COMM_WORLD, baseptr, win));
+        return;
+    }
+    CHECK(ncreated < 16, "too many windows");
+    void *mem = calloc(1, bytes);
+    CHECK(mem != NULL, "calloc");
+    created[ncreated++] = mem;
+    *(void **)baseptr = mem;
+    OK(MPI_Win_create(mem, bytes, disp_unit, MPI_INFO_NULL, MPI_COMM_WORLD, win));
+}
 
 /* A barrier that sleeps while it waits. Passive-target operations (MPICH does atomics and
  * locks with active messages) need the target's CPU; with more ranks than cores, ranks
@@ -159,8 +181,7 @@ static void pscw(void)
 static MPI_Win passive_window(int n, int **w)
 {
     MPI_Win win;
-    OK(MPI_Win_allocate(n * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, w,
-                        &win));
+    alloc_window(n * sizeof(int), sizeof(int), w, &win);
     OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win));
     for (int i = 0; i < n; i++)
         (*w)[i] = rank * 100 + i;
@@ -299,14 +320,13 @@ static void flushes(void)
 }
 
 /* A spin lock made of MPI_Compare_and_swap on rank 0's element 0, protecting a counter
- * (element 1) incremented with get + put; 1000 acquisitions in all. */
+ * (element 1) incremented with get + put; 10,000 acquisitions in all. */
 static void cas_lock(void)
 {
-    enum { TOTAL = 1000 };
+    enum { TOTAL = 10000 };
     int *w = NULL;
     MPI_Win win;
-    OK(MPI_Win_allocate(2 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &w,
-                        &win));
+    alloc_window(2 * sizeof(int), sizeof(int), &w, &win);
     OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win));
     w[0] = w[1] = 0;
     OK(MPI_Win_unlock(rank, win));
@@ -414,6 +434,7 @@ static void self_lock(void)
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv);
+    use_create = argc > 1 && strcmp(argv[1], "create") == 0;
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     right = (rank + 1) % size;
@@ -425,6 +446,8 @@ int main(int argc, char **argv)
     cas_lock();
     target_in_barrier();
     self_lock();
+    for (int i = 0; i < ncreated; i++)
+        free(created[i]);
     test_pass("rma_sync");
     return 0;
 }

@@ -289,7 +289,108 @@ fn c_one_sided_windows_and_operations() {
 
 #[test]
 fn c_one_sided_synchronization() {
-    mpich_then_kestrel("rma_sync", &[2, 3]);
+    mpich_then_kestrel("rma_sync", &[2, 4]);
+    // Windows of MPI_Win_create: on one node, Kestrel's active-message path (allocated
+    // windows are shared memory there).
+    let dir = scratch("rma_sync-create");
+    let exe = dir.join("rma_sync");
+    compile_test(mpicc(), "rma_sync", &exe);
+    let k = kestrel_run(&[
+        "--oversubscribe",
+        "-n",
+        "3",
+        "--timeout",
+        "100",
+        exe.to_str().unwrap(),
+        "create",
+    ]);
+    assert_passed(
+        &run(k, DEADLINE),
+        "rma_sync",
+        3,
+        "Kestrel, MPI_Win_create windows",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The one-sided C tests across two namespace hosts: 1 rank each (every target over the
+/// network), then 2 each (targets on the same host through the window's shared memory, the
+/// others over the network, on one window: the mixed case).
+#[test]
+fn c_one_sided_across_namespace_hosts() {
+    let cluster = kestrel_tests::netns::Cluster::up(2);
+    let h = cluster.hosts();
+    let dir = scratch("rma-hosts");
+    for name in ["rma", "rma_sync"] {
+        let exe = dir.join(name);
+        compile_test(mpicc(), name, &exe);
+        for per_host in [1, 2] {
+            let hosts = format!("{}:{per_host},{}:{per_host}", h[0], h[1]);
+            let k = kestrel_run(&[
+                "--host",
+                &hosts,
+                "--launch-agent",
+                "ip netns exec",
+                "--timeout",
+                "100",
+                exe.to_str().unwrap(),
+            ]);
+            let out = run(k, DEADLINE);
+            assert_passed(&out, name, 2 * per_host, &format!("Kestrel on {hosts}"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    for host in h {
+        assert!(cluster.pids(host).is_empty(), "processes left in {host}");
+    }
+}
+
+/// A rank killed mid-epoch (holding a shared-memory lock word others wait for; between the
+/// fences of an epoch of active messages) stops the job: no hang, no process, no file left.
+#[test]
+fn c_one_sided_rank_killed_mid_epoch_stops_the_job() {
+    let dir = scratch("rma-killed");
+    let exe = dir.join("rma_killed");
+    compile_test(mpicc(), "rma_killed", &exe);
+    for mode in ["lock", "fence"] {
+        let k = kestrel_run(&[
+            "--oversubscribe",
+            "-n",
+            "4",
+            "--timeout",
+            "100",
+            exe.to_str().unwrap(),
+            mode,
+        ]);
+        let out = run(k, DEADLINE);
+        assert!(!out.success(), "{mode}: the job finished: {}", out.show());
+        assert_eq!(
+            lines_starting(&out.stdout, "EPOCH rank ").len(),
+            4,
+            "{mode}: not every rank reached the epoch: {}",
+            out.show()
+        );
+        assert!(
+            out.stderr.contains("rank 1") && !out.stdout.contains("finished"),
+            "{mode}: {}",
+            out.show()
+        );
+        let job = lines_starting(&out.stdout, "JOB=")
+            .first()
+            .map(|l| l.trim_start_matches("JOB=").trim().to_string())
+            .unwrap_or_default();
+        assert!(!job.is_empty(), "{mode}: no job id: {}", out.show());
+        let left: Vec<String> = job_files()
+            .into_iter()
+            .filter(|f| f.contains(&job))
+            .collect();
+        assert!(left.is_empty(), "{mode}: job files left behind: {left:?}");
+        assert!(
+            processes_matching(exe.to_str().unwrap()).is_empty(),
+            "{mode}: rank processes left behind"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -378,9 +378,13 @@ impl Engine {
                 .is_none_or(|w| !w.results.contains_key(&op.0))
     }
 
-    /// Progresses until `done` holds.
+    /// Progresses until `done` holds, and at least once: a process that spins on its own
+    /// window (a compare-and-swap lock it finds taken, with operations and flushes on
+    /// itself, which complete at the call) must still serve the peers whose release it
+    /// waits for.
     fn rma_wait(&mut self, mut done: impl FnMut(&Engine) -> bool) {
         let mut idle = 0;
+        self.progress();
         while !done(self) {
             self.idle_step(&mut idle);
         }
