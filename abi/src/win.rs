@@ -108,6 +108,7 @@ fn record(
             flavor,
             model: MODEL_UNIFIED,
         }),
+        disp_units: Vec::new(),
         name: String::new(),
         errhandler: handle::ERRORS_ARE_FATAL,
         attrs: Vec::new(),
@@ -174,7 +175,13 @@ pub fn allocate(
         FLAVOR_ALLOCATE
     };
     let base = a.base as *mut c_void;
-    Ok((record(core, s, a.win, base, size, disp_unit, flavor), base))
+    let disp_units = (0..s.members.len() as u32)
+        .map(|r| core.engine.win_member(a.win, r).map(|m| m.disp_unit))
+        .collect::<Result<Vec<u32>, _>>()
+        .map_err(engine_err(class))?;
+    let h = record(core, s, a.win, base, size, disp_unit, flavor);
+    core.win_mut(h)?.disp_units = disp_units;
+    Ok((h, base))
 }
 
 /// `MPI_Win_free`: completes every operation, deletes the attributes, forgets the window.

@@ -56,6 +56,9 @@ pub struct WinRec {
     pub base: usize,
     /// Predefined attribute values.
     pub values: Box<AttrValues>,
+    /// Each member's displacement unit, kept for the direct operations of a window whose
+    /// memory is shared on the node (empty for the other flavors).
+    pub disp_units: Vec<u32>,
     /// `MPI_Win_set_name`.
     pub name: String,
     /// Its error handler (a handle).

@@ -84,6 +84,7 @@ pub mod tool;
 pub mod topo;
 pub mod unsupported;
 pub mod win;
+mod win_direct;
 
 /// A pointer-sized exported object (MPICH's sentinel pointers).
 #[repr(transparent)]

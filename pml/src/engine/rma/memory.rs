@@ -135,7 +135,10 @@ impl WinMemory {
 
     /// Copies `data` into `segs` (checked first; `data` is their total length).
     pub fn write(&self, segs: &[Segment], data: &[u8]) -> Result<(), OutOfRange> {
-        self.check(segs)?;
+        if segs.len() > 1 {
+            // Nothing moves unless every range is inside (one range: `resolve` below).
+            self.check(segs)?;
+        }
         let mut at = 0;
         for &s in segs {
             let addr = self.resolve(s)?;
@@ -147,6 +150,33 @@ impl WinMemory {
             #[allow(unsafe_code)]
             unsafe {
                 std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut u8, n);
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Copies the bytes of `segs` into `out` (checked first; `out` is their total length).
+    pub fn read_into(&self, segs: &[Segment], out: &mut [u8]) -> Result<(), OutOfRange> {
+        if segs.len() > 1 {
+            self.check(segs)?;
+        }
+        let total: u64 = segs.iter().map(|s| u64::from(s.len)).sum();
+        if total != out.len() as u64 {
+            return Err(OutOfRange(format!(
+                "{total} bytes of window ranges for a {}-byte buffer",
+                out.len()
+            )));
+        }
+        let mut at = 0;
+        for &s in segs {
+            let addr = self.resolve(s)?;
+            let n = s.len as usize;
+            let dst = &mut out[at..at + n];
+            // SAFETY: as in `read`; `dst` is the caller's buffer, not window memory.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(addr as *const u8, dst.as_mut_ptr(), n);
             }
             at += n;
         }

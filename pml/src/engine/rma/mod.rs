@@ -171,10 +171,43 @@ impl Window {
     }
 }
 
+/// The windows of one process by id: a short list searched in order (a process has few
+/// windows; a search of a few ids costs less than hashing one on every operation).
+#[derive(Default)]
+pub(crate) struct WinTable(Vec<(u16, Window)>);
+
+impl WinTable {
+    fn get(&self, id: &u16) -> Option<&Window> {
+        self.0.iter().find(|(i, _)| i == id).map(|(_, w)| w)
+    }
+
+    fn get_mut(&mut self, id: &u16) -> Option<&mut Window> {
+        self.0.iter_mut().find(|(i, _)| i == id).map(|(_, w)| w)
+    }
+
+    fn contains_key(&self, id: &u16) -> bool {
+        self.get(id).is_some()
+    }
+
+    fn insert(&mut self, id: u16, w: Window) {
+        self.remove(&id);
+        self.0.push((id, w));
+    }
+
+    fn remove(&mut self, id: &u16) -> Option<Window> {
+        let i = self.0.iter().position(|(i, _)| i == id)?;
+        Some(self.0.swap_remove(i).1)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = (&u16, &mut Window)> {
+        self.0.iter_mut().map(|(i, w)| (&*i, w))
+    }
+}
+
 /// The windows of one process, and messages for windows it has not created yet.
 #[derive(Default)]
 pub(crate) struct Windows {
-    wins: HashMap<u16, Window>,
+    wins: WinTable,
     /// Messages that arrived before this process finished creating their window (a faster
     /// member may start operations as soon as its own creation returns).
     early: HashMap<u16, Vec<(u32, Vec<u8>)>>,
@@ -378,13 +411,19 @@ impl Engine {
                 .is_none_or(|w| !w.results.contains_key(&op.0))
     }
 
-    /// Progresses until `done` holds, and at least once: a process that spins on its own
-    /// window (a compare-and-swap lock it finds taken, with operations and flushes on
-    /// itself, which complete at the call) must still serve the peers whose release it
-    /// waits for.
+    /// Progresses once unless every operation on `win` is direct: a process that spins on
+    /// its own window (a compare-and-swap lock it finds taken, with operations and flushes
+    /// on itself, which complete at the call) must still serve the peers whose release it
+    /// waits for. Every synchronization call starts with it.
+    fn rma_serve(&mut self, win: u16) {
+        if !self.all_direct(win) {
+            self.progress();
+        }
+    }
+
+    /// Progresses until `done` holds.
     fn rma_wait(&mut self, mut done: impl FnMut(&Engine) -> bool) {
         let mut idle = 0;
-        self.progress();
         while !done(self) {
             self.idle_step(&mut idle);
         }

@@ -48,8 +48,10 @@ impl Engine {
         }
     }
 
-    /// Waits until the fetching operations to `targets` have their results.
+    /// Waits until the fetching operations to `targets` have their results (progressing at
+    /// least once, see [`Engine::rma_serve`]).
     fn rma_fetched(&mut self, win: u16, targets: &[u32]) {
+        self.rma_serve(win);
         self.rma_wait(|e| {
             holds(e, win, |w| {
                 targets.iter().all(|&t| w.fetching[t as usize] == 0)
@@ -114,6 +116,7 @@ impl Engine {
     /// posts).
     pub fn win_start(&mut self, win: u16, group: &[u32]) -> Result<(), PmlError> {
         self.check_ranks(win, group)?;
+        self.rma_serve(win);
         let w = self.window_mut(win)?;
         if w.access.is_some() {
             return Err(PmlError::Invalid(
@@ -197,8 +200,30 @@ impl Engine {
         Ok(true)
     }
 
+    /// The window if all its members share its memory on this node: synchronization with
+    /// them is lock words and memory fences only (the fast paths below).
+    fn all_local_window(&mut self, win: u16) -> Option<&mut Window> {
+        self.rma
+            .wins
+            .get_mut(&win)
+            .filter(|w| w.node.as_ref().is_some_and(|n| n.all_local()))
+    }
+
     /// `MPI_Win_lock`: waits until `target`'s lock is this process's.
     pub fn win_lock(&mut self, win: u16, target: u32, exclusive: bool) -> Result<(), PmlError> {
+        if let Some(w) = self.all_local_window(win) {
+            let t = target as usize;
+            let free = t < w.locked.len()
+                && w.direct_held[t].is_none()
+                && w.node
+                    .as_ref()
+                    .is_some_and(|n| n.try_lock(target, exclusive));
+            if free {
+                w.direct_held[t] = Some(exclusive);
+                w.locked[t] += 1;
+                return Ok(());
+            }
+        }
         self.lock_ranks(win, &[target], exclusive)
     }
 
@@ -265,6 +290,17 @@ impl Engine {
 
     /// `MPI_Win_unlock`: completes the operations to `target` there and releases its lock.
     pub fn win_unlock(&mut self, win: u16, target: u32) -> Result<(), PmlError> {
+        if let Some(w) = self.all_local_window(win) {
+            let t = target as usize;
+            if let Some(exclusive) = w.direct_held.get_mut(t).and_then(|h| h.take()) {
+                NodeMap::sync();
+                if let Some(n) = &w.node {
+                    n.unlock(target, exclusive);
+                }
+                w.locked[t] -= 1;
+                return Ok(());
+            }
+        }
         self.unlock_ranks(win, &[target])
     }
 
@@ -316,12 +352,31 @@ impl Engine {
 
     /// `MPI_Win_flush`: the operations to `target` are complete there.
     pub fn win_flush(&mut self, win: u16, target: u32) -> Result<(), PmlError> {
+        if self.local_fence(win, target) {
+            return Ok(());
+        }
         self.flush_ranks(win, &[target])
+    }
+
+    /// The flushes of an all-local window: direct operations are complete at the target
+    /// when they return, so a memory fence is the whole flush. False when `win` is not
+    /// all-local or `target` (`u32::MAX`: every rank) is not a member.
+    fn local_fence(&mut self, win: u16, target: u32) -> bool {
+        match self.all_local_window(win) {
+            Some(w) if target == u32::MAX || (target as usize) < w.locked.len() => {
+                NodeMap::sync();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// `MPI_Win_flush_all`: every target this process sent operations to since it last
     /// flushed or unlocked it.
     pub fn win_flush_all(&mut self, win: u16) -> Result<(), PmlError> {
+        if self.local_fence(win, u32::MAX) {
+            return Ok(());
+        }
         let dirty: Vec<u32> = {
             let w = self.window(win)?;
             (0..w.size()).filter(|&t| w.dirty[t as usize]).collect()
@@ -361,6 +416,9 @@ impl Engine {
     /// `MPI_Win_flush_local`: the operations to `target` are complete at this process (data
     /// written by puts and accumulates was copied when they started; fetches wait here).
     pub fn win_flush_local(&mut self, win: u16, target: u32) -> Result<(), PmlError> {
+        if self.local_fence(win, target) {
+            return Ok(());
+        }
         self.check_ranks(win, &[target])?;
         self.rma_fetched(win, &[target]);
         Ok(())
@@ -368,6 +426,9 @@ impl Engine {
 
     /// `MPI_Win_flush_local_all`.
     pub fn win_flush_local_all(&mut self, win: u16) -> Result<(), PmlError> {
+        if self.local_fence(win, u32::MAX) {
+            return Ok(());
+        }
         let all = self.all_ranks(win)?;
         self.rma_fetched(win, &all);
         Ok(())

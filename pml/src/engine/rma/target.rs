@@ -441,6 +441,9 @@ fn apply(w: &Window, msg: &Msg<'_>) -> (Reply, Option<String>) {
     }
 }
 
+/// Accumulates up to this many bytes combine in a stack buffer.
+const SMALL: usize = 128;
+
 /// `target = origin OP target` over `segs` of `mem`, element by element (the caller holds
 /// whatever makes it atomic).
 pub(super) fn combine(
@@ -453,6 +456,15 @@ pub(super) fn combine(
     match op {
         AccOp::NoOp => mem.check(segs).map_err(|e| e.0),
         AccOp::Replace => mem.write(segs, data).map_err(|e| e.0),
+        AccOp::Reduce(o) if data.len() <= SMALL => {
+            // Single elements and short vectors (fetch-and-op, the latency tests) combine
+            // on the stack.
+            let mut buf = [0u8; SMALL];
+            let cur = &mut buf[..data.len()];
+            mem.read_into(segs, cur).map_err(|e| e.0)?;
+            op::reduce(o, dtype, data, cur).map_err(|e| e.to_string())?;
+            mem.write(segs, cur).map_err(|e| e.0)
+        }
         AccOp::Reduce(o) => {
             let mut cur = Vec::with_capacity(data.len());
             mem.read(segs, &mut cur).map_err(|e| e.0)?;
