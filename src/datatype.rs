@@ -31,13 +31,13 @@ pub trait BufferMut {
     fn as_bytes_mut(&mut self) -> &mut [u8];
 }
 
-fn slice_bytes<T: Equivalence>(s: &[T]) -> &[u8] {
+pub(crate) fn slice_bytes<T: Equivalence>(s: &[T]) -> &[u8] {
     // SAFETY: `T: Equivalence` has no padding, so every byte of the slice is initialized; the
     // view covers exactly the slice's memory and borrows it immutably.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
 }
 
-fn slice_bytes_mut<T: Equivalence>(s: &mut [T]) -> &mut [u8] {
+pub(crate) fn slice_bytes_mut<T: Equivalence>(s: &mut [T]) -> &mut [u8] {
     // SAFETY: as above, and any bytes written through the view form valid `T` values
     // (`Equivalence` admits every bit pattern); the view borrows the slice exclusively.
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)) }

@@ -47,6 +47,8 @@ mod status;
 #[allow(unsafe_code)]
 pub mod threads;
 pub mod topology;
+#[allow(unsafe_code)]
+pub mod window;
 
 pub use comm_create::PendingDuplicate;
 pub use datatype::{Buffer, BufferMut, Equivalence};
