@@ -408,12 +408,16 @@ pub fn predefined_name(handle: c_int) -> Option<&'static str> {
         .map(|p| p.1)
 }
 
-/// The reduction element type of a predefined scalar type.
+/// The reduction element type of a predefined scalar type (indexed by the handle's type
+/// number, as [`predefined`]: one-sided atomics look it up on every call).
 pub fn reduction_type(handle: c_int) -> Option<Dtype> {
-    PREDEFINED
-        .iter()
-        .find(|(h, _, _)| *h == handle)
-        .and_then(|p| p.2)
+    let i = predefined_tables().by_number[(handle as u32 & 0xff) as usize]?;
+    let p = PREDEFINED.get(i as usize)?;
+    if p.0 == handle {
+        p.2
+    } else {
+        None
+    }
 }
 
 /// One constituent of a constructed type: `count` copies of `ty`, one extent apart,

@@ -193,6 +193,10 @@ impl Engine {
                 "one-sided: origin, result and target sizes differ".into(),
             )));
         }
+        let mut old = old;
+        if let Some(r) = n.atomic_accumulate(target, &seg, op, dtype, data, old.as_deref_mut()) {
+            return Some(r.map_err(range));
+        }
         let mem = match member(n, target) {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
@@ -225,6 +229,9 @@ impl Engine {
             )));
         }
         let seg = [one(offset, compare.len())?];
+        if let Some(r) = n.atomic_compare_and_swap(target, offset, compare, swap, old) {
+            return Some(r.map_err(range));
+        }
         let mem = match member(n, target) {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
@@ -281,7 +288,8 @@ pub(super) fn get(n: &NodeMap, t: u32, segs: &[Segment]) -> Result<Vec<u8>, PmlE
 }
 
 /// `MPI_Accumulate` (`old` false) or `MPI_Get_accumulate` (`old` true: returns the bytes
-/// before the operation) on a member on this node, under its accumulate lock.
+/// before the operation) on a member on this node: CPU atomics where the element type allows
+/// (`atomics`), under its accumulate lock otherwise.
 pub(super) fn accumulate(
     n: &NodeMap,
     t: u32,
@@ -292,6 +300,15 @@ pub(super) fn accumulate(
     old: bool,
 ) -> Result<Vec<u8>, PmlError> {
     let mem = member(n, t)?;
+    let mut before = if old {
+        vec![0u8; wire::total(segs) as usize]
+    } else {
+        Vec::new()
+    };
+    let out = if old { Some(&mut before[..]) } else { None };
+    if let Some(r) = n.atomic_accumulate(t, segs, op, dtype, data, out) {
+        return r.map(|()| before).map_err(range);
+    }
     n.with_acc_lock(t, || {
         let mut before = Vec::new();
         if old {
@@ -316,6 +333,10 @@ pub(super) fn compare_and_swap(
         offset: disp,
         len: compare.len() as u32,
     }];
+    let mut old = vec![0u8; compare.len()];
+    if let Some(r) = n.atomic_compare_and_swap(t, disp, compare, swap, &mut old) {
+        return r.map(|()| old).map_err(range);
+    }
     n.with_acc_lock(t, || {
         let mut old = Vec::with_capacity(compare.len());
         mem.read(&seg, &mut old).map_err(range)?;

@@ -111,6 +111,11 @@ impl WinMemory {
         }
     }
 
+    /// The address of `seg`, checked as every copy is (for the node's atomic path).
+    pub(super) fn address(&self, seg: Segment) -> Result<usize, OutOfRange> {
+        self.resolve(seg)
+    }
+
     fn out_of_range(&self, seg: Segment) -> OutOfRange {
         if self.dynamic {
             OutOfRange(format!(

@@ -34,6 +34,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::engine::{Engine, PmlError};
 
+#[allow(unsafe_code)]
+mod atomics;
 mod direct;
 #[allow(unsafe_code)]
 pub mod memory;

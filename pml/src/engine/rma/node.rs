@@ -26,7 +26,10 @@
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-use super::memory::WinMemory;
+use super::atomics;
+use super::memory::{OutOfRange, WinMemory};
+use super::wire::{AccOp, Segment};
+use crate::op::Dtype;
 
 /// Bytes of one member's control slot.
 pub const SLOT: usize = 64;
@@ -250,6 +253,104 @@ impl NodeMap {
         out
     }
 
+    /// Applies an accumulate to rank `r`'s memory with CPU atomics, element by element (see
+    /// `atomics`); the old bytes go to `old` when given. `None` when its elements cannot be
+    /// (type, width or alignment) and nothing changed: the caller takes the accumulate lock.
+    pub fn atomic_accumulate(
+        &self,
+        r: u32,
+        segs: &[Segment],
+        op: AccOp,
+        dtype: Dtype,
+        data: &[u8],
+        mut old: Option<&mut [u8]>,
+    ) -> Option<Result<(), OutOfRange>> {
+        let w = atomics::width(dtype, op)?;
+        let mem = self.member(r)?;
+        if let [s] = segs {
+            // One range (every fetch-and-op): one lookup.
+            let n = s.len as usize;
+            let a = match mem.address(*s) {
+                Ok(a) if a.is_multiple_of(w) && n.is_multiple_of(w) => a,
+                Ok(_) => return None,
+                Err(e) => return Some(Err(e)),
+            };
+            if (op != AccOp::NoOp && data.len() != n) || old.as_ref().is_some_and(|o| o.len() != n)
+            {
+                return Some(Err(OutOfRange(format!(
+                    "{n} bytes of window range for {} bytes of data",
+                    data.len()
+                ))));
+            }
+            let operand = if op == AccOp::NoOp { &[][..] } else { data };
+            // SAFETY: as below.
+            unsafe { atomics::combine(a, n, w, op, dtype, operand, old) };
+            return Some(Ok(()));
+        }
+        let mut total = 0usize;
+        for s in segs {
+            match mem.address(*s) {
+                Ok(a) if a.is_multiple_of(w) && (s.len as usize).is_multiple_of(w) => {
+                    total += s.len as usize
+                }
+                Ok(_) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        if (op != AccOp::NoOp && data.len() != total)
+            || old.as_ref().is_some_and(|o| o.len() != total)
+        {
+            return Some(Err(OutOfRange(format!(
+                "{total} bytes of window ranges for {} bytes of data",
+                data.len()
+            ))));
+        }
+        let mut at = 0;
+        for s in segs {
+            let (a, n) = (mem.address(*s).ok()?, s.len as usize);
+            let operand = if op == AccOp::NoOp {
+                &[][..]
+            } else {
+                &data[at..at + n]
+            };
+            let out = old.as_deref_mut().map(|o| &mut o[at..at + n]);
+            // SAFETY: `a..a + n` was checked to lie in rank `r`'s memory in this mapping,
+            // aligned to `w` with a whole number of elements; every process updates elements
+            // of this type and address only through `atomics` (module docs there).
+            unsafe { atomics::combine(a, n, w, op, dtype, operand, out) };
+            at += n;
+        }
+        Some(Ok(()))
+    }
+
+    /// `MPI_Compare_and_swap` on rank `r`'s memory as one atomic instruction (elements of 1,
+    /// 2, 4 or 8 aligned bytes); `None` otherwise, nothing changed.
+    pub fn atomic_compare_and_swap(
+        &self,
+        r: u32,
+        offset: u64,
+        compare: &[u8],
+        swap: &[u8],
+        old: &mut [u8],
+    ) -> Option<Result<(), OutOfRange>> {
+        let w = compare.len();
+        if !matches!(w, 1 | 2 | 4 | 8) || swap.len() != w || old.len() != w {
+            return None;
+        }
+        let seg = Segment {
+            offset,
+            len: w as u32,
+        };
+        let a = match self.member(r)?.address(seg) {
+            Ok(a) if a % w == 0 => a,
+            Ok(_) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        // SAFETY: as in `atomic_accumulate`, one element.
+        unsafe { atomics::compare_and_swap(a, w, compare, swap, old) };
+        Some(Ok(()))
+    }
+
     /// Orders this process's earlier copies into the mapping before its later accesses and
     /// messages (flush, unlock, fence, `MPI_Win_sync`).
     pub fn sync() {
@@ -268,7 +369,6 @@ impl Drop for NodeMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::rma::wire::Segment;
 
     fn two_views(sizes: &[u64], contiguous: bool) -> (NodeMap, NodeMap, std::path::PathBuf) {
         let (places, len) = layout(sizes, contiguous).unwrap();
@@ -340,6 +440,95 @@ mod tests {
             !a.try_lock(7, true),
             "a rank not on the node is never locked here"
         );
+    }
+
+    #[test]
+    fn atomic_accumulates_are_exact_across_mappings_and_refuse_what_they_cannot_do() {
+        use crate::op::Op;
+        let (a, b, _) = two_views(&[64], true);
+        let seg = [Segment { offset: 8, len: 8 }];
+        std::thread::scope(|s| {
+            for view in [&a, &b] {
+                s.spawn(move || {
+                    for _ in 0..20_000 {
+                        let r = view.atomic_accumulate(
+                            0,
+                            &seg,
+                            AccOp::Reduce(Op::Sum),
+                            Dtype::I64,
+                            &1i64.to_ne_bytes(),
+                            None,
+                        );
+                        r.unwrap().unwrap();
+                        let f = view.atomic_accumulate(
+                            0,
+                            &[Segment { offset: 16, len: 8 }],
+                            AccOp::Reduce(Op::Sum),
+                            Dtype::F64,
+                            &0.5f64.to_ne_bytes(),
+                            None,
+                        );
+                        f.unwrap().unwrap();
+                    }
+                });
+            }
+        });
+        let mut old = [0u8; 8];
+        a.atomic_accumulate(0, &seg, AccOp::NoOp, Dtype::I64, &[], Some(&mut old))
+            .unwrap()
+            .unwrap();
+        assert_eq!(i64::from_ne_bytes(old), 40_000);
+        a.atomic_accumulate(
+            0,
+            &[Segment { offset: 16, len: 8 }],
+            AccOp::NoOp,
+            Dtype::F64,
+            &[],
+            Some(&mut old),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(f64::from_ne_bytes(old), 20_000.0);
+        let mut prev = [0u8; 8];
+        b.atomic_compare_and_swap(
+            0,
+            8,
+            &40_000i64.to_ne_bytes(),
+            &7i64.to_ne_bytes(),
+            &mut prev,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(i64::from_ne_bytes(prev), 40_000);
+        a.atomic_compare_and_swap(0, 8, &1i64.to_ne_bytes(), &9i64.to_ne_bytes(), &mut prev)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            i64::from_ne_bytes(prev),
+            7,
+            "a failed compare leaves the value"
+        );
+        // Misaligned, 16-byte pairs: not for atomics (nothing changes); past the end: an error.
+        let odd = [Segment { offset: 3, len: 8 }];
+        assert!(a
+            .atomic_accumulate(0, &odd, AccOp::Replace, Dtype::I64, &[0; 8], None)
+            .is_none());
+        let pair = [Segment { offset: 0, len: 16 }];
+        assert!(a
+            .atomic_accumulate(
+                0,
+                &pair,
+                AccOp::Reduce(Op::Maxloc),
+                Dtype::DoubleInt,
+                &[0; 16],
+                None
+            )
+            .is_none());
+        let past = [Segment { offset: 64, len: 8 }];
+        assert!(a
+            .atomic_accumulate(0, &past, AccOp::Replace, Dtype::I64, &[0; 8], None)
+            .unwrap()
+            .is_err());
     }
 
     #[test]

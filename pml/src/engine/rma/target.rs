@@ -113,11 +113,9 @@ impl Engine {
         };
         // Accumulate-like operations on a window shared on the node take the accumulate
         // lock its local origins take (see `direct`), so both stay element-wise atomic.
-        let (reply, err) = match (&w.node, &msg) {
-            (Some(n), Msg::Acc { .. } | Msg::GetAcc { .. } | Msg::Cas { .. }) => {
-                n.with_acc_lock(w.me, || apply(w, &msg))
-            }
-            _ => apply(w, &msg),
+        let (reply, err) = match &w.node {
+            Some(n) => apply_shared(w, n, &msg),
+            None => apply(w, &msg),
         };
         if let Some(e) = err {
             self.rma_error(proc, &e);
@@ -355,6 +353,63 @@ fn release(w: &mut Window, origin: u32) {
     if let Some(n) = &w.node {
         n.unlock(w.me, exclusive);
     }
+}
+
+/// [`apply`] on a window shared on the node, whose local origins update this member's memory
+/// directly: accumulate-like operations use the same mechanism they do (CPU atomics where
+/// the element type allows, the accumulate lock otherwise), so both stay element-wise atomic.
+fn apply_shared(w: &Window, n: &super::node::NodeMap, msg: &Msg<'_>) -> (Reply, Option<String>) {
+    let atomic = match msg {
+        Msg::Acc {
+            op,
+            dtype,
+            segs,
+            data,
+            ..
+        } => n
+            .atomic_accumulate(w.me, segs, *op, *dtype, data, None)
+            .map(|r| (Reply::None, r.err().map(|e| e.0))),
+        Msg::GetAcc {
+            token,
+            offset,
+            op,
+            dtype,
+            segs,
+            data,
+            ..
+        } => {
+            let mut old = vec![0u8; wire::total(segs) as usize];
+            n.atomic_accumulate(w.me, segs, *op, *dtype, data, Some(&mut old))
+                .map(|r| {
+                    let reply = Reply::Result {
+                        token: *token,
+                        offset: *offset,
+                        data: old,
+                    };
+                    (reply, r.err().map(|e| e.0))
+                })
+        }
+        Msg::Cas {
+            token,
+            disp,
+            compare,
+            swap,
+            ..
+        } => {
+            let mut old = vec![0u8; compare.len()];
+            n.atomic_compare_and_swap(w.me, *disp, compare, swap, &mut old)
+                .map(|r| {
+                    let reply = Reply::Result {
+                        token: *token,
+                        offset: 0,
+                        data: old,
+                    };
+                    (reply, r.err().map(|e| e.0))
+                })
+        }
+        _ => return apply(w, msg),
+    };
+    atomic.unwrap_or_else(|| n.with_acc_lock(w.me, || apply(w, msg)))
 }
 
 /// Applies an operation to `w`'s memory; returns the reply and an error to log.
