@@ -285,6 +285,8 @@ fn mpich_then_kestrel_with(name: &str, ranks: &[u32], kestrel_env: &[(&str, &str
 #[test]
 fn c_one_sided_windows_and_operations() {
     mpich_then_kestrel("rma", &[1, 2, 4]);
+    // Every put and get to an MPI_Win_create window on the node as a single copy.
+    mpich_then_kestrel_with("rma", &[3], &[("KESTREL_PML_RMA_SINGLE_COPY_MIN", "0")]);
 }
 
 #[test]

@@ -126,6 +126,9 @@ pub(crate) struct Window {
     /// Per target on this node: the kind of lock this process holds on its lock word
     /// (`Some(true)` exclusive).
     direct_held: Vec<Option<bool>>,
+    /// Puts and gets from this many bytes to node-local targets of a fixed window not shared
+    /// on the node are single copies (`pml_rma_single_copy_min`).
+    single_copy_min: u64,
 }
 
 impl Window {
@@ -165,6 +168,7 @@ impl Window {
             results: HashMap::new(),
             node: None,
             direct_held: vec![None; n],
+            single_copy_min: u64::MAX,
         }
     }
 
@@ -267,9 +271,9 @@ impl Engine {
                 base: word(12),
             });
         }
-        self.rma
-            .wins
-            .insert(win, Window::new(group, me, mem, members));
+        let mut w = Window::new(group, me, mem, members);
+        w.single_copy_min = crate::params::RMA_SINGLE_COPY_MIN.get(self.params());
+        self.rma.wins.insert(win, w);
         if let Some(early) = self.rma.early.remove(&win) {
             for (proc, bytes) in early {
                 self.rma_handle(proc, bytes);

@@ -5,7 +5,7 @@
 //! once; fetching operations complete when their results arrive (`target`). It must never
 //! wait.
 
-use kestrel_transport::btl::SendError;
+use kestrel_transport::btl::{RemoteRegion, SendError};
 use kestrel_transport::set::NO_ROUTE;
 
 use super::wire::{self, AccOp, Msg, Segment, FIXED_MAX, SEGMENT_LEN};
@@ -142,6 +142,46 @@ impl Engine {
         Ok(proc)
     }
 
+    /// The transport and the target's memory for a single-copy put (`put`) or get of `len`
+    /// bytes: a fixed window that is the program's memory (not shared on the node), a peer
+    /// whose transport copies across processes (`Btl::can_put`/`can_get`, probed once per
+    /// peer), an operation of at least `pml_rma_single_copy_min` bytes. The copy completes
+    /// at the call, so no synchronization waits for it.
+    fn single_copy(
+        &mut self,
+        win: u16,
+        target: u32,
+        proc: u32,
+        len: usize,
+        put: bool,
+    ) -> Option<(usize, RemoteRegion)> {
+        let w = self.rma.wins.get(&win)?;
+        if (len as u64) < w.single_copy_min || w.node.is_some() || w.mem.is_dynamic() {
+            return None;
+        }
+        let m = *w.members.get(target as usize)?;
+        if m.base == 0 || proc == self.rank() {
+            return None;
+        }
+        let b = *self.route.get(proc as usize)?;
+        if b == NO_ROUTE {
+            return None;
+        }
+        let btl = &mut self.btls[b as usize];
+        let able = if put {
+            btl.can_put(proc)
+        } else {
+            btl.can_get(proc)
+        };
+        able.then_some((
+            b as usize,
+            RemoteRegion {
+                addr: m.base,
+                len: m.size,
+            },
+        ))
+    }
+
     /// Numbers and sends the parts of an operation to `target`, building each message with
     /// `build(seq, part)`.
     fn rma_issue(
@@ -176,6 +216,23 @@ impl Engine {
         let proc = self.rma_target(win, target, segs)?;
         if let Some(n) = self.direct(win, target) {
             return direct::put(n, target, segs, data);
+        }
+        if let Some((b, region)) = self.single_copy(win, target, proc, data.len(), true) {
+            let mut at = 0;
+            let mut copied = true;
+            for s in segs {
+                let part = &data[at..at + s.len as usize];
+                if self.btls[b].put(proc, region, s.offset, part).is_err() {
+                    copied = false;
+                    break;
+                }
+                at += s.len as usize;
+            }
+            if copied {
+                return Ok(());
+            }
+            // A refused copy (the transport's probe passed, the kernel said no): the
+            // message path below writes every byte again.
         }
         let parts = split(segs, 1, self.rma_room(proc));
         self.rma_issue(win, target, proc, parts, |seq, p| {
@@ -240,6 +297,23 @@ impl Engine {
         if let Some(n) = self.direct(win, target) {
             sink(&direct::get(n, target, segs)?);
             return Ok(RMA_DONE);
+        }
+        if let Some((b, region)) = self.single_copy(win, target, proc, len, false) {
+            let mut buf = vec![0u8; len];
+            let mut at = 0;
+            let mut copied = true;
+            for s in segs {
+                let part = &mut buf[at..at + s.len as usize];
+                if self.btls[b].get(proc, region, s.offset, part).is_err() {
+                    copied = false;
+                    break;
+                }
+                at += s.len as usize;
+            }
+            if copied {
+                sink(&buf);
+                return Ok(RMA_DONE);
+            }
         }
         let token = self.rma_expect(win, target, len, sink);
         let parts = split(segs, 1, self.rma_room(proc));
