@@ -33,20 +33,6 @@ pub fn width(dtype: Dtype, op: AccOp) -> Option<usize> {
     Some(w)
 }
 
-fn integer(d: Dtype) -> bool {
-    matches!(
-        d,
-        Dtype::I8
-            | Dtype::U8
-            | Dtype::I16
-            | Dtype::U16
-            | Dtype::I32
-            | Dtype::U32
-            | Dtype::I64
-            | Dtype::U64
-    )
-}
-
 macro_rules! element {
     ($name:ident, $atomic:ty, $int:ty) => {
         /// One element at `addr`: `*addr = operand OP *addr`; returns the old value's bytes.
@@ -66,10 +52,10 @@ macro_rules! element {
             let old = match op {
                 AccOp::NoOp => a.load(Ordering::Acquire),
                 AccOp::Replace => a.swap(v, Ordering::AcqRel),
-                AccOp::Reduce(Op::Sum) if integer(dtype) => a.fetch_add(v, Ordering::AcqRel),
-                AccOp::Reduce(Op::Band) if integer(dtype) => a.fetch_and(v, Ordering::AcqRel),
-                AccOp::Reduce(Op::Bor) if integer(dtype) => a.fetch_or(v, Ordering::AcqRel),
-                AccOp::Reduce(Op::Bxor) if integer(dtype) => a.fetch_xor(v, Ordering::AcqRel),
+                AccOp::Reduce(Op::Sum) if dtype.is_integer() => a.fetch_add(v, Ordering::AcqRel),
+                AccOp::Reduce(Op::Band) if dtype.is_integer() => a.fetch_and(v, Ordering::AcqRel),
+                AccOp::Reduce(Op::Bor) if dtype.is_integer() => a.fetch_or(v, Ordering::AcqRel),
+                AccOp::Reduce(Op::Bxor) if dtype.is_integer() => a.fetch_xor(v, Ordering::AcqRel),
                 AccOp::Reduce(o) => {
                     let mut cur = a.load(Ordering::Relaxed);
                     loop {
