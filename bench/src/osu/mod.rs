@@ -89,19 +89,24 @@
 //! * `run`: what every benchmark program does around its measurement loop (buffers, start-up
 //!   on every rank, collective statistics, exit);
 //! * `nbc`: the nonblocking collectives' method (pure communication and overlap loops, the
-//!   dummy computation, their statistics, header and rows), with its own output section.
+//!   dummy computation, their statistics, header and rows), with its own output section;
+//! * `rma`: the one-sided tests (`osu_put_latency` ... `osu_cas_latency`, twins of
+//!   `bench/c/osu_rma.h`): their options (`-w`, `-s`, `-T`), usage, header, windows and timed
+//!   loops per synchronization, with their own options, method and output sections.
 //!
 //! Everything is re-exported here: the programs name `osu::X`.
 
 mod nbc;
 mod options;
 mod output;
+mod rma;
 mod run;
 mod spec;
 
 pub use nbc::*;
 pub use options::*;
 pub use output::*;
+pub use rma::*;
 pub use run::*;
 pub use spec::*;
 
@@ -126,5 +131,7 @@ pub const WINDOW_SIZE: usize = 64;
 /// Bytes of the acknowledgement the bandwidth tests send back after each window.
 pub const ACK_BYTES: usize = 4;
 
+#[cfg(test)]
+mod rma_tests;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,46 @@
+//! `osu_fop_latency`: OSU's one-sided fetch-and-op latency test (OSU Micro-Benchmarks v7.4
+//! methodology and output) on Kestrel's one-sided API (`kestrel::window`), twin of
+//! `bench/c/osu_fop_latency.c`. `kestrel-run -n 2 target/release/osu_fop_latency [options]`
+//!
+//! Rank 0 is the origin, rank 1 the target. For each `-T` datatype (default `MPI_CHAR`, as OSU
+//! 7.4: `i8`; `mpi_int` `i32`, `mpi_float` `f32`, `all` those three, and `mpi_long_long` `i64`,
+//! the 8-byte operation of OSU before 7.x, which is not an OSU 7.4 choice) a header and one
+//! row: a window of the `-m` maximum bytes per rank (default 4 MiB, as OSU; `-w`:
+//! `allocate_window` by default, or `with_window` for `create`), then `-x` untimed (default
+//! 100) and `-i` timed (default 10000) fetch-and-ops (`SystemOperation::sum()`) of one element
+//! on displacement 0 of rank 1's window, each completed by the `-s` synchronization: flush
+//! (default: a flush after each, all within one shared lock; each result into its own
+//! element), flush_local, lock (exclusive lock, fetch-and-op, unlock each time), lock_all,
+//! fence (rank 0 operates in one fence epoch then an empty one, rank 1 the reverse) or pscw
+//! (rank 0 start, operation, complete, post, wait; rank 1 post, wait, start, operation,
+//! complete). Reported, against the element's size in bytes, as rank 0's time from the first
+//! timed operation to the end of the last / `-i`, in microseconds (fence and pscw: half of it,
+//! both ranks having operated). See `kestrel_bench::osu`'s `rma` module for the options, where
+//! the loops differ from the C ones (fence) and the output. Exactly two ranks.
+
+use kestrel::Communicator;
+use kestrel_bench::osu;
+
+const SPEC: osu::RmaSpec = osu::FOP_LATENCY;
+
+fn main() {
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match osu::rma_begin(&SPEC, &world, &args) {
+        Ok(o) => o,
+        Err(code) => osu::exit(universe, code),
+    };
+    for &ty in &opts.types {
+        if world.rank() == 0 {
+            print!("{}", osu::rma_header(&SPEC, &opts, Some(ty)));
+        }
+        match ty {
+            osu::RmaType::Char => osu::rma_atomic_latency::<i8>(&world, &SPEC, &opts),
+            osu::RmaType::Int => osu::rma_atomic_latency::<i32>(&world, &SPEC, &opts),
+            osu::RmaType::Float => osu::rma_atomic_latency::<f32>(&world, &SPEC, &opts),
+            osu::RmaType::LongLong => osu::rma_atomic_latency::<i64>(&world, &SPEC, &opts),
+        }
+    }
+    osu::exit(universe, 0);
+}

@@ -1,0 +1,39 @@
+//! `osu_get_acc_latency`: OSU's one-sided get-accumulate latency test (OSU Micro-Benchmarks
+//! v7.4 methodology and output: its own defaults `-w create -s lock` and usage line, and no
+//! `# Datatype` line, as OSU) on Kestrel's one-sided API (`kestrel::window`), twin of
+//! `bench/c/osu_get_acc_latency.c`. `kestrel-run -n 2 target/release/osu_get_acc_latency
+//! [options]`
+//!
+//! Rank 0 is the origin, rank 1 the target. Per size (1 B to 4 MiB in powers of two) a new
+//! window of `size` bytes per rank (`-w`: `with_window` by default, or `allocate_window`), then
+//! `-x` untimed (default 100, 10 above 8 KiB) and `-i` timed (default 10000, 1000 above 8 KiB)
+//! get-accumulates (`SystemOperation::sum()`) of `size` C chars (`i8`) on displacement 0 of
+//! rank 1's window, the old contents into a result buffer, each in its own `-s` epoch: lock
+//! (default: exclusive lock, get-accumulate, unlock each time), lock_all, fence (rank 0
+//! operates in one fence epoch then an empty one, rank 1 the reverse) or pscw (rank 0 start,
+//! operation, complete, post, wait; rank 1 post, wait, start, operation, complete). Reported as
+//! rank 0's time from the first timed operation to the end of the last / `-i`, in microseconds
+//! (fence and pscw: half of it, both ranks having operated). `-s flush` and `-s flush_local`
+//! (many get-accumulates into one result buffer within one lock) cannot be written with the
+//! Rust API and are refused (exit 1), as `-w dynamic` is: see `kestrel_bench::osu`'s `rma`
+//! module, also for the options and the output. Exactly two ranks.
+
+use kestrel::Communicator;
+use kestrel_bench::osu;
+
+const SPEC: osu::RmaSpec = osu::GET_ACC_LATENCY;
+
+fn main() {
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match osu::rma_begin(&SPEC, &world, &args) {
+        Ok(o) => o,
+        Err(code) => osu::exit(universe, code),
+    };
+    if world.rank() == 0 {
+        print!("{}", osu::rma_header(&SPEC, &opts, None));
+    }
+    osu::rma_latency_sizes::<i8>(&world, &SPEC, &opts);
+    osu::exit(universe, 0);
+}

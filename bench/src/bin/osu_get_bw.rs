@@ -1,0 +1,40 @@
+//! `osu_get_bw`: OSU's one-sided get bandwidth test (OSU Micro-Benchmarks v7.4 methodology and
+//! output) on Kestrel's one-sided API (`kestrel::window`), twin of `bench/c/osu_get_bw.c`.
+//! `kestrel-run -n 2 target/release/osu_get_bw [options]`
+//!
+//! Rank 0 is the origin, rank 1 the target. Per size (1 B to 4 MiB in powers of two) a new
+//! window of `size * W` bytes per rank (`-W`, default 64; `-w`: `allocate_window` by default,
+//! or `with_window` for `create`), then `-x` untimed (default 10, 2 above 8 KiB) and `-i` timed
+//! (default 100, 20 above 8 KiB) iterations of `W` gets of `size` bytes from consecutive places
+//! of rank 1's window into consecutive places of rank 0's buffer, with the `-s`
+//! synchronization: flush (default: one shared lock; per iteration `W` gets each completed at
+//! once with `get_now`, then one flush), flush_local (the `get_now`s alone), lock (shared lock,
+//! `W` gets, unlock), lock_all, fence (rank 0 gets in a fence epoch, rank 1's is empty) or pscw
+//! (rank 0 start, `W` gets, complete; rank 1 post, wait). Reported as `size / 1e6 * W * -i` /
+//! rank 0's time from the first timed iteration to the end of the last, in MB/s. See
+//! `kestrel_bench::osu`'s `rma` module for the options, where the loops differ from the C ones
+//! (flush and flush_local: C has the `W` gets in flight together, completed by one call) and
+//! the output. Exactly two ranks.
+
+use kestrel::Communicator;
+use kestrel_bench::osu;
+
+const SPEC: osu::RmaSpec = osu::GET_BW;
+
+fn main() {
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match osu::rma_begin(&SPEC, &world, &args) {
+        Ok(o) => o,
+        Err(code) => osu::exit(universe, code),
+    };
+    if world.rank() == 0 {
+        print!(
+            "{}",
+            osu::rma_header(&SPEC, &opts, Some(osu::RmaType::Char))
+        );
+    }
+    osu::rma_bandwidth_sizes(&world, &SPEC, &opts);
+    osu::exit(universe, 0);
+}

@@ -1,0 +1,41 @@
+//! `osu_get_latency`: OSU's one-sided get latency test (OSU Micro-Benchmarks v7.4 methodology
+//! and output; OSU's title spells "latency" in lower case) on Kestrel's one-sided API
+//! (`kestrel::window`), twin of `bench/c/osu_get_latency.c`.
+//! `kestrel-run -n 2 target/release/osu_get_latency [options]`
+//!
+//! Rank 0 is the origin, rank 1 the target. Per size (1 B to 4 MiB in powers of two) a new
+//! window of `size` bytes per rank (`-w`: `allocate_window` by default, or `with_window` for
+//! `create`), then `-x` untimed (default 100, 10 above 8 KiB) and `-i` timed (default 10000,
+//! 1000 above 8 KiB) gets of `size` bytes from displacement 0 of rank 1's window, each
+//! completed by the `-s` synchronization: flush (default: within one shared lock, each get
+//! completed at once with `get_now`, then a flush), flush_local (`get_now`, which ends with
+//! it), lock (shared lock, get, unlock each time), lock_all, fence (rank 0 gets in one fence
+//! epoch then an empty one, rank 1 the reverse) or pscw (rank 0 start, get, complete, post,
+//! wait; rank 1 post, wait, start, get, complete). Reported as rank 0's time from the first
+//! timed get to the end of the last / `-i`, in microseconds (fence and pscw: half of it, both
+//! ranks having got). See `kestrel_bench::osu`'s `rma` module for the options, where the loops
+//! differ from the C ones (fence; flush: one flush_local more per get) and the output. Exactly
+//! two ranks.
+
+use kestrel::Communicator;
+use kestrel_bench::osu;
+
+const SPEC: osu::RmaSpec = osu::GET_LATENCY;
+
+fn main() {
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match osu::rma_begin(&SPEC, &world, &args) {
+        Ok(o) => o,
+        Err(code) => osu::exit(universe, code),
+    };
+    if world.rank() == 0 {
+        print!(
+            "{}",
+            osu::rma_header(&SPEC, &opts, Some(osu::RmaType::Char))
+        );
+    }
+    osu::rma_latency_sizes::<u8>(&world, &SPEC, &opts);
+    osu::exit(universe, 0);
+}

@@ -1,0 +1,36 @@
+//! `osu_put_bibw`: OSU's one-sided bi-directional put bandwidth test (OSU Micro-Benchmarks
+//! v7.4 methodology and output) on Kestrel's one-sided API (`kestrel::window`), twin of
+//! `bench/c/osu_put_bibw.c`. `kestrel-run -n 2 target/release/osu_put_bibw [options]`
+//!
+//! Both ranks put to each other. Per size (1 B to 4 MiB in powers of two) a new window of
+//! `size * W` bytes per rank (`-W`, default 64; `-w`: `allocate_window` by default, or
+//! `with_window` for `create`), then `-x` untimed (default 10, 2 above 8 KiB) and `-i` timed
+//! (default 100, 20 above 8 KiB) iterations in which each rank puts `W` times `size` bytes to
+//! consecutive places of the other's window, within the `-s` synchronization, active target
+//! only as in OSU: pscw (default: expose to the peer, access it with the `W` puts, wait) or
+//! fence (one fence epoch holding both ranks' puts). Reported as `2 * size / 1e6 * W * -i` /
+//! rank 0's time from the first timed iteration to the end of the last, in MB/s. See
+//! `kestrel_bench::osu`'s `rma` module for the options and the output. Exactly two ranks.
+
+use kestrel::Communicator;
+use kestrel_bench::osu;
+
+const SPEC: osu::RmaSpec = osu::PUT_BIBW;
+
+fn main() {
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match osu::rma_begin(&SPEC, &world, &args) {
+        Ok(o) => o,
+        Err(code) => osu::exit(universe, code),
+    };
+    if world.rank() == 0 {
+        print!(
+            "{}",
+            osu::rma_header(&SPEC, &opts, Some(osu::RmaType::Char))
+        );
+    }
+    osu::rma_bandwidth_sizes(&world, &SPEC, &opts);
+    osu::exit(universe, 0);
+}
