@@ -3,14 +3,15 @@
 //! `with_window` over this program's own memory (active messages), every expected value
 //! computed here by plain arithmetic:
 //!
-//! - fence epochs: a ring of puts, then gets of the right neighbour's whole window;
+//! - fence epochs: a ring of puts, then gets of the right neighbour's whole window; a run of
+//!   `fences` epochs (put, read back, read what the left neighbour put here);
 //! - general active target: each rank exposes itself to its left neighbour and accesses its
 //!   right one with a put and an accumulate;
 //! - passive target: concurrent `accumulate(SUM)` from every rank into one element of rank 0
 //!   (the exact sum), `fetch_and_op(SUM)` chains (the fetched values are distinct partial
 //!   sums), `get_accumulate`, `replace` and `fetch`;
 //! - a spin lock made of `compare_and_swap_now` on rank 0, acquired `ACQUISITIONS` times in
-//!   all (split over the ranks), protecting a counter incremented by `get_now` + put + flush:
+//!   all (split over the ranks), protecting a counter read in a `flushed` part and written by put + flush:
 //!   the counter must end exact;
 //! - `with_local` reads and writes of the own memory.
 //!
@@ -69,6 +70,27 @@ fn check(world: &impl Communicator, win: &Window<u64>, flavor: &str) {
         &format!("{flavor}: ring get"),
         got,
         [me, me * 10, me * 100, 7],
+    );
+
+    // A run of fence epochs sharing their fences: put, then read back in the next epoch.
+    let mut back = [0u64; 4];
+    win.fences(|f| {
+        f.epoch(|e| e.put(right, RING, &[me + 1, me + 2, me + 3, 8]));
+        f.epoch(|e| e.get(right, RING, &mut back));
+        same(
+            rank,
+            &format!("{flavor}: fences: the put read back"),
+            back,
+            [me + 1, me + 2, me + 3, 8],
+        );
+        f.epoch(|e| e.get(rank, RING, &mut back));
+    });
+    let l = left as u64;
+    same(
+        rank,
+        &format!("{flavor}: fences: the left's put, read from myself"),
+        back,
+        [l + 1, l + 2, l + 3, 8],
     );
 
     // General active target: expose to the left, access the right.
@@ -155,6 +177,16 @@ fn check(world: &impl Communicator, win: &Window<u64>, flavor: &str) {
         before,
         [me + 1, me + 2],
     );
+    let mut again = [0u64; 2];
+    win.lock(right, LockType::Exclusive, |e| {
+        e.get_accumulate_now(right, PSCW, &[0, 0], &mut again, SystemOperation::sum());
+        same(
+            rank,
+            &format!("{flavor}: get_accumulate_now"),
+            again,
+            [me + 6, me + 8],
+        );
+    });
     let mut now = 0u64;
     win.lock(right, LockType::Exclusive, |e| {
         e.replace(right, PSCW, &[42])
@@ -174,8 +206,9 @@ fn check(world: &impl Communicator, win: &Window<u64>, flavor: &str) {
                     std::thread::yield_now();
                 }
             }
+            // One result buffer reused: each read completes in its own flushed part.
             let mut c = [0u64];
-            e.get_now(0, COUNTER, &mut c);
+            e.flushed(0, |part| part.get(0, COUNTER, &mut c));
             e.put(0, COUNTER, &[c[0] + 1]);
             e.flush(0);
             let held = e.compare_and_swap_now(0, LOCK, me + 1, 0);

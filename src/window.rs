@@ -5,10 +5,12 @@
 //! count elements. Operations exist only on an [`Epoch`], which only the synchronization
 //! methods hand out, each for the duration of a closure: [`Window::fence`] (active target,
 //! collective), [`Window::lock`] and [`Window::lock_all`] (passive target), and
-//! [`Window::access`] with [`Window::expose`] (general active target). So an operation outside
+//! [`Window::access`] with [`Window::expose`] (general active target), and [`Window::fences`]
+//! for a run of fence epochs sharing their fences. So an operation outside
 //! an epoch does not compile, and the epoch's closing synchronization runs when the closure
 //! returns. A get's destination stays borrowed until the epoch closes (its bytes may arrive
-//! only then); puts and accumulates copy their data when called.
+//! only then; [`Epoch::flushed`] closes a part of a passive epoch with a flush, freeing its
+//! results there); puts and accumulates copy their data when called.
 //!
 //! ```no_run
 //! use kestrel::window::{LockType, WindowCreation};
@@ -271,6 +273,14 @@ impl<T: Equivalence> Window<T> {
         out
     }
 
+    /// A run of active-target epochs that share their fences (MPI's usual fence loop): one
+    /// `MPI_Win_fence` opens the run, and each [`Fences::epoch`] ends with the one fence that
+    /// closes it and opens the next (collective: every rank runs as many epochs).
+    pub fn fences<'s, R>(&'s self, f: impl FnOnce(&Fences<'s, T>) -> R) -> R {
+        self.engine_call("fence", |e| e.win_fence(self.id));
+        f(&Fences { win: self })
+    }
+
     /// A passive-target epoch on `rank` (`MPI_Win_lock` .. `MPI_Win_unlock`): operations in
     /// `f` go to `rank` only and are complete there when it returns.
     pub fn lock<'b, R>(
@@ -333,6 +343,21 @@ impl<T: Equivalence> Drop for Window<T> {
                 self.fail("free", err);
             }
         }
+    }
+}
+
+/// The fence epochs of [`Window::fences`].
+pub struct Fences<'s, T: Equivalence> {
+    win: &'s Window<T>,
+}
+
+impl<T: Equivalence> Fences<'_, T> {
+    /// One epoch: `f`'s operations, then the `MPI_Win_fence` that completes them everywhere
+    /// (results borrowed by `f` are free when this returns).
+    pub fn epoch<'e, R>(&'e self, f: impl FnOnce(&Epoch<'e, T>) -> R) -> R {
+        let out = self.win.open(false, None, f);
+        self.win.engine_call("fence", |e| e.win_fence(self.win.id));
+        out
     }
 }
 
@@ -460,6 +485,61 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
         self.passive_only("get_now");
         self.get_into(rank, disp, into);
         self.complete_locally(rank);
+    }
+
+    /// A part of a passive epoch whose operations go to `rank` and end with
+    /// `MPI_Win_flush(rank)`: the results `f` borrowed are complete and free when this
+    /// returns, so a loop can reuse one result buffer (the OSU flush loops).
+    pub fn flushed<'f, R>(&'f self, rank: Rank, f: impl FnOnce(&Epoch<'f, T>) -> R) -> R {
+        self.passive_only("flushed");
+        self.sub_epoch(Some(rank), f, |w| {
+            let t = w.target(rank);
+            w.engine_call("flush", |e| e.win_flush(w.id, t));
+        })
+    }
+
+    /// [`Epoch::flushed`] ending with `MPI_Win_flush_local(rank)`: results complete here,
+    /// puts perhaps not yet at the target.
+    pub fn flushed_local<'f, R>(&'f self, rank: Rank, f: impl FnOnce(&Epoch<'f, T>) -> R) -> R {
+        self.passive_only("flushed_local");
+        self.sub_epoch(Some(rank), f, |w| {
+            let t = w.target(rank);
+            w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
+        })
+    }
+
+    /// [`Epoch::flushed`] over every rank the epoch reaches, ending with `MPI_Win_flush_all`.
+    pub fn flushed_all<'f, R>(&'f self, f: impl FnOnce(&Epoch<'f, T>) -> R) -> R {
+        self.passive_only("flushed_all");
+        self.sub_epoch(self.only, f, |w| {
+            w.engine_call("flush_all", |e| e.win_flush_all(w.id));
+        })
+    }
+
+    fn sub_epoch<'f, R>(
+        &'f self,
+        only: Option<Rank>,
+        f: impl FnOnce(&Epoch<'f, T>) -> R,
+        close: impl FnOnce(&Window<T>),
+    ) -> R {
+        if let (Some(outer), Some(inner)) = (self.only, only) {
+            if outer != inner {
+                self.win.fail(
+                    "flushed",
+                    format!("this lock epoch is on rank {outer}, not {inner}"),
+                );
+            }
+        }
+        let guard = EpochGuard(&self.win.inner);
+        let out = f(&Epoch {
+            win: self.win,
+            passive: true,
+            only,
+            _results: PhantomData,
+        });
+        close(self.win);
+        std::mem::forget(guard);
+        out
     }
 
     /// `MPI_Win_flush_local` of `rank`, for the `_now` fetches.
@@ -676,6 +756,31 @@ impl<'b, T: Reducible> Epoch<'b, T> {
         );
         self.complete_locally(rank);
         out
+    }
+
+    /// [`Epoch::get_accumulate`] completed before it returns (passive epochs only).
+    pub fn get_accumulate_now(
+        &self,
+        rank: Rank,
+        disp: usize,
+        data: &[T],
+        result: &mut [T],
+        op: SystemOperation,
+    ) {
+        self.passive_only("get_accumulate_now");
+        if data.len() != result.len() {
+            self.win.fail(
+                "get_accumulate_now",
+                format!(
+                    "{} elements of data for a result of {}",
+                    data.len(),
+                    result.len()
+                ),
+            );
+        }
+        let (n, op) = (data.len(), AccOp::Reduce(op.op()));
+        self.acc_into("get_accumulate", rank, disp, n, data, op, Some(result));
+        self.complete_locally(rank);
     }
 
     /// [`Epoch::fetch`] completed before it returns (passive epochs only).
