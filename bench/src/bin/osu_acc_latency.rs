@@ -10,13 +10,13 @@
 //! `-i` timed (default 10000, 1000 above 8 KiB) accumulates (`SystemOperation::sum()`) of
 //! `size / sizeof(type)` elements to displacement 0 of rank 1's window, each completed by the
 //! `-s` synchronization: flush (default: a flush after each, all within one shared lock),
-//! flush_local, lock (shared lock, accumulate, unlock each time), lock_all, fence (rank 0
-//! accumulates in one fence epoch then an empty one, rank 1 the reverse) or pscw (rank 0 start,
-//! accumulate, complete, post, wait; rank 1 post, wait, start, accumulate, complete). Reported
-//! as rank 0's time from the first timed accumulate to the end of the last / `-i`, in
-//! microseconds (fence and pscw: half of it, both ranks having accumulated). See
-//! `kestrel_bench::osu`'s `rma` module for the options, where the loops differ from the C ones
-//! (fence) and the output. Exactly two ranks.
+//! flush_local, lock (shared lock, accumulate, unlock each time), lock_all, fence (three fences
+//! per iteration: rank 0 fence, accumulate, fence, fence; rank 1 fence, fence, accumulate,
+//! fence) or pscw (rank 0 start, accumulate, complete, post, wait; rank 1 post, wait, start,
+//! accumulate, complete): the calls of the C twin in every mode. Reported as rank 0's time
+//! from the first timed accumulate to the end of the last / `-i`, in microseconds (fence and
+//! pscw: half of it, both ranks having accumulated). See `kestrel_bench::osu`'s `rma` module
+//! for the options, the loops and the output. Exactly two ranks.
 
 use kestrel::Communicator;
 use kestrel_bench::osu;

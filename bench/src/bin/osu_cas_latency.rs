@@ -9,16 +9,17 @@
 //! maximum bytes per rank (default 4 MiB, as OSU; `-w`: `allocate_window` by default, or
 //! `with_window` for `create`), then `-x` untimed (default 100) and `-i` timed (default 10000)
 //! compare-and-swaps of one element on displacement 0 of rank 1's window (compare and swap
-//! values equal to the window's contents, so every swap succeeds), each completed by the `-s`
-//! synchronization: flush (default: a flush after each, all within one shared lock; each old
-//! value into its own element), flush_local, lock (exclusive lock, compare-and-swap, unlock
-//! each time), lock_all, fence (rank 0 operates in one fence epoch then an empty one, rank 1
-//! the reverse) or pscw (rank 0 start, operation, complete, post, wait; rank 1 post, wait,
-//! start, operation, complete). Reported, against the element's size in bytes, as rank 0's
-//! time from the first timed operation to the end of the last / `-i`, in microseconds (fence
-//! and pscw: half of it, both ranks having operated). See `kestrel_bench::osu`'s `rma` module
-//! for the options, where the loops differ from the C ones (fence) and the output. Exactly two
-//! ranks.
+//! values equal to the window's contents, so every swap succeeds), the old value into one
+//! result element, each completed by the `-s` synchronization: flush (default: within one
+//! shared lock, each compare-and-swap in a `flushed` part, whose flush frees the result),
+//! flush_local (`flushed_local`), lock (exclusive lock, compare-and-swap, unlock each time),
+//! lock_all, fence (three fences per iteration: rank 0 fence, operation, fence, fence; rank 1
+//! fence, fence, operation, fence) or pscw (rank 0 start, operation, complete, post, wait;
+//! rank 1 post, wait, start, operation, complete): the calls of the C twin in every mode.
+//! Reported, against the element's size in bytes, as rank 0's time from the first timed
+//! operation to the end of the last / `-i`, in microseconds (fence and pscw: half of it, both
+//! ranks having operated). See `kestrel_bench::osu`'s `rma` module for the options, the loops
+//! and the output. Exactly two ranks.
 
 use kestrel::Communicator;
 use kestrel_bench::osu;

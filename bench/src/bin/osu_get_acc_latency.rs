@@ -8,15 +8,16 @@
 //! window of `size` bytes per rank (`-w`: `with_window` by default, or `allocate_window`), then
 //! `-x` untimed (default 100, 10 above 8 KiB) and `-i` timed (default 10000, 1000 above 8 KiB)
 //! get-accumulates (`SystemOperation::sum()`) of `size` C chars (`i8`) on displacement 0 of
-//! rank 1's window, the old contents into a result buffer, each in its own `-s` epoch: lock
-//! (default: exclusive lock, get-accumulate, unlock each time), lock_all, fence (rank 0
-//! operates in one fence epoch then an empty one, rank 1 the reverse) or pscw (rank 0 start,
-//! operation, complete, post, wait; rank 1 post, wait, start, operation, complete). Reported as
-//! rank 0's time from the first timed operation to the end of the last / `-i`, in microseconds
-//! (fence and pscw: half of it, both ranks having operated). `-s flush` and `-s flush_local`
-//! (many get-accumulates into one result buffer within one lock) cannot be written with the
-//! Rust API and are refused (exit 1), as `-w dynamic` is: see `kestrel_bench::osu`'s `rma`
-//! module, also for the options and the output. Exactly two ranks.
+//! rank 1's window, the old contents into one result buffer, each completed by the `-s`
+//! synchronization: lock (default: exclusive lock, get-accumulate, unlock each time), flush
+//! (within one exclusive lock, each get-accumulate in a `flushed` part, whose flush frees the
+//! result buffer for the next one), flush_local (`flushed_local`), lock_all, fence (three
+//! fences per iteration: rank 0 fence, operation, fence, fence; rank 1 fence, fence, operation,
+//! fence) or pscw (rank 0 start, operation, complete, post, wait; rank 1 post, wait, start,
+//! operation, complete): the calls of the C twin in every mode. Reported as rank 0's time from
+//! the first timed operation to the end of the last / `-i`, in microseconds (fence and pscw:
+//! half of it, both ranks having operated). See `kestrel_bench::osu`'s `rma` module for the
+//! options, the loops and the output. Exactly two ranks.
 
 use kestrel::Communicator;
 use kestrel_bench::osu;

@@ -7,14 +7,13 @@
 //! or `with_window` for `create`), then `-x` untimed (default 10, 2 above 8 KiB) and `-i` timed
 //! (default 100, 20 above 8 KiB) iterations of `W` gets of `size` bytes from consecutive places
 //! of rank 1's window into consecutive places of rank 0's buffer, with the `-s`
-//! synchronization: flush (default: one shared lock; per iteration `W` gets each completed at
-//! once with `get_now`, then one flush), flush_local (the `get_now`s alone), lock (shared lock,
-//! `W` gets, unlock), lock_all, fence (rank 0 gets in a fence epoch, rank 1's is empty) or pscw
-//! (rank 0 start, `W` gets, complete; rank 1 post, wait). Reported as `size / 1e6 * W * -i` /
-//! rank 0's time from the first timed iteration to the end of the last, in MB/s. See
-//! `kestrel_bench::osu`'s `rma` module for the options, where the loops differ from the C ones
-//! (flush and flush_local: C has the `W` gets in flight together, completed by one call) and
-//! the output. Exactly two ranks.
+//! synchronization: flush (default: one shared lock; per iteration the `W` gets in flight
+//! together in a `flushed` part, completed by its one flush), flush_local (`flushed_local`),
+//! lock (shared lock, `W` gets, unlock), lock_all, fence (fence, rank 0's gets, fence) or pscw
+//! (rank 0 start, `W` gets, complete; rank 1 post, wait): the calls of the C twin in every
+//! mode. Reported as `size / 1e6 * W * -i` / rank 0's time from the first timed iteration to
+//! the end of the last, in MB/s. See `kestrel_bench::osu`'s `rma` module for the options, the
+//! loops and the output. Exactly two ranks.
 
 use kestrel::Communicator;
 use kestrel_bench::osu;

@@ -7,15 +7,15 @@
 //! window of `size` bytes per rank (`-w`: `allocate_window` by default, or `with_window` for
 //! `create`), then `-x` untimed (default 100, 10 above 8 KiB) and `-i` timed (default 10000,
 //! 1000 above 8 KiB) gets of `size` bytes from displacement 0 of rank 1's window, each
-//! completed by the `-s` synchronization: flush (default: within one shared lock, each get
-//! completed at once with `get_now`, then a flush), flush_local (`get_now`, which ends with
-//! it), lock (shared lock, get, unlock each time), lock_all, fence (rank 0 gets in one fence
-//! epoch then an empty one, rank 1 the reverse) or pscw (rank 0 start, get, complete, post,
-//! wait; rank 1 post, wait, start, get, complete). Reported as rank 0's time from the first
+//! completed by the `-s` synchronization: flush (default: within one shared lock, each get in a
+//! `flushed` part, which ends with the flush that frees the buffer for the next get),
+//! flush_local (`flushed_local`), lock (shared lock, get, unlock each time), lock_all, fence
+//! (three fences per iteration: rank 0 fence, get, fence, fence; rank 1 fence, fence, get,
+//! fence) or pscw (rank 0 start, get, complete, post, wait; rank 1 post, wait, start, get,
+//! complete): the calls of the C twin in every mode. Reported as rank 0's time from the first
 //! timed get to the end of the last / `-i`, in microseconds (fence and pscw: half of it, both
-//! ranks having got). See `kestrel_bench::osu`'s `rma` module for the options, where the loops
-//! differ from the C ones (fence; flush: one flush_local more per get) and the output. Exactly
-//! two ranks.
+//! ranks having got). See `kestrel_bench::osu`'s `rma` module for the options, the loops and
+//! the output. Exactly two ranks.
 
 use kestrel::Communicator;
 use kestrel_bench::osu;

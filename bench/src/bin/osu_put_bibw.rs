@@ -7,10 +7,11 @@
 //! `with_window` for `create`), then `-x` untimed (default 10, 2 above 8 KiB) and `-i` timed
 //! (default 100, 20 above 8 KiB) iterations in which each rank puts `W` times `size` bytes to
 //! consecutive places of the other's window, within the `-s` synchronization, active target
-//! only as in OSU: pscw (default: expose to the peer, access it with the `W` puts, wait) or
-//! fence (one fence epoch holding both ranks' puts). Reported as `2 * size / 1e6 * W * -i` /
-//! rank 0's time from the first timed iteration to the end of the last, in MB/s. See
-//! `kestrel_bench::osu`'s `rma` module for the options and the output. Exactly two ranks.
+//! only as in OSU: pscw (default: post, start, the `W` puts, complete, wait) or fence (fence,
+//! both ranks' puts, fence): the calls of the C twin in both modes. Reported as
+//! `2 * size / 1e6 * W * -i` / rank 0's time from the first timed iteration to the end of the
+//! last, in MB/s. See `kestrel_bench::osu`'s `rma` module for the options, the loops and the
+//! output. Exactly two ranks.
 
 use kestrel::Communicator;
 use kestrel_bench::osu;

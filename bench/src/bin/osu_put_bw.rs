@@ -8,10 +8,10 @@
 //! (default 100, 20 above 8 KiB) iterations of `W` puts of `size` bytes to consecutive places
 //! of rank 1's window followed by the `-s` synchronization: flush (default: one flush, all
 //! within one shared lock), flush_local, lock (shared lock, `W` puts, unlock), lock_all, fence
-//! (rank 0 puts in a fence epoch, rank 1's is empty) or pscw (rank 0 start, `W` puts,
-//! complete; rank 1 post, wait). Reported as `size / 1e6 * W * -i` / rank 0's time from the
-//! first timed iteration to the end of the last, in MB/s. See `kestrel_bench::osu`'s `rma`
-//! module for the options and the output. Exactly two ranks.
+//! (fence, rank 0's puts, fence) or pscw (rank 0 start, `W` puts, complete; rank 1 post, wait):
+//! the calls of the C twin in every mode. Reported as `size / 1e6 * W * -i` / rank 0's time
+//! from the first timed iteration to the end of the last, in MB/s. See `kestrel_bench::osu`'s
+//! `rma` module for the options, the loops and the output. Exactly two ranks.
 
 use kestrel::Communicator;
 use kestrel_bench::osu;

@@ -7,12 +7,13 @@
 //! `create`), then `-x` untimed (default 100, 10 above 8 KiB) and `-i` timed (default 10000,
 //! 1000 above 8 KiB) puts of `size` bytes to displacement 0 of rank 1's window, each completed
 //! by the `-s` synchronization: flush (default: a flush after each put, all within one shared
-//! lock), flush_local, lock (shared lock, put, unlock each time), lock_all, fence (rank 0 puts
-//! in one fence epoch then an empty one, rank 1 the reverse) or pscw (rank 0 start, put,
-//! complete, post, wait; rank 1 post, wait, start, put, complete). Reported as rank 0's time
-//! from the first timed put to the end of the last / `-i`, in microseconds (fence and pscw:
-//! half of it, both ranks having put). See `kestrel_bench::osu`'s `rma` module for the options,
-//! where the loops differ from the C ones (fence) and the output. Exactly two ranks.
+//! lock), flush_local, lock (shared lock, put, unlock each time), lock_all, fence (three fences
+//! per iteration: rank 0 fence, put, fence, fence; rank 1 fence, fence, put, fence) or pscw
+//! (rank 0 start, put, complete, post, wait; rank 1 post, wait, start, put, complete): the
+//! calls of the C twin in every mode. Reported as rank 0's time from the first timed put to the
+//! end of the last / `-i`, in microseconds (fence and pscw: half of it, both ranks having put).
+//! See `kestrel_bench::osu`'s `rma` module for the options, the loops and the output. Exactly
+//! two ranks.
 
 use kestrel::Communicator;
 use kestrel_bench::osu;

@@ -299,7 +299,7 @@ fn operations_locks_and_blocks() {
 }
 
 #[test]
-fn unsupported_choices_name_the_c_twin() {
+fn only_dynamic_windows_are_refused() {
     let o = run(&PUT_BW, &["-w", "dynamic"]);
     let why = o.unsupported(&PUT_BW).expect("dynamic windows are refused");
     assert!(
@@ -307,30 +307,37 @@ fn unsupported_choices_name_the_c_twin() {
             && why.contains("bench/c/osu_put_bw.c"),
         "{why}"
     );
-    for s in ["flush", "flush_local"] {
-        let o = run(&GET_ACC_LATENCY, &["-s", s]);
-        let why = o.unsupported(&GET_ACC_LATENCY).expect("refused");
-        assert!(
-            why.starts_with(&format!("osu_get_acc_latency: -s {s} (MPI_Win_{s})"))
-                && why.contains("bench/c/osu_get_acc_latency.c"),
-            "{why}"
-        );
-    }
+    // Every benchmark runs every -s it takes (osu_get_acc_latency's flush loops included:
+    // each get-accumulate in a flushed part) on both other window kinds; -w dynamic is
+    // refused whatever -s says.
+    let mut runs = 0;
     for spec in ALL_SPECS {
         for s in ["lock", "pscw", "fence", "lock_all", "flush", "flush_local"] {
-            for w in ["create", "allocate"] {
+            for w in ["create", "allocate", "dynamic"] {
                 let RmaParsed::Run(o) = rma_parse(&spec, &["-s", s, "-w", w]) else {
+                    assert!(spec.active_only, "{} -s {s}", spec.name);
                     continue; // bibw: passive target refused by the parser
                 };
-                let refused = spec.op == RmaOp::GetAccumulate && s.starts_with("flush");
-                assert_eq!(
-                    o.unsupported(&spec).is_some(),
-                    refused,
-                    "{} {s} {w}",
-                    spec.name
-                );
+                let refused = o.unsupported(&spec);
+                assert_eq!(refused.is_some(), w == "dynamic", "{} {s} {w}", spec.name);
+                if let Some(why) = refused {
+                    assert!(
+                        why.starts_with(&format!("{}: -w dynamic ", spec.name))
+                            && why.contains(&format!("bench/c/{}.c", spec.name)),
+                        "{why}"
+                    );
+                } else {
+                    runs += 1;
+                }
             }
         }
+    }
+    // 8 benchmarks with 6 syncs and bibw with 2, on 2 window kinds.
+    assert_eq!(runs, (8 * 6 + 2) * 2);
+    for s in ["flush", "flush_local"] {
+        let o = run(&GET_ACC_LATENCY, &["-s", s]);
+        assert_eq!(o.unsupported(&GET_ACC_LATENCY), None, "-s {s}");
+        assert_eq!(o.win, WinKind::Create);
     }
 }
 
