@@ -87,6 +87,23 @@ fn range(e: kestrel_pml::PmlError) -> crate::error::MpiError {
     error::pml(error::ERR_RMA_RANGE)(e)
 }
 
+/// Window id, target, byte offset and bytes of a put or get that qualifies.
+#[allow(clippy::too_many_arguments)]
+fn transfer(
+    core: &Core,
+    count: i64,
+    dt: c_int,
+    target: c_int,
+    disp: isize,
+    target_count: i64,
+    target_dt: c_int,
+    win: c_int,
+) -> Option<(u16, u32, u64, usize)> {
+    let n = simple(count, dt, target_count, target_dt)?;
+    let (id, t, offset) = place(core, win, target, disp)?;
+    Some((id, t, offset, n))
+}
+
 /// `MPI_Put`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn put(
@@ -100,14 +117,11 @@ pub(super) fn put(
     target_dt: c_int,
     win: c_int,
 ) -> Option<MpiResult<()>> {
-    let n = simple(count, dt, target_count, target_dt)?;
-    let (id, t, offset) = place(core, win, target, disp)?;
-    let src = bytes(origin, n)?;
-    Some(
-        core.engine
-            .rma_direct_put(id, t, offset, src)?
-            .map_err(range),
-    )
+    let (id, t, offset, n) = transfer(core, count, dt, target, disp, target_count, target_dt, win)?;
+    let r = core
+        .engine
+        .rma_direct_put(id, t, offset, bytes(origin, n)?)?;
+    Some(r.map_err(range))
 }
 
 /// `MPI_Get`.
@@ -123,14 +137,11 @@ pub(super) fn get(
     target_dt: c_int,
     win: c_int,
 ) -> Option<MpiResult<()>> {
-    let n = simple(count, dt, target_count, target_dt)?;
-    let (id, t, offset) = place(core, win, target, disp)?;
-    let dst = bytes_mut(origin, n)?;
-    Some(
-        core.engine
-            .rma_direct_get(id, t, offset, dst)?
-            .map_err(range),
-    )
+    let (id, t, offset, n) = transfer(core, count, dt, target, disp, target_count, target_dt, win)?;
+    let r = core
+        .engine
+        .rma_direct_get(id, t, offset, bytes_mut(origin, n)?)?;
+    Some(r.map_err(range))
 }
 
 /// `MPI_Accumulate` (`result` null) and `MPI_Get_accumulate` / `MPI_Fetch_and_op`: origin,

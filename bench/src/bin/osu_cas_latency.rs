@@ -21,29 +21,8 @@
 //! ranks having operated). See `kestrel_bench::osu`'s `rma` module for the options, the loops
 //! and the output. Exactly two ranks.
 
-use kestrel::Communicator;
 use kestrel_bench::osu;
 
-const SPEC: osu::RmaSpec = osu::CAS_LATENCY;
-
 fn main() {
-    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
-    let world = universe.world();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let opts = match osu::rma_begin(&SPEC, &world, &args) {
-        Ok(o) => o,
-        Err(code) => osu::exit(universe, code),
-    };
-    for &ty in &opts.types {
-        if world.rank() == 0 {
-            print!("{}", osu::rma_header(&SPEC, &opts, Some(ty)));
-        }
-        match ty {
-            osu::RmaType::Char => osu::rma_atomic_latency::<i8>(&world, &SPEC, &opts),
-            osu::RmaType::Int => osu::rma_atomic_latency::<i32>(&world, &SPEC, &opts),
-            osu::RmaType::LongLong => osu::rma_atomic_latency::<i64>(&world, &SPEC, &opts),
-            osu::RmaType::Float => unreachable!("-T takes no floating-point type here"),
-        }
-    }
-    osu::exit(universe, 0);
+    osu::rma_main(&osu::CAS_LATENCY)
 }

@@ -15,25 +15,8 @@
 //! See `kestrel_bench::osu`'s `rma` module for the options, the loops and the output. Exactly
 //! two ranks.
 
-use kestrel::Communicator;
 use kestrel_bench::osu;
 
-const SPEC: osu::RmaSpec = osu::PUT_LATENCY;
-
 fn main() {
-    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
-    let world = universe.world();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let opts = match osu::rma_begin(&SPEC, &world, &args) {
-        Ok(o) => o,
-        Err(code) => osu::exit(universe, code),
-    };
-    if world.rank() == 0 {
-        print!(
-            "{}",
-            osu::rma_header(&SPEC, &opts, Some(osu::RmaType::Char))
-        );
-    }
-    osu::rma_latency_sizes::<u8>(&world, &SPEC, &opts);
-    osu::exit(universe, 0);
+    osu::rma_main(&osu::PUT_LATENCY)
 }

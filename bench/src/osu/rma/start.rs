@@ -80,3 +80,56 @@ pub fn rma_begin(
     }
     Ok(o)
 }
+
+/// The whole program of a one-sided test: initialise, [`rma_begin`], then per element type
+/// (`-T`; the byte tests have one) the header and the timed sizes, as `spec` says
+/// (bandwidth, single-element atomics, or latency per size), then finalise and exit.
+pub fn rma_main(spec: &RmaSpec) -> ! {
+    use super::{rma_atomic_latency, rma_bandwidth_sizes, rma_header, rma_latency_sizes};
+    use super::{RmaOp, RmaType};
+    use crate::osu::Subtype;
+    let universe = kestrel::initialize().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match rma_begin(spec, &world, &args) {
+        Ok(o) => o,
+        Err(code) => crate::osu::exit(universe, code),
+    };
+    let header = |ty: Option<RmaType>| {
+        if world.rank() == 0 {
+            print!("{}", rma_header(spec, &opts, ty));
+        }
+    };
+    match (spec.subtype, spec.op) {
+        (Subtype::Bw, _) => {
+            header(Some(RmaType::Char));
+            rma_bandwidth_sizes(&world, spec, &opts);
+        }
+        (_, RmaOp::Put | RmaOp::Get) => {
+            header(Some(RmaType::Char));
+            rma_latency_sizes::<u8>(&world, spec, &opts);
+        }
+        (_, RmaOp::GetAccumulate) => {
+            header(None);
+            rma_latency_sizes::<i8>(&world, spec, &opts);
+        }
+        (_, op) => {
+            let atomic = matches!(op, RmaOp::FetchAndOp | RmaOp::CompareAndSwap);
+            for &ty in &opts.types {
+                header(Some(ty));
+                // The parser admits only `spec.types` (osu_cas_latency: no float).
+                match (ty, atomic) {
+                    (RmaType::Char, true) => rma_atomic_latency::<i8>(&world, spec, &opts),
+                    (RmaType::Int, true) => rma_atomic_latency::<i32>(&world, spec, &opts),
+                    (RmaType::Float, true) => rma_atomic_latency::<f32>(&world, spec, &opts),
+                    (RmaType::LongLong, true) => rma_atomic_latency::<i64>(&world, spec, &opts),
+                    (RmaType::Char, false) => rma_latency_sizes::<i8>(&world, spec, &opts),
+                    (RmaType::Int, false) => rma_latency_sizes::<i32>(&world, spec, &opts),
+                    (RmaType::Float, false) => rma_latency_sizes::<f32>(&world, spec, &opts),
+                    (RmaType::LongLong, false) => rma_latency_sizes::<i64>(&world, spec, &opts),
+                }
+            }
+        }
+    }
+    crate::osu::exit(universe, 0)
+}
