@@ -372,10 +372,11 @@ mod tests {
 
     fn two_views(sizes: &[u64], contiguous: bool) -> (NodeMap, NodeMap, std::path::PathBuf) {
         let (places, len) = layout(sizes, contiguous).unwrap();
-        let path = std::env::temp_dir().join(format!(
-            "kestrel-nodemap-test-{}-{contiguous}",
-            std::process::id()
-        ));
+        // Tests run in parallel threads of one process: a counter keeps their files apart.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("kestrel-nodemap-test-{}-{n}", std::process::id()));
         let _ = std::fs::remove_file(&path);
         create_file(&path, len).unwrap();
         let p: Vec<Option<Place>> = places.into_iter().map(Some).collect();
