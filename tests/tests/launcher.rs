@@ -603,17 +603,29 @@ fn ranks_do_not_outlive_a_killed_launcher() {
     );
     let needle = format!("sleep {secs}");
     let launcher = child.id();
+    // Every process whose command line holds the script: the launcher (left out), a rank
+    // still in `sh` or a forked launcher child not yet exec'd; and the ranks once they sleep.
     let ranks = || -> Vec<u32> {
         processes_matching(&needle)
             .into_iter()
             .filter(|&p| p != launcher)
             .collect()
     };
+    // Only a rank that has exec'd `sleep` counts as started: a loaded CI machine may take
+    // seconds to schedule the second rank's `sh`.
+    let sleeping = || -> usize {
+        ranks()
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))
+            })
+            .count()
+    };
     let start = std::time::Instant::now();
-    while ranks().len() < 2 && start.elapsed() < Duration::from_secs(10) {
+    while sleeping() < 2 && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(ranks().len(), 2, "ranks did not start");
+    assert_eq!(sleeping(), 2, "ranks did not start: {:?}", ranks());
     child.kill().unwrap();
     child.wait().unwrap();
     let t = std::time::Instant::now();
