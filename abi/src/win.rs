@@ -108,7 +108,7 @@ fn record(
             flavor,
             model: MODEL_UNIFIED,
         }),
-        disp_units: Vec::new(),
+        direct: None,
         name: String::new(),
         errhandler: handle::ERRORS_ARE_FATAL,
         attrs: Vec::new(),
@@ -175,22 +175,26 @@ pub fn allocate(
         FLAVOR_ALLOCATE
     };
     let base = a.base as *mut c_void;
-    let disp_units = (0..s.members.len() as u32)
-        .map(|r| core.engine.win_member(a.win, r).map(|m| m.disp_unit))
-        .collect::<Result<Vec<u32>, _>>()
+    let direct = core
+        .engine
+        .win_direct_view(a.win)
         .map_err(engine_err(class))?;
     let h = record(core, s, a.win, base, size, disp_unit, flavor);
-    core.win_mut(h)?.disp_units = disp_units;
+    core.win_mut(h)?.direct = direct;
     Ok((h, base))
 }
 
 /// `MPI_Win_free`: completes every operation, deletes the attributes, forgets the window.
 pub fn free(l: &mut Locked, win: c_int) -> MpiResult<()> {
     let id = l.core()?.win(win)?.id;
-    l.core()?
-        .engine
-        .win_free(id)
-        .map_err(engine_err(error::ERR_RMA_SYNC))?;
+    // No direct operation once the window is going (the view would keep the memory mapped,
+    // but an operation on a freed window must fail as the general path fails it).
+    let direct = l.core()?.win_mut(win)?.direct.take();
+    if let Err(e) = l.core()?.engine.win_free(id) {
+        // Still a window (an epoch is open): its direct operations stay.
+        l.core()?.win_mut(win)?.direct = direct;
+        return Err(engine_err(error::ERR_RMA_SYNC)(e));
+    }
     let attrs = l.core()?.win(win)?.attrs.clone();
     for (kv, value) in attrs.into_iter().rev() {
         crate::comm::delete_one(l, win, kv, value)?;

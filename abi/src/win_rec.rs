@@ -56,9 +56,9 @@ pub struct WinRec {
     pub base: usize,
     /// Predefined attribute values.
     pub values: Box<AttrValues>,
-    /// Each member's displacement unit, kept for the direct operations of a window whose
-    /// memory is shared on the node (empty for the other flavors).
-    pub disp_units: Vec<u32>,
+    /// Where the members on this node keep the window's memory, for the direct operations
+    /// of a window whose memory is shared on the node (`None` for the other flavors).
+    pub direct: Option<kestrel_pml::rma::DirectView>,
     /// `MPI_Win_set_name`.
     pub name: String,
     /// Its error handler (a handle).

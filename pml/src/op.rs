@@ -381,6 +381,11 @@ impl_elem!(i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
 /// The element loop: `inout[i] = f(input[i], inout[i])`.
 #[inline(always)]
 fn zip_map<T: Elem>(input: &[u8], inout: &mut [u8], f: impl Fn(T, T) -> T) {
+    if input.len() == T::SIZE && inout.len() == T::SIZE {
+        // One element (fetch-and-op, one-element accumulates): no loop set-up.
+        f(T::load(input), T::load(inout)).store(inout);
+        return;
+    }
     for (a, b) in input
         .chunks_exact(T::SIZE)
         .zip(inout.chunks_exact_mut(T::SIZE))

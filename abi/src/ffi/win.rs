@@ -472,6 +472,29 @@ fn sync_rank(
     })
 }
 
+/// A flush: a memory fence when every member of the window is on this node
+/// (`win_direct::flush`), the engine's flush `f` otherwise. `target` `None`: every rank.
+fn flush(
+    name: &'static str,
+    win: c_int,
+    target: Option<c_int>,
+    f: impl FnOnce(&mut kestrel_pml::Engine, u16, u32) -> Result<(), kestrel_pml::PmlError>,
+) -> c_int {
+    api::call(name, win, |l| {
+        let core = l.core()?;
+        if let Some(r) = win_direct::flush(core, win, target) {
+            return r;
+        }
+        let id = win::id(core, win)?;
+        match target {
+            Some(win::PROC_NULL) => Ok(()),
+            Some(t) => f(&mut core.engine, id, t as u32),
+            None => f(&mut core.engine, id, u32::MAX),
+        }
+        .map_err(win::sync_err)
+    })
+}
+
 fn rank_of(rank: c_int) -> MpiResult<u32> {
     u32::try_from(rank)
         .map_err(|_| MpiError::new(error::ERR_RANK, format!("rank {rank} is negative")))
@@ -502,28 +525,28 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Win_flush`.
     fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: c_int) -> c_int {
-        sync_rank("MPI_Win_flush", win, rank, |e, id, t| e.win_flush(id, t))
+        flush("MPI_Win_flush", win, Some(rank), |e, id, t| e.win_flush(id, t))
     }
 }
 
 mpi_fn! {
     /// `MPI_Win_flush_all`.
     fn MPI_Win_flush_all / PMPI_Win_flush_all(win: c_int) -> c_int {
-        sync("MPI_Win_flush_all", win, |e, id| e.win_flush_all(id))
+        flush("MPI_Win_flush_all", win, None, |e, id, _| e.win_flush_all(id))
     }
 }
 
 mpi_fn! {
     /// `MPI_Win_flush_local`.
     fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: c_int) -> c_int {
-        sync_rank("MPI_Win_flush_local", win, rank, |e, id, t| e.win_flush_local(id, t))
+        flush("MPI_Win_flush_local", win, Some(rank), |e, id, t| e.win_flush_local(id, t))
     }
 }
 
 mpi_fn! {
     /// `MPI_Win_flush_local_all`.
     fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: c_int) -> c_int {
-        sync("MPI_Win_flush_local_all", win, |e, id| e.win_flush_local_all(id))
+        flush("MPI_Win_flush_local_all", win, None, |e, id, _| e.win_flush_local_all(id))
     }
 }
 

@@ -1,8 +1,10 @@
 //! The node-local fast path of the one-sided operations: when the target shares the window's
 //! memory on this node (windows of `MPI_Win_allocate` and `MPI_Win_allocate_shared`) and
-//! origin and target use the same predefined datatype and count, the call hands the engine
-//! the origin's bytes as they lie and the target's byte offset, with no datatype walk,
-//! packing, segment list or allocation (the engine's `rma_direct_*`).
+//! origin and target use the same predefined datatype and count, the call works on the
+//! node's mapping through the [`DirectView`] the window record keeps, without the engine:
+//! a put or a get is a bounds check and a copy, a flush of an all-local window a memory
+//! fence, an accumulate or compare-and-swap a copy-and-combine under the target's
+//! accumulate lock. No datatype walk, packing, segment list or allocation.
 //!
 //! Every function returns `None` when the call does not qualify (another window flavor, a
 //! target on another node, a derived or pair type, an argument the general path must report
@@ -12,9 +14,9 @@
 use std::os::raw::{c_int, c_void};
 
 use kestrel_pml::op::Dtype;
-use kestrel_pml::rma::AccOp;
+use kestrel_pml::rma::{AccOp, DirectView};
 
-use crate::error::{self, MpiResult};
+use crate::error::MpiResult;
 use crate::state::Core;
 use crate::types;
 
@@ -33,16 +35,6 @@ fn simple(count: i64, dt: c_int, target_count: i64, target_dt: c_int) -> Option<
         return None;
     }
     t.size.checked_mul(usize::try_from(count).ok()?)
-}
-
-/// The engine's window id, the target's window rank and the byte offset of displacement
-/// `disp` in its memory, if the window keeps displacement units for direct operations.
-fn place(core: &Core, win: c_int, target: c_int, disp: isize) -> Option<(u16, u32, u64)> {
-    let w = core.win(win).ok()?;
-    let t = u32::try_from(target).ok()?;
-    let unit = *w.disp_units.get(t as usize)?;
-    let offset = u64::try_from(disp).ok()?.checked_mul(u64::from(unit))?;
-    Some((w.id, t, offset))
 }
 
 /// The operation and element type of an accumulate on predefined type `dt`.
@@ -83,28 +75,20 @@ fn bytes_mut<'a>(p: *mut c_void, n: usize) -> Option<&'a mut [u8]> {
     Some(unsafe { std::slice::from_raw_parts_mut(p as *mut u8, n) })
 }
 
-fn range(e: kestrel_pml::PmlError) -> crate::error::MpiError {
-    error::pml(error::ERR_RMA_RANGE)(e)
-}
-
-/// Window id, target, byte offset and bytes of a put or get that qualifies.
-#[allow(clippy::too_many_arguments)]
-fn transfer(
-    core: &Core,
+/// The window's direct view and the bytes of a put or get that qualifies.
+fn transfer<'c>(
+    core: &'c Core,
     count: i64,
     dt: c_int,
-    target: c_int,
-    disp: isize,
     target_count: i64,
     target_dt: c_int,
     win: c_int,
-) -> Option<(u16, u32, u64, usize)> {
-    let n = simple(count, dt, target_count, target_dt)?;
-    let (id, t, offset) = place(core, win, target, disp)?;
-    Some((id, t, offset, n))
+) -> Option<(&'c DirectView, usize)> {
+    let view = core.win(win).ok()?.direct.as_ref()?;
+    Some((view, simple(count, dt, target_count, target_dt)?))
 }
 
-/// `MPI_Put`.
+/// `MPI_Put`: a bounds check and a copy.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn put(
     core: &mut Core,
@@ -117,14 +101,11 @@ pub(super) fn put(
     target_dt: c_int,
     win: c_int,
 ) -> Option<MpiResult<()>> {
-    let (id, t, offset, n) = transfer(core, count, dt, target, disp, target_count, target_dt, win)?;
-    let r = core
-        .engine
-        .rma_direct_put(id, t, offset, bytes(origin, n)?)?;
-    Some(r.map_err(range))
+    let (view, n) = transfer(core, count, dt, target_count, target_dt, win)?;
+    view.put(target, disp, bytes(origin, n)?).then_some(Ok(()))
 }
 
-/// `MPI_Get`.
+/// `MPI_Get`: a bounds check and a copy.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn get(
     core: &mut Core,
@@ -137,15 +118,20 @@ pub(super) fn get(
     target_dt: c_int,
     win: c_int,
 ) -> Option<MpiResult<()>> {
-    let (id, t, offset, n) = transfer(core, count, dt, target, disp, target_count, target_dt, win)?;
-    let r = core
-        .engine
-        .rma_direct_get(id, t, offset, bytes_mut(origin, n)?)?;
-    Some(r.map_err(range))
+    let (view, n) = transfer(core, count, dt, target_count, target_dt, win)?;
+    view.get(target, disp, bytes_mut(origin, n)?)
+        .then_some(Ok(()))
+}
+
+/// `MPI_Win_flush`, `_all` (`target` `None`) and the `_local` forms of a window whose
+/// members are all on this node: a memory fence. `None` otherwise.
+pub(super) fn flush(core: &mut Core, win: c_int, target: Option<c_int>) -> Option<MpiResult<()>> {
+    let view = core.win(win).ok()?.direct.as_ref()?;
+    view.flush(target).then_some(Ok(()))
 }
 
 /// `MPI_Accumulate` (`result` null) and `MPI_Get_accumulate` / `MPI_Fetch_and_op`: origin,
-/// result and target all `count` elements of `dt`.
+/// result and target all `count` elements of `dt`, under the target's accumulate lock.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn accumulate(
     core: &mut Core,
@@ -159,13 +145,13 @@ pub(super) fn accumulate(
     op: c_int,
     win: c_int,
 ) -> Option<MpiResult<()>> {
+    let view = core.win(win).ok()?.direct.as_ref()?;
     let n = simple(count, dt, count, dt)?;
     let size = n / usize::try_from(count).ok()?.max(1);
     let (acc, d) = acc_op(op, dt, size)?;
     if acc == AccOp::NoOp && !fetch {
         return None;
     }
-    let (id, t, offset) = place(core, win, target, disp)?;
     let data = if acc == AccOp::NoOp {
         &[][..]
     } else {
@@ -176,14 +162,11 @@ pub(super) fn accumulate(
     } else {
         None
     };
-    Some(
-        core.engine
-            .rma_direct_accumulate(id, t, offset, n, data, acc, d, old)?
-            .map_err(range),
-    )
+    view.accumulate(target, disp, n, acc, d, data, old)
+        .then_some(Ok(()))
 }
 
-/// `MPI_Compare_and_swap`: one element of `dt`.
+/// `MPI_Compare_and_swap`: one element of `dt`, under the target's accumulate lock.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn compare_and_swap(
     core: &mut Core,
@@ -195,12 +178,9 @@ pub(super) fn compare_and_swap(
     disp: isize,
     win: c_int,
 ) -> Option<MpiResult<()>> {
+    let view = core.win(win).ok()?.direct.as_ref()?;
     let n = simple(1, dt, 1, dt)?;
-    let (id, t, offset) = place(core, win, target, disp)?;
     let (swap, cmp, old) = (bytes(origin, n)?, bytes(compare, n)?, bytes_mut(result, n)?);
-    Some(
-        core.engine
-            .rma_direct_compare_and_swap(id, t, offset, cmp, swap, old)?
-            .map_err(range),
-    )
+    view.compare_and_swap(target, disp, cmp, swap, old)
+        .then_some(Ok(()))
 }

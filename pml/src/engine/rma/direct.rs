@@ -10,7 +10,7 @@
 //! touch a member that is not on this node, and never wait without progressing the engine.
 
 use super::memory::WinMemory;
-use super::node::{self, NodeMap, Place};
+use super::node::{self, DirectView, NodeMap, Place};
 use super::wire::{self, AccOp, Segment};
 use crate::engine::{Engine, PmlError};
 use crate::op::Dtype;
@@ -142,6 +142,14 @@ impl Engine {
         Ok(self.window(win)?.node.as_ref().and_then(|n| n.base(rank)))
     }
 
+    /// What the C library keeps of `win` for its direct puts, gets and flushes (`None`: the
+    /// window's memory is not shared on the node).
+    pub fn win_direct_view(&self, win: u16) -> Result<Option<DirectView>, PmlError> {
+        let w = self.window(win)?;
+        let units: Vec<u32> = w.members.iter().map(|m| m.disp_unit).collect();
+        Ok(w.node.as_ref().map(|n| n.view(&units)))
+    }
+
     /// `MPI_Put` of `src` to byte `offset` of `target`'s window if `target` shares the
     /// window's memory on this node (`None`: it does not, use [`Engine::rma_put`]). The fast
     /// path of the C library: no segment list, no packing, no allocation.
@@ -193,10 +201,6 @@ impl Engine {
                 "one-sided: origin, result and target sizes differ".into(),
             )));
         }
-        let mut old = old;
-        if let Some(r) = n.atomic_accumulate(target, &seg, op, dtype, data, old.as_deref_mut()) {
-            return Some(r.map_err(range));
-        }
         let mem = match member(n, target) {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
@@ -205,7 +209,7 @@ impl Engine {
             if let Some(o) = old {
                 mem.read_into(&seg, o).map_err(range)?;
             }
-            super::target::combine(mem, op, dtype, &seg, data).map_err(|e| {
+            mem.combine(op, dtype, &seg, data).map_err(|e| {
                 PmlError::Invalid(format!("one-sided: accumulate on rank {target}: {e}"))
             })
         }))
@@ -229,9 +233,6 @@ impl Engine {
             )));
         }
         let seg = [one(offset, compare.len())?];
-        if let Some(r) = n.atomic_compare_and_swap(target, offset, compare, swap, old) {
-            return Some(r.map_err(range));
-        }
         let mem = match member(n, target) {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
@@ -288,8 +289,7 @@ pub(super) fn get(n: &NodeMap, t: u32, segs: &[Segment]) -> Result<Vec<u8>, PmlE
 }
 
 /// `MPI_Accumulate` (`old` false) or `MPI_Get_accumulate` (`old` true: returns the bytes
-/// before the operation) on a member on this node: CPU atomics where the element type allows
-/// (`atomics`), under its accumulate lock otherwise.
+/// before the operation) on a member on this node, under its accumulate lock.
 pub(super) fn accumulate(
     n: &NodeMap,
     t: u32,
@@ -305,16 +305,11 @@ pub(super) fn accumulate(
     } else {
         Vec::new()
     };
-    let out = if old { Some(&mut before[..]) } else { None };
-    if let Some(r) = n.atomic_accumulate(t, segs, op, dtype, data, out) {
-        return r.map(|()| before).map_err(range);
-    }
     n.with_acc_lock(t, || {
-        let mut before = Vec::new();
         if old {
-            mem.read(segs, &mut before).map_err(range)?;
+            mem.read_into(segs, &mut before).map_err(range)?;
         }
-        super::target::combine(mem, op, dtype, segs, data)
+        mem.combine(op, dtype, segs, data)
             .map_err(|e| PmlError::Invalid(format!("one-sided: accumulate on rank {t}: {e}")))?;
         Ok(before)
     })
@@ -333,10 +328,6 @@ pub(super) fn compare_and_swap(
         offset: disp,
         len: compare.len() as u32,
     }];
-    let mut old = vec![0u8; compare.len()];
-    if let Some(r) = n.atomic_compare_and_swap(t, disp, compare, swap, &mut old) {
-        return r.map(|()| old).map_err(range);
-    }
     n.with_acc_lock(t, || {
         let mut old = Vec::with_capacity(compare.len());
         mem.read(&seg, &mut old).map_err(range)?;

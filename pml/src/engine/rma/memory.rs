@@ -8,7 +8,16 @@
 //! because other processes (shared windows) and the application may touch the same memory
 //! under MPI's rules, which Rust's aliasing rules do not describe.
 
-use super::wire::Segment;
+use super::wire::{AccOp, Segment};
+use crate::op::{self, Dtype};
+
+/// Accumulates up to this many bytes combine in one small stack buffer (fetch-and-op, the
+/// latency tests).
+const SMALL: usize = 128;
+
+/// Longer ones combine this many bytes at a time: read onto the stack, reduced there,
+/// written back, so the window's memory streams through the cache once.
+const CHUNK: usize = 4096;
 
 /// One exposed region: start address and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,11 +120,6 @@ impl WinMemory {
         }
     }
 
-    /// The address of `seg`, checked as every copy is (for the node's atomic path).
-    pub(super) fn address(&self, seg: Segment) -> Result<usize, OutOfRange> {
-        self.resolve(seg)
-    }
-
     fn out_of_range(&self, seg: Segment) -> OutOfRange {
         if self.dynamic {
             OutOfRange(format!(
@@ -184,6 +188,71 @@ impl WinMemory {
                 std::ptr::copy_nonoverlapping(addr as *const u8, dst.as_mut_ptr(), n);
             }
             at += n;
+        }
+        Ok(())
+    }
+
+    /// `target = origin OP target` over `segs` with operand `data`, element by element of
+    /// `dtype` (the caller holds whatever makes it atomic: the accumulate lock). Nothing
+    /// changes when it fails: a range outside the window, `data` not as long as the ranges,
+    /// or an operation not defined for the type.
+    pub fn combine(
+        &self,
+        op: AccOp,
+        dtype: Dtype,
+        segs: &[Segment],
+        data: &[u8],
+    ) -> Result<(), String> {
+        let o = match op {
+            AccOp::NoOp => return self.check(segs).map_err(|e| e.0),
+            AccOp::Replace => return self.write(segs, data).map_err(|e| e.0),
+            AccOp::Reduce(o) => o,
+        };
+        if data.len() <= SMALL {
+            let mut buf = [0u8; SMALL];
+            let cur = &mut buf[..data.len()];
+            self.read_into(segs, cur).map_err(|e| e.0)?;
+            op::reduce(o, dtype, data, cur).map_err(|e| e.to_string())?;
+            return self.write(segs, cur).map_err(|e| e.0);
+        }
+        let size = dtype.size();
+        let whole = size > 0 && size <= CHUNK && segs.iter().all(|s| (s.len as usize) % size == 0);
+        if !whole {
+            // Ranges that split elements (or elements longer than a chunk): all at once.
+            let mut cur = Vec::with_capacity(data.len());
+            self.read(segs, &mut cur).map_err(|e| e.0)?;
+            op::reduce(o, dtype, data, &mut cur).map_err(|e| e.to_string())?;
+            return self.write(segs, &cur).map_err(|e| e.0);
+        }
+        self.check(segs).map_err(|e| e.0)?;
+        let total: u64 = segs.iter().map(|s| u64::from(s.len)).sum();
+        if total != data.len() as u64 {
+            return Err(format!(
+                "{total} bytes of window ranges for {} bytes of data",
+                data.len()
+            ));
+        }
+        // Every chunk is whole elements of one operation and type: if the first reduces,
+        // all do, so a failure leaves the memory as it was.
+        let step = CHUNK / size * size;
+        let mut buf = [0u8; CHUNK];
+        let mut at = 0;
+        for s in segs {
+            let len = s.len as usize;
+            let mut done = 0;
+            while done < len {
+                let n = step.min(len - done);
+                let part = [Segment {
+                    offset: s.offset + done as u64,
+                    len: n as u32,
+                }];
+                let cur = &mut buf[..n];
+                self.read_into(&part, cur).map_err(|e| e.0)?;
+                op::reduce(o, dtype, &data[at..at + n], cur).map_err(|e| e.to_string())?;
+                self.write(&part, cur).map_err(|e| e.0)?;
+                done += n;
+                at += n;
+            }
         }
         Ok(())
     }

@@ -35,7 +35,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use crate::engine::{Engine, PmlError};
 
 #[allow(unsafe_code)]
-mod atomics;
 mod direct;
 #[allow(unsafe_code)]
 pub mod memory;
@@ -48,6 +47,7 @@ pub mod wire;
 
 pub use direct::Allocated;
 pub use memory::WinMemory;
+pub use node::DirectView;
 pub use wire::{AccOp, Segment};
 
 /// Receives the bytes a fetching operation read, once all of them arrived (in the packed

@@ -1,7 +1,7 @@
 //! A window's node-wide shared mapping: the memory of every member on this node, and one
 //! control slot per member, mapped by each of them, so that operations between processes of
-//! one node are plain copies and CPU atomics, with no message (windows of `MPI_Win_allocate`
-//! and `MPI_Win_allocate_shared`).
+//! one node are plain copies (accumulates under a per-member lock), with no message
+//! (windows of `MPI_Win_allocate` and `MPI_Win_allocate_shared`).
 //!
 //! Layout of the mapping (one file in the shared-memory directory, unlinked once every
 //! member of the node mapped it): one 64-byte control slot per local member, in window-rank
@@ -25,11 +25,12 @@
 //! bounded copy-and-combine runs.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
-use super::atomics;
-use super::memory::{OutOfRange, WinMemory};
-use super::wire::{AccOp, Segment};
-use crate::op::Dtype;
+use super::wire::AccOp;
+use crate::op::{self, Dtype, Op};
+
+use super::memory::WinMemory;
 
 /// Bytes of one member's control slot.
 pub const SLOT: usize = 64;
@@ -96,7 +97,8 @@ pub fn create_file(path: &std::path::Path, len: usize) -> Result<(), String> {
 pub struct NodeMap {
     /// The mapping's address (an integer: the engine is `Send`; the mapping is process-wide).
     addr: usize,
-    len: usize,
+    /// Keeps the mapping while the window or a [`DirectView`] of it lives.
+    map: Arc<Mapping>,
     /// Per window rank: its place, if it is on this node.
     places: Vec<Option<Place>>,
     /// Per window rank: its memory, as the checked copies of [`WinMemory`] see it.
@@ -162,7 +164,7 @@ impl NodeMap {
             .collect();
         Ok(NodeMap {
             addr,
-            len,
+            map: Arc::new(Mapping { addr, len }),
             places,
             mems,
         })
@@ -176,6 +178,35 @@ impl NodeMap {
     /// Where window rank `r`'s memory starts in this process, if `r` is on this node.
     pub fn base(&self, r: u32) -> Option<*mut u8> {
         self.place(r).map(|p| (self.addr + p.mem) as *mut u8)
+    }
+
+    /// A [`DirectView`] of the mapping, with each member's displacement unit (`units`,
+    /// window-rank order).
+    pub fn view(&self, units: &[u32]) -> DirectView {
+        let members = self
+            .places
+            .iter()
+            .zip(units)
+            .map(|(p, &u)| match p {
+                Some(p) => ViewMember {
+                    addr: self.addr + p.mem,
+                    len: p.len,
+                    unit: u as usize,
+                    acc: self.addr + p.ctrl + 8,
+                },
+                None => ViewMember {
+                    addr: 0,
+                    len: 0,
+                    unit: u as usize,
+                    acc: 0,
+                },
+            })
+            .collect();
+        DirectView {
+            _map: self.map.clone(),
+            members,
+            all_local: self.all_local(),
+        }
     }
 
     /// Whether every rank of the window is on this node.
@@ -236,119 +267,10 @@ impl NodeMap {
         let Some(w) = self.acc_word(r) else {
             return f();
         };
-        let mut tries = 0u32;
-        while w
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            tries += 1;
-            if tries > 64 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
+        take_acc_lock(w);
         let out = f();
         w.store(0, Ordering::Release);
         out
-    }
-
-    /// Applies an accumulate to rank `r`'s memory with CPU atomics, element by element (see
-    /// `atomics`); the old bytes go to `old` when given. `None` when its elements cannot be
-    /// (type, width or alignment) and nothing changed: the caller takes the accumulate lock.
-    pub fn atomic_accumulate(
-        &self,
-        r: u32,
-        segs: &[Segment],
-        op: AccOp,
-        dtype: Dtype,
-        data: &[u8],
-        mut old: Option<&mut [u8]>,
-    ) -> Option<Result<(), OutOfRange>> {
-        let w = atomics::width(dtype, op)?;
-        let mem = self.member(r)?;
-        if let [s] = segs {
-            // One range (every fetch-and-op): one lookup.
-            let n = s.len as usize;
-            let a = match mem.address(*s) {
-                Ok(a) if a.is_multiple_of(w) && n.is_multiple_of(w) => a,
-                Ok(_) => return None,
-                Err(e) => return Some(Err(e)),
-            };
-            if (op != AccOp::NoOp && data.len() != n) || old.as_ref().is_some_and(|o| o.len() != n)
-            {
-                return Some(Err(OutOfRange(format!(
-                    "{n} bytes of window range for {} bytes of data",
-                    data.len()
-                ))));
-            }
-            let operand = if op == AccOp::NoOp { &[][..] } else { data };
-            // SAFETY: as below.
-            unsafe { atomics::combine(a, n, w, op, dtype, operand, old) };
-            return Some(Ok(()));
-        }
-        let mut total = 0usize;
-        for s in segs {
-            match mem.address(*s) {
-                Ok(a) if a.is_multiple_of(w) && (s.len as usize).is_multiple_of(w) => {
-                    total += s.len as usize
-                }
-                Ok(_) => return None,
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        if (op != AccOp::NoOp && data.len() != total)
-            || old.as_ref().is_some_and(|o| o.len() != total)
-        {
-            return Some(Err(OutOfRange(format!(
-                "{total} bytes of window ranges for {} bytes of data",
-                data.len()
-            ))));
-        }
-        let mut at = 0;
-        for s in segs {
-            let (a, n) = (mem.address(*s).ok()?, s.len as usize);
-            let operand = if op == AccOp::NoOp {
-                &[][..]
-            } else {
-                &data[at..at + n]
-            };
-            let out = old.as_deref_mut().map(|o| &mut o[at..at + n]);
-            // SAFETY: `a..a + n` was checked to lie in rank `r`'s memory in this mapping,
-            // aligned to `w` with a whole number of elements; every process updates elements
-            // of this type and address only through `atomics` (module docs there).
-            unsafe { atomics::combine(a, n, w, op, dtype, operand, out) };
-            at += n;
-        }
-        Some(Ok(()))
-    }
-
-    /// `MPI_Compare_and_swap` on rank `r`'s memory as one atomic instruction (elements of 1,
-    /// 2, 4 or 8 aligned bytes); `None` otherwise, nothing changed.
-    pub fn atomic_compare_and_swap(
-        &self,
-        r: u32,
-        offset: u64,
-        compare: &[u8],
-        swap: &[u8],
-        old: &mut [u8],
-    ) -> Option<Result<(), OutOfRange>> {
-        let w = compare.len();
-        if !matches!(w, 1 | 2 | 4 | 8) || swap.len() != w || old.len() != w {
-            return None;
-        }
-        let seg = Segment {
-            offset,
-            len: w as u32,
-        };
-        let a = match self.member(r)?.address(seg) {
-            Ok(a) if a % w == 0 => a,
-            Ok(_) => return None,
-            Err(e) => return Some(Err(e)),
-        };
-        // SAFETY: as in `atomic_accumulate`, one element.
-        unsafe { atomics::compare_and_swap(a, w, compare, swap, old) };
-        Some(Ok(()))
     }
 
     /// Orders this process's earlier copies into the mapping before its later accesses and
@@ -358,16 +280,243 @@ impl NodeMap {
     }
 }
 
-impl Drop for NodeMap {
+/// Takes an accumulate lock word (module docs): spins, yielding the core after a while (the
+/// holder only copies and combines a bounded range).
+fn take_acc_lock(w: &AtomicU32) {
+    let mut tries = 0u32;
+    while w
+        .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        tries += 1;
+        if tries > 64 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The mapping `NodeMap::map` made, unmapped when its last holder drops.
+#[derive(Debug)]
+struct Mapping {
+    addr: usize,
+    len: usize,
+}
+
+impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: `addr..addr + len` is the mapping `map` made, unmapped once, here; the
-        // window is freed (its last fence completed every operation), so no copy uses it.
+        // SAFETY: `addr..addr + len` is the mapping `map` made, unmapped once, here: the
+        // window and every view of it are gone, so nothing refers to it any more.
         unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// One member in a [`DirectView`]: where its memory lies in this process (`addr` 0: not on
+/// this node), how long it is, and its displacement unit.
+#[derive(Debug, Clone, Copy)]
+struct ViewMember {
+    addr: usize,
+    len: usize,
+    unit: usize,
+    /// Its accumulate lock word's address.
+    acc: usize,
+}
+
+/// Bytes of a short accumulate's stack buffer (fetch-and-op, the latency tests); longer ones
+/// combine [`CHUNK`] bytes at a time.
+const SHORT: usize = 64;
+const CHUNK: usize = 4096;
+
+/// What the C library keeps of a node-shared window so that a put, a get or a flush to a
+/// member on this node is a bounds check and a copy: no engine call, no lookup by id. It
+/// holds the mapping, so its copies stay inside mapped memory even if the window is freed
+/// first. Every check fails towards "not direct" (`false`/`None`): the caller then takes the
+/// general path, which reports errors.
+#[derive(Debug, Clone)]
+pub struct DirectView {
+    _map: Arc<Mapping>,
+    members: Box<[ViewMember]>,
+    all_local: bool,
+}
+
+/// Whether `data` overlaps the `len` bytes at address `at` (an origin buffer inside the
+/// window).
+fn overlap(at: usize, data: &[u8], len: usize) -> bool {
+    let d = data.as_ptr() as usize;
+    d < at + len && at < d + data.len()
+}
+
+/// `target = data OP target` for the `data.len()` bytes at address `at` (inside a member's
+/// memory, the caller holding its accumulate lock), through `buf` (as long as `data`).
+fn combine_at(at: usize, o: Op, dtype: Dtype, data: &[u8], buf: &mut [u8]) {
+    // SAFETY: the caller checked that `at..at + data.len()` lies in a member's memory in the
+    // mapping and holds that member's accumulate lock; `buf` is the caller's stack buffer.
+    unsafe { std::ptr::copy(at as *const u8, buf.as_mut_ptr(), buf.len()) };
+    // The caller checked the operation, type and whole elements: this cannot fail, and if
+    // it did the memory would be left as it was.
+    if op::reduce(o, dtype, data, buf).is_ok() {
+        // SAFETY: as above, writing back.
+        unsafe { std::ptr::copy(buf.as_ptr(), at as *mut u8, buf.len()) };
+    }
+}
+
+impl DirectView {
+    /// The address of `n` bytes at displacement `disp` of member `t`, if it is on this node
+    /// and the range lies inside its memory.
+    #[inline]
+    fn range(&self, t: i32, disp: isize, n: usize) -> Option<usize> {
+        let m = self.members.get(usize::try_from(t).ok()?)?;
+        let off = usize::try_from(disp).ok()?.checked_mul(m.unit)?;
+        (m.addr != 0 && off.checked_add(n)? <= m.len).then_some(m.addr + off)
+    }
+
+    /// `MPI_Put` of `src` to displacement `disp` of member `t`; false (nothing written) if
+    /// `t` is not on this node or the range is not inside its memory.
+    #[inline]
+    pub fn put(&self, t: i32, disp: isize, src: &[u8]) -> bool {
+        let Some(dst) = self.range(t, disp, src.len()) else {
+            return false;
+        };
+        // SAFETY: `range` checked that `dst..dst + len` lies in member `t`'s memory inside
+        // the mapping `_map` keeps. Other processes touch it only through copies and atomics,
+        // never Rust references; conflicting accesses are the program's error under MPI's
+        // rules. `copy`, not `copy_nonoverlapping`: the origin may lie in the window too.
+        unsafe { std::ptr::copy(src.as_ptr(), dst as *mut u8, src.len()) };
+        true
+    }
+
+    /// `MPI_Get` into `dst` from displacement `disp` of member `t`, as [`DirectView::put`].
+    #[inline]
+    pub fn get(&self, t: i32, disp: isize, dst: &mut [u8]) -> bool {
+        let Some(src) = self.range(t, disp, dst.len()) else {
+            return false;
+        };
+        // SAFETY: as `put`, reading.
+        unsafe { std::ptr::copy(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+
+    /// `MPI_Accumulate` (`old` `None`), `MPI_Get_accumulate` or `MPI_Fetch_and_op` of `len`
+    /// bytes at displacement `disp` of member `t`, under its accumulate lock as every other
+    /// accumulate to it (local or applied for a remote origin), so each element is updated
+    /// atomically. `data` is the operand (`len` bytes, empty for `MPI_NO_OP`); `old` gets
+    /// the bytes before. False, nothing done, when `t` is not on this node, the range is not
+    /// inside its memory, the operation is not defined for the type or the lengths do not
+    /// hold whole elements: the general path reports those.
+    #[allow(clippy::too_many_arguments)]
+    pub fn accumulate(
+        &self,
+        t: i32,
+        disp: isize,
+        len: usize,
+        op: AccOp,
+        dtype: Dtype,
+        data: &[u8],
+        old: Option<&mut [u8]>,
+    ) -> bool {
+        let Some(at) = self.range(t, disp, len) else {
+            return false;
+        };
+        let size = dtype.size();
+        let fits = match op {
+            AccOp::NoOp => data.is_empty(),
+            AccOp::Replace => data.len() == len,
+            AccOp::Reduce(o) => {
+                data.len() == len && o.applies_to(dtype) && size > 0 && len % size == 0
+            }
+        };
+        if !fits || old.as_ref().is_some_and(|o| o.len() != len) {
+            return false;
+        }
+        // SAFETY: `range` found member `t`, so its control slot is in the mapping `_map`
+        // keeps; the word is 4-byte aligned and only ever accessed atomically (module docs).
+        let lock = unsafe { &*(self.members[t as usize].acc as *const AtomicU32) };
+        take_acc_lock(lock);
+        if let Some(o) = old {
+            // SAFETY: `at..at + len` is inside member `t`'s memory (`range`); `o` is the
+            // caller's buffer. Every accumulate to this memory holds the lock taken above.
+            unsafe { std::ptr::copy(at as *const u8, o.as_mut_ptr(), len) };
+        }
+        match op {
+            AccOp::NoOp => {}
+            // SAFETY: as above, writing.
+            AccOp::Replace => unsafe { std::ptr::copy(data.as_ptr(), at as *mut u8, len) },
+            AccOp::Reduce(o) if len <= SHORT => {
+                let mut buf = [0u8; SHORT];
+                combine_at(at, o, dtype, data, &mut buf[..len]);
+            }
+            AccOp::Reduce(o) if !overlap(at, data, len) => {
+                // In place: one pass over the window's bytes instead of a copy out and back.
+                // SAFETY: `at..at + len` is inside member `t`'s memory (`range`) and does not
+                // overlap `data`. The reference lives only for this reduction, while this
+                // process holds the member's accumulate lock, which every other accumulate to
+                // the member takes too; other accesses to these bytes now would conflict
+                // with the accumulate, which MPI makes the program's error (the same race a
+                // copy would have). The slice is never kept.
+                let target = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, len) };
+                let _ = op::reduce(o, dtype, data, target);
+            }
+            AccOp::Reduce(o) => {
+                let step = CHUNK / size * size;
+                let mut buf = [0u8; CHUNK];
+                for (i, part) in data.chunks(step).enumerate() {
+                    combine_at(at + i * step, o, dtype, part, &mut buf[..part.len()]);
+                }
+            }
+        }
+        lock.store(0, Ordering::Release);
+        true
+    }
+
+    /// `MPI_Compare_and_swap` of one element at displacement `disp` of member `t` (the old
+    /// value into `old`), under its accumulate lock; false as [`DirectView::accumulate`].
+    pub fn compare_and_swap(
+        &self,
+        t: i32,
+        disp: isize,
+        compare: &[u8],
+        swap: &[u8],
+        old: &mut [u8],
+    ) -> bool {
+        let len = compare.len();
+        let Some(at) = self.range(t, disp, len) else {
+            return false;
+        };
+        if swap.len() != len || old.len() != len {
+            return false;
+        }
+        // SAFETY: as in `accumulate`.
+        let lock = unsafe { &*(self.members[t as usize].acc as *const AtomicU32) };
+        take_acc_lock(lock);
+        // SAFETY: as in `accumulate`: the range is inside member `t`'s memory, under its lock.
+        unsafe { std::ptr::copy(at as *const u8, old.as_mut_ptr(), len) };
+        if old == compare {
+            // SAFETY: as above, writing.
+            unsafe { std::ptr::copy(swap.as_ptr(), at as *mut u8, len) };
+        }
+        lock.store(0, Ordering::Release);
+        true
+    }
+
+    /// `MPI_Win_flush(t)` (`t` `None`: `_all`, and the `_local` forms) of a window whose
+    /// members are all on this node: direct operations are complete when they return, so a
+    /// memory fence is the whole flush. False if the window has a member elsewhere or `t`
+    /// is not a member.
+    #[inline]
+    pub fn flush(&self, t: Option<i32>) -> bool {
+        let member = t.is_none_or(|t| usize::try_from(t).is_ok_and(|t| t < self.members.len()));
+        if self.all_local && member {
+            NodeMap::sync();
+            return true;
+        }
+        false
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::wire::Segment;
     use super::*;
 
     fn two_views(sizes: &[u64], contiguous: bool) -> (NodeMap, NodeMap, std::path::PathBuf) {
@@ -444,92 +593,135 @@ mod tests {
     }
 
     #[test]
-    fn atomic_accumulates_are_exact_across_mappings_and_refuse_what_they_cannot_do() {
+    fn views_put_and_get_inside_a_member_and_refuse_everything_else() {
+        let (a, b, _) = two_views(&[16, 8], false);
+        let (va, vb) = (a.view(&[4, 1]), b.view(&[4, 1]));
+        assert!(va.put(0, 2, &[1, 2, 3, 4]));
+        let mut out = [0u8; 4];
+        assert!(vb.get(0, 2, &mut out));
+        assert_eq!(out, [1, 2, 3, 4], "displacement 2 of unit 4 is byte 8");
+        assert!(!va.put(0, 3, &[0; 5]), "past the member's end");
+        assert!(!va.put(1, 0, &[0; 9]), "past the second member's end");
+        assert!(!va.put(2, 0, &[0]), "not a member");
+        assert!(!va.put(-1, 0, &[0]) && !va.put(0, -1, &[0]));
+        assert!(va.put(1, 7, &[9]) && vb.get(1, 7, &mut out[..1]) && out[0] == 9);
+        assert!(va.flush(Some(1)) && va.flush(None) && !va.flush(Some(2)));
+    }
+
+    #[test]
+    fn view_accumulates_are_exact_against_each_other_and_the_engines_lock() {
         use crate::op::Op;
         let (a, b, _) = two_views(&[64], true);
+        let (va, vb) = (a.view(&[8]), b.view(&[8]));
         let seg = [Segment { offset: 8, len: 8 }];
         std::thread::scope(|s| {
-            for view in [&a, &b] {
+            for v in [&va, &vb] {
                 s.spawn(move || {
                     for _ in 0..20_000 {
-                        let r = view.atomic_accumulate(
+                        let one = 1i64.to_ne_bytes();
+                        assert!(v.accumulate(
                             0,
-                            &seg,
+                            1,
+                            8,
                             AccOp::Reduce(Op::Sum),
                             Dtype::I64,
-                            &1i64.to_ne_bytes(),
-                            None,
-                        );
-                        r.unwrap().unwrap();
-                        let f = view.atomic_accumulate(
+                            &one,
+                            None
+                        ));
+                        let half = 0.5f64.to_ne_bytes();
+                        assert!(v.accumulate(
                             0,
-                            &[Segment { offset: 16, len: 8 }],
+                            2,
+                            8,
                             AccOp::Reduce(Op::Sum),
                             Dtype::F64,
-                            &0.5f64.to_ne_bytes(),
-                            None,
-                        );
-                        f.unwrap().unwrap();
+                            &half,
+                            None
+                        ));
                     }
                 });
             }
+            // The engine's path for remote origins (`with_acc_lock` + `combine`) on the same
+            // element.
+            let mem = a.member(0).unwrap().clone();
+            let a = &a;
+            s.spawn(move || {
+                for _ in 0..20_000 {
+                    a.with_acc_lock(0, || {
+                        mem.combine(
+                            AccOp::Reduce(Op::Sum),
+                            Dtype::I64,
+                            &seg,
+                            &1i64.to_ne_bytes(),
+                        )
+                        .unwrap()
+                    });
+                }
+            });
         });
         let mut old = [0u8; 8];
-        a.atomic_accumulate(0, &seg, AccOp::NoOp, Dtype::I64, &[], Some(&mut old))
-            .unwrap()
-            .unwrap();
-        assert_eq!(i64::from_ne_bytes(old), 40_000);
-        a.atomic_accumulate(
-            0,
-            &[Segment { offset: 16, len: 8 }],
-            AccOp::NoOp,
-            Dtype::F64,
-            &[],
-            Some(&mut old),
-        )
-        .unwrap()
-        .unwrap();
+        assert!(va.accumulate(0, 1, 8, AccOp::NoOp, Dtype::I64, &[], Some(&mut old)));
+        assert_eq!(i64::from_ne_bytes(old), 60_000);
+        assert!(vb.accumulate(0, 2, 8, AccOp::NoOp, Dtype::F64, &[], Some(&mut old)));
         assert_eq!(f64::from_ne_bytes(old), 20_000.0);
         let mut prev = [0u8; 8];
-        b.atomic_compare_and_swap(
-            0,
-            8,
-            &40_000i64.to_ne_bytes(),
-            &7i64.to_ne_bytes(),
-            &mut prev,
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(i64::from_ne_bytes(prev), 40_000);
-        a.atomic_compare_and_swap(0, 8, &1i64.to_ne_bytes(), &9i64.to_ne_bytes(), &mut prev)
-            .unwrap()
-            .unwrap();
+        let (c, w) = (60_000i64.to_ne_bytes(), 7i64.to_ne_bytes());
+        assert!(vb.compare_and_swap(0, 1, &c, &w, &mut prev));
+        assert_eq!(i64::from_ne_bytes(prev), 60_000);
+        assert!(va.compare_and_swap(0, 1, &c, &9i64.to_ne_bytes(), &mut prev));
         assert_eq!(
             i64::from_ne_bytes(prev),
             7,
             "a failed compare leaves the value"
         );
-        // Misaligned, 16-byte pairs: not for atomics (nothing changes); past the end: an error.
-        let odd = [Segment { offset: 3, len: 8 }];
-        assert!(a
-            .atomic_accumulate(0, &odd, AccOp::Replace, Dtype::I64, &[0; 8], None)
-            .is_none());
-        let pair = [Segment { offset: 0, len: 16 }];
-        assert!(a
-            .atomic_accumulate(
-                0,
-                &pair,
-                AccOp::Reduce(Op::Maxloc),
-                Dtype::DoubleInt,
-                &[0; 16],
-                None
-            )
-            .is_none());
-        let past = [Segment { offset: 64, len: 8 }];
-        assert!(a
-            .atomic_accumulate(0, &past, AccOp::Replace, Dtype::I64, &[0; 8], None)
-            .unwrap()
-            .is_err());
+        // Refused, nothing changed: an operation not defined for the type, a partial
+        // element, a range past the end, a result buffer of the wrong length.
+        let x = [1u8; 8];
+        assert!(!va.accumulate(0, 1, 8, AccOp::Reduce(Op::Band), Dtype::F64, &x, None));
+        assert!(!va.accumulate(0, 1, 6, AccOp::Reduce(Op::Sum), Dtype::I64, &x[..6], None));
+        assert!(!va.accumulate(0, 8, 8, AccOp::Replace, Dtype::I64, &x, None));
+        assert!(!va.accumulate(0, 1, 8, AccOp::Replace, Dtype::I64, &x, Some(&mut [0u8; 4])));
+        assert!(va.accumulate(0, 1, 8, AccOp::NoOp, Dtype::I64, &[], Some(&mut old)));
+        assert_eq!(i64::from_ne_bytes(old), 7);
+    }
+
+    #[test]
+    fn long_view_accumulates_combine_in_place_and_from_inside_the_window() {
+        use crate::op::Op;
+        let n = 3 * CHUNK + 24; // several chunks and a tail
+        let (a, _b, _) = two_views(&[2 * n as u64], true);
+        let v = a.view(&[1]);
+        let ones: Vec<u8> = (0..n).map(|i| (i % 7) as u8).collect();
+        assert!(v.put(0, 0, &ones));
+        // From this process's memory: in place.
+        let twos = vec![2u8; n];
+        assert!(v.accumulate(0, 0, n, AccOp::Reduce(Op::Sum), Dtype::U8, &twos, None));
+        // From the window itself (its second half, overlapping nothing) and then from an
+        // overlapping range: chunk by chunk through the stack.
+        assert!(v.put(0, n as isize, &vec![1u8; n]));
+        let base = a.base(0).unwrap();
+        // SAFETY: the member's memory is `2n` bytes from `base`, mapped while `a` lives; no
+        // other access runs now.
+        let second = unsafe { std::slice::from_raw_parts(base.add(n), n) };
+        assert!(v.accumulate(0, 0, n, AccOp::Reduce(Op::Sum), Dtype::U8, second, None));
+        // SAFETY: as above, the first `n + 8` bytes.
+        let shifted = unsafe { std::slice::from_raw_parts(base.add(8), n) }.to_vec();
+        let overlapping = unsafe { std::slice::from_raw_parts(base.add(8), n) };
+        assert!(v.accumulate(
+            0,
+            0,
+            n,
+            AccOp::Reduce(Op::Sum),
+            Dtype::U8,
+            overlapping,
+            None
+        ));
+        let mut out = vec![0u8; n];
+        assert!(v.get(0, 0, &mut out));
+        for i in 0..n {
+            let before = (i % 7) as u8 + 3;
+            assert_eq!(out[i], before.wrapping_add(shifted[i]), "byte {i}");
+        }
     }
 
     #[test]

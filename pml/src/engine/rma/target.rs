@@ -3,10 +3,9 @@
 //! answered where the protocol asks (results, lock grants, flush and unlock replies).
 //! It owns the lock queue of each window; it must never block.
 
-use super::wire::{self, AccOp, Msg, Segment};
-use super::{Pending, WinMemory, Window};
+use super::wire::{self, Msg, Segment};
+use super::{Pending, Window};
 use crate::engine::Engine;
-use crate::op;
 
 /// What applying an operation asks the engine to send back.
 enum Reply {
@@ -356,60 +355,15 @@ fn release(w: &mut Window, origin: u32) {
 }
 
 /// [`apply`] on a window shared on the node, whose local origins update this member's memory
-/// directly: accumulate-like operations use the same mechanism they do (CPU atomics where
-/// the element type allows, the accumulate lock otherwise), so both stay element-wise atomic.
+/// directly: accumulate-like operations take the member's accumulate lock, as theirs do, so
+/// both stay element-wise atomic.
 fn apply_shared(w: &Window, n: &super::node::NodeMap, msg: &Msg<'_>) -> (Reply, Option<String>) {
-    let atomic = match msg {
-        Msg::Acc {
-            op,
-            dtype,
-            segs,
-            data,
-            ..
-        } => n
-            .atomic_accumulate(w.me, segs, *op, *dtype, data, None)
-            .map(|r| (Reply::None, r.err().map(|e| e.0))),
-        Msg::GetAcc {
-            token,
-            offset,
-            op,
-            dtype,
-            segs,
-            data,
-            ..
-        } => {
-            let mut old = vec![0u8; wire::total(segs) as usize];
-            n.atomic_accumulate(w.me, segs, *op, *dtype, data, Some(&mut old))
-                .map(|r| {
-                    let reply = Reply::Result {
-                        token: *token,
-                        offset: *offset,
-                        data: old,
-                    };
-                    (reply, r.err().map(|e| e.0))
-                })
+    match msg {
+        Msg::Acc { .. } | Msg::GetAcc { .. } | Msg::Cas { .. } => {
+            n.with_acc_lock(w.me, || apply(w, msg))
         }
-        Msg::Cas {
-            token,
-            disp,
-            compare,
-            swap,
-            ..
-        } => {
-            let mut old = vec![0u8; compare.len()];
-            n.atomic_compare_and_swap(w.me, *disp, compare, swap, &mut old)
-                .map(|r| {
-                    let reply = Reply::Result {
-                        token: *token,
-                        offset: 0,
-                        data: old,
-                    };
-                    (reply, r.err().map(|e| e.0))
-                })
-        }
-        _ => return apply(w, msg),
-    };
-    atomic.unwrap_or_else(|| n.with_acc_lock(w.me, || apply(w, msg)))
+        _ => apply(w, msg),
+    }
 }
 
 /// Applies an operation to `w`'s memory; returns the reply and an error to log.
@@ -423,7 +377,7 @@ fn apply(w: &Window, msg: &Msg<'_>) -> (Reply, Option<String>) {
             segs,
             data,
             ..
-        } => (Reply::None, combine(mem, *op, *dtype, segs, data).err()),
+        } => (Reply::None, mem.combine(*op, *dtype, segs, data).err()),
         Msg::Get {
             token,
             offset,
@@ -454,7 +408,7 @@ fn apply(w: &Window, msg: &Msg<'_>) -> (Reply, Option<String>) {
             let mut old = Vec::with_capacity(wire::total(segs) as usize);
             let mut err = mem.read(segs, &mut old).err().map(|e| e.0);
             if err.is_none() {
-                err = combine(mem, *op, *dtype, segs, data).err();
+                err = mem.combine(*op, *dtype, segs, data).err();
             }
             old.resize(wire::total(segs) as usize, 0);
             (
@@ -493,38 +447,5 @@ fn apply(w: &Window, msg: &Msg<'_>) -> (Reply, Option<String>) {
             )
         }
         _ => (Reply::None, None),
-    }
-}
-
-/// Accumulates up to this many bytes combine in a stack buffer.
-const SMALL: usize = 128;
-
-/// `target = origin OP target` over `segs` of `mem`, element by element (the caller holds
-/// whatever makes it atomic).
-pub(super) fn combine(
-    mem: &WinMemory,
-    op: AccOp,
-    dtype: op::Dtype,
-    segs: &[Segment],
-    data: &[u8],
-) -> Result<(), String> {
-    match op {
-        AccOp::NoOp => mem.check(segs).map_err(|e| e.0),
-        AccOp::Replace => mem.write(segs, data).map_err(|e| e.0),
-        AccOp::Reduce(o) if data.len() <= SMALL => {
-            // Single elements and short vectors (fetch-and-op, the latency tests) combine
-            // on the stack.
-            let mut buf = [0u8; SMALL];
-            let cur = &mut buf[..data.len()];
-            mem.read_into(segs, cur).map_err(|e| e.0)?;
-            op::reduce(o, dtype, data, cur).map_err(|e| e.to_string())?;
-            mem.write(segs, cur).map_err(|e| e.0)
-        }
-        AccOp::Reduce(o) => {
-            let mut cur = Vec::with_capacity(data.len());
-            mem.read(segs, &mut cur).map_err(|e| e.0)?;
-            op::reduce(o, dtype, data, &mut cur).map_err(|e| e.to_string())?;
-            mem.write(segs, &cur).map_err(|e| e.0)
-        }
     }
 }
