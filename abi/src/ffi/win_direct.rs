@@ -76,14 +76,14 @@ fn bytes_mut<'a>(p: *mut c_void, n: usize) -> Option<&'a mut [u8]> {
 }
 
 /// The window's direct view and the bytes of a put or get that qualifies.
-fn transfer<'c>(
-    core: &'c Core,
+fn transfer(
+    core: &Core,
     count: i64,
     dt: c_int,
     target_count: i64,
     target_dt: c_int,
     win: c_int,
-) -> Option<(&'c DirectView, usize)> {
+) -> Option<(&DirectView, usize)> {
     let view = core.win(win).ok()?.direct.as_ref()?;
     Some((view, simple(count, dt, target_count, target_dt)?))
 }

@@ -216,7 +216,8 @@ impl WinMemory {
             return self.write(segs, cur).map_err(|e| e.0);
         }
         let size = dtype.size();
-        let whole = size > 0 && size <= CHUNK && segs.iter().all(|s| (s.len as usize) % size == 0);
+        let whole =
+            size > 0 && size <= CHUNK && segs.iter().all(|s| (s.len as usize).is_multiple_of(size));
         if !whole {
             // Ranges that split elements (or elements longer than a chunk): all at once.
             let mut cur = Vec::with_capacity(data.len());

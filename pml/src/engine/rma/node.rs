@@ -423,7 +423,7 @@ impl DirectView {
             AccOp::NoOp => data.is_empty(),
             AccOp::Replace => data.len() == len,
             AccOp::Reduce(o) => {
-                data.len() == len && o.applies_to(dtype) && size > 0 && len % size == 0
+                data.len() == len && o.applies_to(dtype) && size > 0 && len.is_multiple_of(size)
             }
         };
         if !fits || old.as_ref().is_some_and(|o| o.len() != len) {
