@@ -4,7 +4,8 @@
 //! serial model of every window; operations from one origin are applied in issue order
 //! whatever the delivery order; operations that arrive before the target registered the
 //! window wait for it; a range outside the target window is refused at the origin and, when
-//! forged, dropped by the target without writing anything. Synchronization calls block and
+//! forged, dropped by the target without writing anything; operations behind a lazy lock's
+//! in-order request wait for its grant. Synchronization calls block and
 //! run on real processes (`tests/c/rma_sync.c` through `tests/tests/abi.rs`).
 
 mod sim;
@@ -289,4 +290,78 @@ fn ranges_outside_a_window_are_refused_and_forged_ones_write_nothing() {
     assert_eq!(c.engines[1].rma_errors(), before + 1);
     drop(c);
     assert!(mems[1].iter().all(|&b| b == 0));
+}
+
+/// A lazy lock's request (LOCK_IN_ORDER) is numbered like an operation: the target applies
+/// nothing after it from that origin until it grants it, whatever order the requests and
+/// operations arrive in, and grants it when the holder before it unlocks. Messages are
+/// injected as the origins would send them.
+#[test]
+fn operations_behind_an_in_order_lock_request_wait_for_its_grant() {
+    let mut mems: Vec<Vec<u8>> = (0..3).map(|_| vec![0u8; 64]).collect();
+    let mut c = windows(3, NetConfig::default(), &mut mems);
+    let msg = |m: &wire::Msg<'_>| wire::encode(WIN, m);
+    let put = |seq: u64, v: u8| {
+        msg(&wire::Msg::Put {
+            seq,
+            segs: vec![seg(0, 8)],
+            data: &[v; 8],
+        })
+    };
+    let target = 1;
+    let errors = c.engines[target].rma_errors();
+    // Process 2 holds the target's lock exclusively (an eager LOCK).
+    c.engines[target].rma_inject(2, msg(&wire::Msg::Lock { exclusive: true }));
+    // Process 0's lazy epoch: its put arrives before its lock request.
+    c.engines[target].rma_inject(0, put(1, 7));
+    c.engines[target].rma_inject(
+        0,
+        msg(&wire::Msg::LockInOrder {
+            seq: 0,
+            exclusive: false,
+        }),
+    );
+    c.engines[target].rma_inject(0, msg(&wire::Msg::Unlock { ops: 2 }));
+    settle(&mut c);
+    assert_eq!(mems[target][0], 0, "applied before the lock was granted");
+    // The same request again while it waits: a duplicate, dropped.
+    c.engines[target].rma_inject(
+        0,
+        msg(&wire::Msg::LockInOrder {
+            seq: 0,
+            exclusive: false,
+        }),
+    );
+    assert_eq!(c.engines[target].rma_errors(), errors + 1);
+    // Process 2 unlocks: process 0 gets the lock, its put is applied, its unlock answered
+    // and the lock released.
+    c.engines[target].rma_inject(2, msg(&wire::Msg::Unlock { ops: 0 }));
+    settle(&mut c);
+    assert_eq!(mems[target][..8], [7; 8]);
+    // Free again: process 2's own in-order request is granted at once, and its put follows.
+    c.engines[target].rma_inject(
+        2,
+        msg(&wire::Msg::LockInOrder {
+            seq: 0,
+            exclusive: true,
+        }),
+    );
+    c.engines[target].rma_inject(2, put(1, 9));
+    settle(&mut c);
+    assert_eq!(mems[target][..8], [9; 8]);
+    // While process 2 holds it exclusively, process 0's next epoch waits again.
+    c.engines[target].rma_inject(
+        0,
+        msg(&wire::Msg::LockInOrder {
+            seq: 2,
+            exclusive: true,
+        }),
+    );
+    c.engines[target].rma_inject(0, put(3, 5));
+    settle(&mut c);
+    assert_eq!(mems[target][..8], [9; 8]);
+    c.engines[target].rma_inject(2, msg(&wire::Msg::Unlock { ops: 2 }));
+    settle(&mut c);
+    assert_eq!(mems[target][..8], [5; 8]);
+    assert_eq!(c.engines[target].rma_errors(), errors + 1);
 }

@@ -85,7 +85,16 @@ struct Pending {
 struct LockState {
     exclusive: Option<u32>,
     shared: u32,
-    queue: VecDeque<(u32, bool)>,
+    queue: VecDeque<LockRequest>,
+}
+
+/// A lock request waiting in a target's queue.
+#[derive(Debug, Clone, Copy)]
+struct LockRequest {
+    origin: u32,
+    exclusive: bool,
+    /// A LOCK_IN_ORDER: the origin's operations after it wait for the grant.
+    in_order: bool,
 }
 
 /// One window of this process.
@@ -110,8 +119,19 @@ pub(crate) struct Window {
     exposure: Option<Vec<u32>>,
     /// Targets this process holds a lock on (count of lock epochs, for lock_all + lock).
     locked: Vec<u32>,
+    /// Per target: a lock taken lazily (`Some(exclusive)`) whose request is not sent yet;
+    /// the first operation to the target sends it (LOCK_IN_ORDER).
+    lazy: Vec<Option<bool>>,
+    /// Per target: the `granted` count at which the last in-order lock request is granted
+    /// (what a single copy, which bypasses the target's order, waits for).
+    lock_wanted: Vec<u64>,
+    /// `pml_rma_lazy_lock`.
+    lazy_locks: bool,
     // Target side, per origin.
     applied: Vec<u64>,
+    /// The origin's next operation is a lock request (LOCK_IN_ORDER) not granted yet: its
+    /// operations wait in `early`.
+    lock_stalled: Vec<bool>,
     early: Vec<BTreeMap<u64, Vec<u8>>>,
     lock: LockState,
     pending_unlocks: Vec<(u32, u64)>,
@@ -156,7 +176,11 @@ impl Window {
             access: None,
             exposure: None,
             locked: vec![0; n],
+            lazy: vec![None; n],
+            lock_wanted: vec![0; n],
+            lazy_locks: false,
             applied: vec![0; n],
+            lock_stalled: vec![false; n],
             early: (0..n).map(|_| BTreeMap::new()).collect(),
             lock: LockState::default(),
             pending_unlocks: Vec::new(),
@@ -273,6 +297,7 @@ impl Engine {
         }
         let mut w = Window::new(group, me, mem, members);
         w.single_copy_min = crate::params::RMA_SINGLE_COPY_MIN.get(self.params());
+        w.lazy_locks = crate::params::RMA_LAZY_LOCK.get(self.params());
         self.rma.wins.insert(win, w);
         if let Some(early) = self.rma.early.remove(&win) {
             for (proc, bytes) in early {

@@ -173,13 +173,49 @@ impl Engine {
         } else {
             btl.can_get(proc)
         };
-        able.then_some((
+        if !able {
+            return None;
+        }
+        self.rma_lock_held(win, target, proc);
+        Some((
             b as usize,
             RemoteRegion {
                 addr: m.base,
                 len: m.size,
             },
         ))
+    }
+
+    /// Sends the request of a lazy lock on `target` (process `proc`), if one is waiting: a
+    /// LOCK_IN_ORDER numbered as the next operation, so the target applies the epoch's
+    /// operations only once it has granted it.
+    fn rma_send_lazy_lock(&mut self, win: u16, target: u32, proc: u32) {
+        let Some(w) = self.rma.wins.get_mut(&win) else {
+            return;
+        };
+        let t = target as usize;
+        let Some(exclusive) = w.lazy[t].take() else {
+            return;
+        };
+        let seq = w.sent[t];
+        w.sent[t] += 1;
+        w.dirty[t] = true;
+        w.lock_wanted[t] += 1;
+        let msg = wire::encode(win, &Msg::LockInOrder { seq, exclusive });
+        self.rma_send(proc, msg);
+    }
+
+    /// Waits until every lock this process asked `target` for is granted: a single copy
+    /// bypasses the target's order, so a lazy lock must really be held first.
+    fn rma_lock_held(&mut self, win: u16, target: u32, proc: u32) {
+        self.rma_send_lazy_lock(win, target, proc);
+        let t = target as usize;
+        self.rma_wait(|e| {
+            e.rma
+                .wins
+                .get(&win)
+                .is_none_or(|w| w.granted[t] >= w.lock_wanted[t])
+        });
     }
 
     /// Numbers and sends the parts of an operation to `target`, building each message with
@@ -192,6 +228,7 @@ impl Engine {
         parts: Vec<Part>,
         mut build: impl FnMut(u64, &Part) -> Vec<u8>,
     ) {
+        self.rma_send_lazy_lock(win, target, proc);
         for part in parts {
             let Some(w) = self.rma.wins.get_mut(&win) else {
                 return;

@@ -278,8 +278,31 @@ impl Engine {
             self.rma_wait(|e| e.direct(win, t).is_none_or(|n| n.try_lock(t, exclusive)));
             self.window_mut(win)?.direct_held[t as usize] = Some(exclusive);
         }
-        if !remote.is_empty() {
-            self.ask_each(win, &remote, |_, _| Msg::Lock { exclusive }, |w| &w.granted)?;
+        // Lazily (the request goes with the first operation, `rma_issue`): targets reached
+        // by messages, except this process (its own lock guards its loads and stores, so it
+        // must be held when the call returns) and targets already locked (nested epochs).
+        let w = self.window_mut(win)?;
+        let (lazy, eager): (Vec<u32>, Vec<u32>) = remote.iter().partition(|&&t| {
+            w.lazy_locks && t != w.me && w.locked[t as usize] == 0 && w.lazy[t as usize].is_none()
+        });
+        for &t in &lazy {
+            w.lazy[t as usize] = Some(exclusive);
+        }
+        if !eager.is_empty() {
+            // Every lock request, eager or in order, is answered by one GRANT: wait until
+            // all this process asked for so far have come (a late in-order grant must not
+            // pass for this one).
+            for &t in &eager {
+                w.lock_wanted[t as usize] += 1;
+            }
+            self.rma_tell(win, &eager, |_, _| Msg::Lock { exclusive });
+            self.rma_wait(|e| {
+                holds(e, win, |w| {
+                    eager
+                        .iter()
+                        .all(|&t| w.granted[t as usize] >= w.lock_wanted[t as usize])
+                })
+            });
         }
         let w = self.window_mut(win)?;
         for &t in targets {
@@ -321,9 +344,9 @@ impl Engine {
                 "one-sided: MPI_Win_unlock of rank {t}, which this process has not locked"
             )));
         }
-        self.rma_fetched(win, targets);
         let (direct, remote) = self.by_path(win, targets);
         if !direct.is_empty() {
+            self.rma_fetched(win, &direct);
             NodeMap::sync();
             let w = self.window_mut(win)?;
             for &t in &direct {
@@ -332,7 +355,16 @@ impl Engine {
                 }
             }
         }
+        // A lazy lock whose request never went (no operation in the epoch): nothing to
+        // release there.
+        let w = self.window_mut(win)?;
+        let remote: Vec<u32> = remote
+            .into_iter()
+            .filter(|&t| w.lazy[t as usize].take().is_none())
+            .collect();
         if !remote.is_empty() {
+            // UNLOCK goes before the wait for fetched results: the target answers it after
+            // applying (and answering) every operation, so both arrive in one round trip.
             self.ask_each(
                 win,
                 &remote,
@@ -341,6 +373,7 @@ impl Engine {
                 },
                 |w| &w.unlocked,
             )?;
+            self.rma_fetched(win, &remote);
         }
         let w = self.window_mut(win)?;
         for &t in targets {
@@ -388,16 +421,23 @@ impl Engine {
 
     fn flush_ranks(&mut self, win: u16, targets: &[u32]) -> Result<(), PmlError> {
         self.check_ranks(win, targets)?;
-        self.rma_fetched(win, targets);
         // Direct operations are complete at the target when they return; a memory fence
         // orders them before what this process does next.
         let (direct, remote) = self.by_path(win, targets);
         if !direct.is_empty() {
+            self.rma_fetched(win, &direct);
             NodeMap::sync();
         }
+        // Nothing was sent under a lazy lock whose request is still here.
+        let w = self.window_mut(win)?;
+        let remote: Vec<u32> = remote
+            .into_iter()
+            .filter(|&t| w.lazy[t as usize].is_none())
+            .collect();
         if remote.is_empty() {
             return Ok(());
         }
+        // FLUSH before the wait for fetched results, as UNLOCK: one round trip.
         self.ask_each(
             win,
             &remote,
@@ -406,6 +446,7 @@ impl Engine {
             },
             |w| &w.flushed,
         )?;
+        self.rma_fetched(win, &remote);
         let w = self.window_mut(win)?;
         for &t in targets {
             w.dirty[t as usize] = false;

@@ -4,7 +4,7 @@
 //! It owns the lock queue of each window; it must never block.
 
 use super::wire::{self, Msg, Segment};
-use super::{Pending, Window};
+use super::{LockRequest, Pending, Window};
 use crate::engine::Engine;
 
 /// What applying an operation asks the engine to send back.
@@ -57,7 +57,8 @@ impl Engine {
             | Msg::Acc { seq, .. }
             | Msg::Get { seq, .. }
             | Msg::GetAcc { seq, .. }
-            | Msg::Cas { seq, .. } => Some(*seq),
+            | Msg::Cas { seq, .. }
+            | Msg::LockInOrder { seq, .. } => Some(*seq),
             _ => None,
         };
         match seq {
@@ -76,29 +77,98 @@ impl Engine {
         let Some(w) = self.rma.wins.get_mut(&win) else {
             return;
         };
-        let next = w.applied[origin as usize];
-        if seq < next {
-            let proc = w.group[origin as usize];
+        let o = origin as usize;
+        let next = w.applied[o];
+        if seq < next || (seq == next && w.lock_stalled[o]) {
+            let proc = w.group[o];
             return self.rma_error(proc, "an operation number seen before");
         }
         if seq > next {
-            w.early[origin as usize].insert(seq, bytes);
+            w.early[o].insert(seq, bytes);
             return;
         }
-        let mut bytes = bytes;
+        self.rma_run(win, origin, Some(bytes));
+    }
+
+    /// Applies `origin`'s operations in order, from `first` (the next one) or the next one
+    /// kept early, until one is missing or a lock request must wait for its grant; then
+    /// answers what that satisfied.
+    fn rma_run(&mut self, win: u16, origin: u32, first: Option<Vec<u8>>) {
+        let o = origin as usize;
+        let mut first = first;
         loop {
-            self.rma_apply(win, origin, &bytes);
+            let bytes = match first.take() {
+                Some(b) => b,
+                None => {
+                    let Some(w) = self.rma.wins.get_mut(&win) else {
+                        return;
+                    };
+                    let next = w.applied[o];
+                    match w.early[o].remove(&next) {
+                        Some(b) => b,
+                        None => break,
+                    }
+                }
+            };
+            match wire::decode(&bytes) {
+                Ok((_, Msg::LockInOrder { exclusive, .. })) => {
+                    if !self.rma_lock_in_order(win, origin, exclusive) {
+                        // Stalled here; `rma_grants` goes on when the lock is granted.
+                        return;
+                    }
+                }
+                _ => self.rma_apply(win, origin, &bytes),
+            }
             let Some(w) = self.rma.wins.get_mut(&win) else {
                 return;
             };
-            w.applied[origin as usize] += 1;
-            let next = w.applied[origin as usize];
-            match w.early[origin as usize].remove(&next) {
-                Some(b) => bytes = b,
-                None => break,
-            }
+            w.applied[o] += 1;
         }
         self.rma_settle(win, origin);
+    }
+
+    /// Queues `origin`'s in-order lock request; true if it is granted now (the origin's
+    /// operations go on), false if they must wait.
+    fn rma_lock_in_order(&mut self, win: u16, origin: u32, exclusive: bool) -> bool {
+        let Some(w) = self.rma.wins.get_mut(&win) else {
+            return false;
+        };
+        w.lock.queue.push_back(LockRequest {
+            origin,
+            exclusive,
+            in_order: true,
+        });
+        let granted = grant_waiting(w);
+        let mine = !w
+            .lock
+            .queue
+            .iter()
+            .any(|r| r.origin == origin && r.in_order);
+        if !mine {
+            w.lock_stalled[origin as usize] = true;
+        }
+        self.note_word_waits(win);
+        self.rma_grants(win, granted, Some(origin));
+        mine
+    }
+
+    /// Tells each granted origin (GRANT), and goes on with the operations of those whose
+    /// in-order request was granted, except `running` (the origin whose operations the
+    /// caller is applying).
+    fn rma_grants(&mut self, win: u16, granted: Vec<LockRequest>, running: Option<u32>) {
+        for g in granted {
+            self.rma_reply_all(win, vec![(g.origin, Msg::Grant)]);
+            if !g.in_order || Some(g.origin) == running {
+                continue;
+            }
+            let Some(w) = self.rma.wins.get_mut(&win) else {
+                return;
+            };
+            let o = g.origin as usize;
+            w.lock_stalled[o] = false;
+            w.applied[o] += 1;
+            self.rma_run(win, g.origin, None);
+        }
     }
 
     /// Applies one decoded operation to the window's memory and sends its reply.
@@ -165,13 +235,14 @@ impl Engine {
             released = true;
             replies.push((o, Msg::Unlocked));
         }
-        if released {
-            for o in grant_waiting(w) {
-                replies.push((o, Msg::Grant));
-            }
-        }
+        let granted = if released {
+            grant_waiting(w)
+        } else {
+            Vec::new()
+        };
         self.note_word_waits(win);
         self.rma_reply_all(win, replies);
+        self.rma_grants(win, granted, None);
     }
 
     /// Remembers that `win`'s lock queue waits for a lock word (freed without a message).
@@ -192,13 +263,17 @@ impl Engine {
             if w.node.is_none() || w.lock.queue.is_empty() {
                 continue;
             }
-            grants.extend(grant_waiting(w).into_iter().map(|g| (id, g)));
+            let granted = grant_waiting(w);
+            if !granted.is_empty() {
+                grants.push((id, granted));
+            }
             waiting |= !w.lock.queue.is_empty();
         }
         self.rma.word_waits = waiting;
-        let n = grants.len();
-        for (id, g) in grants {
-            self.rma_reply_all(id, vec![(g, Msg::Grant)]);
+        let mut n = 0;
+        for (id, granted) in grants {
+            n += granted.len();
+            self.rma_grants(id, granted, None);
         }
         n
     }
@@ -221,6 +296,7 @@ impl Engine {
         };
         let o = origin as usize;
         let mut replies = Vec::new();
+        let mut granted = Vec::new();
         match msg {
             Msg::Result {
                 token,
@@ -252,19 +328,19 @@ impl Engine {
                 }
             }
             Msg::Lock { exclusive } => {
-                w.lock.queue.push_back((origin, exclusive));
-                for g in grant_waiting(w) {
-                    replies.push((g, Msg::Grant));
-                }
+                w.lock.queue.push_back(LockRequest {
+                    origin,
+                    exclusive,
+                    in_order: false,
+                });
+                granted = grant_waiting(w);
             }
             Msg::Grant => w.granted[o] += 1,
             Msg::Unlock { ops } => {
                 if w.applied[o] >= ops {
                     release(w, origin);
                     replies.push((origin, Msg::Unlocked));
-                    for g in grant_waiting(w) {
-                        replies.push((g, Msg::Grant));
-                    }
+                    granted = grant_waiting(w);
                 } else {
                     w.pending_unlocks.push((origin, ops));
                 }
@@ -286,10 +362,12 @@ impl Engine {
             | Msg::Acc { .. }
             | Msg::Get { .. }
             | Msg::GetAcc { .. }
-            | Msg::Cas { .. } => {}
+            | Msg::Cas { .. }
+            | Msg::LockInOrder { .. } => {}
         }
         self.note_word_waits(win);
         self.rma_reply_all(win, replies);
+        self.rma_grants(win, granted, None);
     }
 
     /// Registers a fetching operation's result buffer; returns its token.
@@ -319,9 +397,10 @@ impl Engine {
 }
 
 /// Grants the lock to the waiting origins it can go to now, in arrival order.
-fn grant_waiting(w: &mut Window) -> Vec<u32> {
+fn grant_waiting(w: &mut Window) -> Vec<LockRequest> {
     let mut granted = Vec::new();
-    while let Some(&(o, exclusive)) = w.lock.queue.front() {
+    while let Some(&req) = w.lock.queue.front() {
+        let (o, exclusive) = (req.origin, req.exclusive);
         // A window shared on the node has one lock per member, its lock word, which local
         // origins take directly: remote origins get it through the member.
         let free = match &w.node {
@@ -337,7 +416,7 @@ fn grant_waiting(w: &mut Window) -> Vec<u32> {
         } else {
             w.lock.shared += 1;
         }
-        granted.push(o);
+        granted.push(req);
     }
     granted
 }

@@ -21,6 +21,7 @@
 //! | COMPLETE (14) | ops u64 | |
 //! | FENCE (15) | ops u64 | |
 //! | FENCE_DONE (16) | | |
+//! | LOCK_IN_ORDER (17) | seq u64, exclusive bool | GRANT (counted: the origin's later operations wait for it) |
 //!
 //! `seq` numbers the operations one origin sent one target on a window, from 0; the target
 //! applies them in that order whatever order the transport delivered them in, so MPI's
@@ -29,6 +30,11 @@
 //! counts the synchronization as arrived) once it has applied that many. Segments are a u32
 //! count of (byte offset u64, length u32) pairs relative to the window's base (absolute
 //! addresses in a dynamic window); `data` is the rest of the message.
+//!
+//! LOCK_IN_ORDER is a lock request numbered like an operation (a lazy `MPI_Win_lock`: sent
+//! with the epoch's first operation instead of waited for at the lock call). The target
+//! queues it when its turn comes and applies nothing more from that origin until it grants
+//! it, so lock, operations and unlock cost one round trip.
 
 use kestrel_transport::codec::{DecodeError, Reader, Writer};
 
@@ -163,6 +169,13 @@ pub enum Msg<'a> {
         /// Exclusive (else shared).
         exclusive: bool,
     },
+    /// A lock request numbered like an operation (see the module docs).
+    LockInOrder {
+        /// Its number in the origin's operations.
+        seq: u64,
+        /// Exclusive (else shared).
+        exclusive: bool,
+    },
     /// The lock is the origin's.
     Grant,
     /// Releases the lock once `ops` operations are applied.
@@ -212,6 +225,7 @@ mod kind {
     pub const COMPLETE: u8 = 14;
     pub const FENCE: u8 = 15;
     pub const FENCE_DONE: u8 = 16;
+    pub const LOCK_IN_ORDER: u8 = 17;
 }
 
 const FRAME: &str = "one-sided message";
@@ -353,6 +367,12 @@ pub fn encode(win: u16, m: &Msg<'_>) -> Vec<u8> {
         }
         Msg::Lock { exclusive } => {
             w.u8(kind::LOCK).u16(win).bool(*exclusive);
+        }
+        Msg::LockInOrder { seq, exclusive } => {
+            w.u8(kind::LOCK_IN_ORDER)
+                .u16(win)
+                .u64(*seq)
+                .bool(*exclusive);
         }
         Msg::Grant => {
             w.u8(kind::GRANT).u16(win);
@@ -498,6 +518,10 @@ pub fn decode(bytes: &[u8]) -> Result<(u16, Msg<'_>), DecodeError> {
         kind::LOCK => Msg::Lock {
             exclusive: r.bool("exclusive")?,
         },
+        kind::LOCK_IN_ORDER => Msg::LockInOrder {
+            seq: r.u64("seq")?,
+            exclusive: r.bool("exclusive")?,
+        },
         kind::GRANT => Msg::Grant,
         kind::UNLOCK => Msg::Unlock { ops: r.u64("ops")? },
         kind::UNLOCKED => Msg::Unlocked,
@@ -582,6 +606,13 @@ mod tests {
                 },
             ),
             encode(3, &Msg::Lock { exclusive: true }),
+            encode(
+                3,
+                &Msg::LockInOrder {
+                    seq: 6,
+                    exclusive: false,
+                },
+            ),
             encode(3, &Msg::Unlock { ops: 77 }),
             encode(3, &Msg::Fence { ops: 5 }),
             encode(3, &Msg::FenceDone),
