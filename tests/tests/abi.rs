@@ -315,6 +315,35 @@ fn c_one_sided_synchronization() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Every accumulate op on every predefined type it applies to, under every synchronization
+/// mode, on every window flavor, against a serial model (`tests/c/rma_matrix.c`).
+#[test]
+fn c_one_sided_op_type_sync_flavor_matrix() {
+    mpich_then_kestrel("rma_matrix", &[2, 4]);
+    // 6 ranks with `-full`: every one-sided function with every (type, op) in every epoch,
+    // every origin to every target (seconds on Kestrel; over a minute on MPICH, which
+    // therefore runs the default subset only).
+    let dir = scratch("rma_matrix-6");
+    let exe = dir.join("rma_matrix");
+    compile_test(mpicc(), "rma_matrix", &exe);
+    let k = kestrel_run(&[
+        "--oversubscribe",
+        "-n",
+        "6",
+        "--timeout",
+        "100",
+        exe.to_str().unwrap(),
+        "-full",
+    ]);
+    assert_passed(
+        &run(k, DEADLINE),
+        "rma_matrix",
+        6,
+        "Kestrel, 6 ranks, -full",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The one-sided C tests across two namespace hosts: 1 rank each (every target over the
 /// network), then 2 each (targets on the same host through the window's shared memory, the
 /// others over the network, on one window: the mixed case).
@@ -323,7 +352,7 @@ fn c_one_sided_across_namespace_hosts() {
     let cluster = kestrel_tests::netns::Cluster::up(2);
     let h = cluster.hosts();
     let dir = scratch("rma-hosts");
-    for name in ["rma", "rma_sync"] {
+    for name in ["rma", "rma_sync", "rma_matrix"] {
         let exe = dir.join(name);
         compile_test(mpicc(), name, &exe);
         for per_host in [1, 2] {
