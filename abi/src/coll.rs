@@ -89,9 +89,6 @@ pub fn type_name(h: c_int) -> String {
 /// Resolves `op` for datatype `dt` (handle `dt_h`).
 pub fn resolve_op(core: &Core, op: c_int, dt_h: c_int, dt: &Dt) -> MpiResult<Red> {
     if let Some(p) = predefined_op(op) {
-        if let Some(red) = complex_op(p, dt) {
-            return Ok(red);
-        }
         let view = match dt.reduce_view() {
             Some(ReduceView::Raw(d)) if dt.pair.is_some() => View::Struct(d),
             Some(ReduceView::Raw(d)) => View::Raw(d),
@@ -154,73 +151,6 @@ pub fn resolve_op(core: &Core, op: c_int, dt_h: c_int, dt: &Dt) -> MpiResult<Red
             h => format!("{h:#x} is not an operation (freed, or another kind of handle)"),
         },
     ))
-}
-
-/// Complex element types: handle and bytes of each of the two parts.
-const COMPLEX: &[(c_int, usize)] = &[
-    (0x4c00_0840, 4), // MPI_C_FLOAT_COMPLEX
-    (0x4c00_1041, 8), // MPI_C_DOUBLE_COMPLEX
-    (0x4c00_081e, 4), // MPI_COMPLEX
-    (0x4c00_1022, 8), // MPI_DOUBLE_COMPLEX
-    (0x4c00_0828, 4), // MPI_COMPLEX8
-    (0x4c00_102a, 8), // MPI_COMPLEX16
-    (0x4c00_0834, 4), // MPI_CXX_FLOAT_COMPLEX
-    (0x4c00_1035, 8), // MPI_CXX_DOUBLE_COMPLEX
-];
-
-/// `MPI_SUM` and `MPI_PROD` on single- and double-precision complex numbers, which the
-/// engine's kernels do not cover: a reduction over `(re, im)` pairs in native order.
-fn complex_op(p: Op, dt: &Dt) -> Option<Red> {
-    let basic = dt.uniform_basic()?;
-    let part = COMPLEX.iter().find(|c| c.0 == basic.handle)?.1;
-    if !matches!(p, Op::Sum | Op::Prod) {
-        return None;
-    }
-    let prod = p == Op::Prod;
-    let f = move |input: &[u8], inout: &mut [u8]| {
-        if part == 4 {
-            complex_kernel::<4>(
-                input,
-                inout,
-                prod,
-                |b| f32::from_ne_bytes(b) as f64,
-                |v| (v as f32).to_ne_bytes(),
-            )
-        } else {
-            complex_kernel::<8>(input, inout, prod, f64::from_ne_bytes, f64::to_ne_bytes)
-        }
-    };
-    let d = Dtype::Opaque(2 * part as u32);
-    Some(Red {
-        reduction: Reduction::User(kestrel_pml::op::UserOp::new(true, f)),
-        view: if dt.is_contiguous() {
-            View::Raw(d)
-        } else {
-            View::Packed(d)
-        },
-    })
-}
-
-/// `inout[i] = input[i] + inout[i]` (or `*`) over complex numbers of two `N`-byte parts.
-fn complex_kernel<const N: usize>(
-    input: &[u8],
-    inout: &mut [u8],
-    prod: bool,
-    load: impl Fn([u8; N]) -> f64,
-    store: impl Fn(f64) -> [u8; N],
-) {
-    let part = |b: &[u8]| -> f64 { load(b.try_into().unwrap_or([0; N])) };
-    for (a, b) in input.chunks_exact(2 * N).zip(inout.chunks_exact_mut(2 * N)) {
-        let (ar, ai) = (part(&a[..N]), part(&a[N..]));
-        let (br, bi) = (part(&b[..N]), part(&b[N..]));
-        let (r, i) = if prod {
-            (ar * br - ai * bi, ar * bi + ai * br)
-        } else {
-            (ar + br, ai + bi)
-        };
-        b[..N].copy_from_slice(&store(r));
-        b[N..].copy_from_slice(&store(i));
-    }
 }
 
 /// The data of `r` as the view wants it.
@@ -837,15 +767,17 @@ mod tests {
     }
 
     #[test]
-    fn complex_sum_and_product() {
-        let a = c64(1.0, 2.0);
-        let mut b = c64(3.0, -1.0);
-        complex_kernel::<8>(&a, &mut b, false, f64::from_ne_bytes, f64::to_ne_bytes);
-        assert_eq!(b, c64(4.0, 1.0));
-        let mut b = c64(3.0, -1.0);
-        // (1 + 2i)(3 - i) = 3 - i + 6i + 2 = 5 + 5i
-        complex_kernel::<8>(&a, &mut b, true, f64::from_ne_bytes, f64::to_ne_bytes);
-        assert_eq!(b, c64(5.0, 5.0));
+    fn complex_types_reduce_as_complex_numbers() {
+        // MPI_C_DOUBLE_COMPLEX, MPI_DOUBLE_COMPLEX (Fortran) and MPI_CXX_DOUBLE_COMPLEX.
+        for h in [0x4c00_1041, 0x4c00_1022, 0x4c00_1035] {
+            let d = types::reduction_type(h).unwrap();
+            let a = c64(1.0, 2.0);
+            let mut b = c64(3.0, -1.0);
+            // (1 + 2i)(3 - i) = 3 - i + 6i + 2 = 5 + 5i
+            kestrel_pml::op::reduce(Op::Prod, d, &a, &mut b).unwrap();
+            assert_eq!(b, c64(5.0, 5.0), "{h:#x}");
+            assert!(kestrel_pml::op::reduce(Op::Max, d, &a, &mut b).is_err());
+        }
     }
 
     #[test]

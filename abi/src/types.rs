@@ -211,7 +211,7 @@ const PREDEFINED: &[(c_int, &str, Option<Dtype>)] = &[
     (0x4c00_0819, "MPI_UNSIGNED_LONG_LONG", Some(Dtype::U64)),
     (0x4c00_040a, "MPI_FLOAT", Some(Dtype::F32)),
     (0x4c00_080b, "MPI_DOUBLE", Some(Dtype::F64)),
-    (0x4c00_100c, "MPI_LONG_DOUBLE", None),
+    (0x4c00_100c, "MPI_LONG_DOUBLE", LONG_DOUBLE),
     (0x4c00_010f, "MPI_PACKED", None),
     (0x4c00_0137, "MPI_INT8_T", Some(Dtype::I8)),
     (0x4c00_0238, "MPI_INT16_T", Some(Dtype::I16)),
@@ -222,9 +222,13 @@ const PREDEFINED: &[(c_int, &str, Option<Dtype>)] = &[
     (0x4c00_043d, "MPI_UINT32_T", Some(Dtype::U32)),
     (0x4c00_083e, "MPI_UINT64_T", Some(Dtype::U64)),
     (0x4c00_013f, "MPI_C_BOOL", Some(Dtype::U8)),
-    (0x4c00_0840, "MPI_C_COMPLEX", None), // MPI_C_FLOAT_COMPLEX too (one handle, MPICH's name)
-    (0x4c00_1041, "MPI_C_DOUBLE_COMPLEX", None),
-    (0x4c00_2042, "MPI_C_LONG_DOUBLE_COMPLEX", None),
+    (0x4c00_0840, "MPI_C_COMPLEX", Some(Dtype::C32)), // MPI_C_FLOAT_COMPLEX too (one handle, MPICH's name)
+    (0x4c00_1041, "MPI_C_DOUBLE_COMPLEX", Some(Dtype::C64)),
+    (
+        0x4c00_2042,
+        "MPI_C_LONG_DOUBLE_COMPLEX",
+        LONG_DOUBLE_COMPLEX,
+    ),
     (0x4c00_0843, "MPI_AINT", Some(Dtype::I64)),
     (0x4c00_0844, "MPI_OFFSET", Some(Dtype::I64)),
     (0x4c00_0845, "MPI_COUNT", Some(Dtype::I64)),
@@ -233,16 +237,16 @@ const PREDEFINED: &[(c_int, &str, Option<Dtype>)] = &[
     (0x4c00_041b, "MPI_INTEGER", Some(Dtype::I32)),
     (0x4c00_041c, "MPI_REAL", Some(Dtype::F32)),
     (0x4c00_041d, "MPI_LOGICAL", Some(Dtype::I32)),
-    (0x4c00_081e, "MPI_COMPLEX", None),
+    (0x4c00_081e, "MPI_COMPLEX", Some(Dtype::C32)),
     (0x4c00_081f, "MPI_DOUBLE_PRECISION", Some(Dtype::F64)),
     (0x4c00_0820, "MPI_2INTEGER", Some(Dtype::TwoInt)),
     (0x4c00_0821, "MPI_2REAL", None),
-    (0x4c00_1022, "MPI_DOUBLE_COMPLEX", None),
+    (0x4c00_1022, "MPI_DOUBLE_COMPLEX", Some(Dtype::C64)),
     (0x4c00_1023, "MPI_2DOUBLE_PRECISION", None),
     (0x4c00_0427, "MPI_REAL4", Some(Dtype::F32)),
-    (0x4c00_0828, "MPI_COMPLEX8", None),
+    (0x4c00_0828, "MPI_COMPLEX8", Some(Dtype::C32)),
     (0x4c00_0829, "MPI_REAL8", Some(Dtype::F64)),
-    (0x4c00_102a, "MPI_COMPLEX16", None),
+    (0x4c00_102a, "MPI_COMPLEX16", Some(Dtype::C64)),
     (0x4c00_102b, "MPI_REAL16", None),
     (0x4c00_202c, "MPI_COMPLEX32", None),
     (0x4c00_012d, "MPI_INTEGER1", Some(Dtype::I8)),
@@ -250,9 +254,13 @@ const PREDEFINED: &[(c_int, &str, Option<Dtype>)] = &[
     (0x4c00_0430, "MPI_INTEGER4", Some(Dtype::I32)),
     (0x4c00_0831, "MPI_INTEGER8", Some(Dtype::I64)),
     (0x4c00_0133, "MPI_CXX_BOOL", Some(Dtype::U8)),
-    (0x4c00_0834, "MPI_CXX_FLOAT_COMPLEX", None),
-    (0x4c00_1035, "MPI_CXX_DOUBLE_COMPLEX", None),
-    (0x4c00_2036, "MPI_CXX_LONG_DOUBLE_COMPLEX", None),
+    (0x4c00_0834, "MPI_CXX_FLOAT_COMPLEX", Some(Dtype::C32)),
+    (0x4c00_1035, "MPI_CXX_DOUBLE_COMPLEX", Some(Dtype::C64)),
+    (
+        0x4c00_2036,
+        "MPI_CXX_LONG_DOUBLE_COMPLEX",
+        LONG_DOUBLE_COMPLEX,
+    ),
 ];
 
 /// The value/index pair types, direct handles 0x8c000000 + n: name, value type, index
@@ -262,10 +270,29 @@ const PAIRS: &[(&str, c_int, isize, isize, Option<Dtype>)] = &[
     ("MPI_DOUBLE_INT", 0x4c00_080b, 8, 16, Some(Dtype::DoubleInt)),
     ("MPI_LONG_INT", 0x4c00_0807, 8, 16, Some(Dtype::LongInt)),
     ("MPI_SHORT_INT", 0x4c00_0203, 4, 8, Some(Dtype::ShortInt)),
-    ("MPI_LONG_DOUBLE_INT", 0x4c00_100c, 16, 32, None),
+    ("MPI_LONG_DOUBLE_INT", 0x4c00_100c, 16, 32, LONG_DOUBLE_INT),
 ];
 
 const INT: c_int = 0x4c00_0405;
+
+/// The reduction types of C's `long double` family: the x87 extended format of x86-64, the
+/// only platform whose `long double` the engine's kernels know (elsewhere reductions on them
+/// fail naming the type). `MPI_REAL16`/`MPI_COMPLEX32` are IEEE quad precision: none.
+const LONG_DOUBLE: Option<Dtype> = if cfg!(target_arch = "x86_64") {
+    Some(Dtype::F80)
+} else {
+    None
+};
+const LONG_DOUBLE_COMPLEX: Option<Dtype> = if cfg!(target_arch = "x86_64") {
+    Some(Dtype::C80)
+} else {
+    None
+};
+const LONG_DOUBLE_INT: Option<Dtype> = if cfg!(target_arch = "x86_64") {
+    Some(Dtype::LongDoubleInt)
+} else {
+    None
+};
 
 /// `MPI_LB` and `MPI_UB`, removed in MPI-3.
 const LB_UB: [c_int; 2] = [0x4c00_0010, 0x4c00_0011];

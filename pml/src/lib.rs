@@ -21,6 +21,7 @@ pub mod hdr;
 pub mod inter;
 pub mod matching;
 pub mod op;
+mod op_wide;
 pub mod params;
 mod procs;
 #[allow(unsafe_code)]

@@ -57,6 +57,16 @@ pub enum Dtype {
     TwoInt,
     /// `MPI_SHORT_INT`: `{ short, int }`, 8 bytes, 2 bytes of padding, index at offset 4.
     ShortInt,
+    /// `float _Complex`: real and imaginary `float`, 8 bytes.
+    C32,
+    /// `double _Complex`: real and imaginary `double`, 16 bytes.
+    C64,
+    /// `long double` of x86-64: the x87 80-bit extended format in 16 bytes (6 of padding).
+    F80,
+    /// `long double _Complex`: real and imaginary [`Dtype::F80`], 32 bytes.
+    C80,
+    /// `MPI_LONG_DOUBLE_INT`: `{ long double, int }`, 32 bytes, index at offset 16.
+    LongDoubleInt,
     /// An element of a user type of this many bytes: only user-defined operations apply, and
     /// collectives split buffers only at multiples of this size.
     Opaque(u32),
@@ -64,7 +74,7 @@ pub enum Dtype {
 
 impl Dtype {
     /// Every element type, in declaration order.
-    pub const ALL: [Dtype; 15] = [
+    pub const ALL: [Dtype; 20] = [
         Dtype::I8,
         Dtype::U8,
         Dtype::I16,
@@ -80,6 +90,11 @@ impl Dtype {
         Dtype::LongInt,
         Dtype::TwoInt,
         Dtype::ShortInt,
+        Dtype::C32,
+        Dtype::C64,
+        Dtype::F80,
+        Dtype::C80,
+        Dtype::LongDoubleInt,
     ];
 
     /// Bytes per element, including any padding of the pair types.
@@ -88,9 +103,10 @@ impl Dtype {
             Dtype::I8 | Dtype::U8 => 1,
             Dtype::I16 | Dtype::U16 => 2,
             Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
-            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 | Dtype::C32 => 8,
             Dtype::FloatInt | Dtype::TwoInt | Dtype::ShortInt => 8,
-            Dtype::DoubleInt | Dtype::LongInt => 16,
+            Dtype::DoubleInt | Dtype::LongInt | Dtype::C64 | Dtype::F80 => 16,
+            Dtype::C80 | Dtype::LongDoubleInt => 32,
             Dtype::Opaque(n) => n as usize,
         }
     }
@@ -114,6 +130,11 @@ impl Dtype {
             Dtype::LongInt => "long_int",
             Dtype::TwoInt => "2int",
             Dtype::ShortInt => "short_int",
+            Dtype::C32 => "float_complex",
+            Dtype::C64 => "double_complex",
+            Dtype::F80 => "long_double",
+            Dtype::C80 => "long_double_complex",
+            Dtype::LongDoubleInt => "long_double_int",
             Dtype::Opaque(_) => "user type",
         }
     }
@@ -122,13 +143,23 @@ impl Dtype {
     pub const fn is_pair(self) -> bool {
         matches!(
             self,
-            Dtype::FloatInt | Dtype::DoubleInt | Dtype::LongInt | Dtype::TwoInt | Dtype::ShortInt
+            Dtype::FloatInt
+                | Dtype::DoubleInt
+                | Dtype::LongInt
+                | Dtype::TwoInt
+                | Dtype::ShortInt
+                | Dtype::LongDoubleInt
         )
     }
 
-    /// Whether this is a floating-point scalar type (`F32`, `F64`).
+    /// Whether this is a floating-point scalar type (`F32`, `F64`, `F80`).
     pub const fn is_float(self) -> bool {
-        matches!(self, Dtype::F32 | Dtype::F64)
+        matches!(self, Dtype::F32 | Dtype::F64 | Dtype::F80)
+    }
+
+    /// Whether this is a complex type (`C32`, `C64`, `C80`).
+    pub const fn is_complex(self) -> bool {
+        matches!(self, Dtype::C32 | Dtype::C64 | Dtype::C80)
     }
 
     /// Whether this is an integer scalar type (`I8` ... `U64`).
@@ -151,6 +182,7 @@ impl Dtype {
         match self {
             Dtype::FloatInt | Dtype::TwoInt | Dtype::ShortInt => Some(4),
             Dtype::DoubleInt | Dtype::LongInt => Some(8),
+            Dtype::LongDoubleInt => Some(16),
             _ => None,
         }
     }
@@ -231,12 +263,13 @@ impl Op {
         true
     }
 
-    /// Whether MPI defines this op for this type: `Sum`/`Prod`/`Min`/`Max` on integers and
-    /// floats; `Land`/`Lor`/`Lxor` and `Band`/`Bor`/`Bxor` on integers only;
-    /// `Minloc`/`Maxloc` on pair types only.
+    /// Whether MPI defines this op for this type: `Sum`/`Prod` on integers, floats and
+    /// complex numbers, `Min`/`Max` on integers and floats; `Land`/`Lor`/`Lxor` and
+    /// `Band`/`Bor`/`Bxor` on integers only; `Minloc`/`Maxloc` on pair types only.
     pub const fn applies_to(self, t: Dtype) -> bool {
         match self {
-            Op::Sum | Op::Prod | Op::Min | Op::Max => t.is_integer() || t.is_float(),
+            Op::Sum | Op::Prod => t.is_integer() || t.is_float() || t.is_complex(),
+            Op::Min | Op::Max => t.is_integer() || t.is_float(),
             Op::Land | Op::Lor | Op::Lxor | Op::Band | Op::Bor | Op::Bxor => t.is_integer(),
             Op::Minloc | Op::Maxloc => t.is_pair(),
         }
@@ -245,9 +278,8 @@ impl Op {
     /// Why this op does not apply to other types (used in [`OpError`] reasons).
     const fn domain(self) -> &'static str {
         match self {
-            Op::Sum | Op::Prod | Op::Min | Op::Max => {
-                "arithmetic and min/max ops take integer or floating-point types"
-            }
+            Op::Sum | Op::Prod => "arithmetic ops take integer, floating-point or complex types",
+            Op::Min | Op::Max => "min/max ops take integer or floating-point types",
             Op::Land | Op::Lor | Op::Lxor => "logical ops take integer types",
             Op::Band | Op::Bor | Op::Bxor => "bitwise ops take integer types",
             Op::Minloc | Op::Maxloc => "MINLOC/MAXLOC take value/index pair types",
@@ -355,7 +387,7 @@ pub fn reduce(op: Op, dtype: Dtype, input: &[u8], inout: &mut [u8]) -> Result<()
 }
 
 /// A fixed-width scalar read and written in native endianness from unaligned bytes.
-trait Elem: Copy + PartialOrd {
+pub(crate) trait Elem: Copy + PartialOrd {
     const SIZE: usize;
     fn load(b: &[u8]) -> Self;
     fn store(self, b: &mut [u8]);
@@ -492,6 +524,11 @@ fn dispatch(op: Op, dtype: Dtype, a: &[u8], b: &mut [u8]) -> bool {
         Dtype::LongInt => loc_kernel!(i64, 16, 8, op, a, b),
         Dtype::TwoInt => loc_kernel!(i32, 8, 4, op, a, b),
         Dtype::ShortInt => loc_kernel!(i16, 8, 4, op, a, b),
+        Dtype::C32 => return crate::op_wide::complex::<f32>(op, a, b),
+        Dtype::C64 => return crate::op_wide::complex::<f64>(op, a, b),
+        Dtype::F80 => return crate::op_wide::long_double(op, a, b),
+        Dtype::C80 => return crate::op_wide::long_double_complex(op, a, b),
+        Dtype::LongDoubleInt => return crate::op_wide::long_double_int(op, a, b),
         Dtype::Opaque(_) => return false,
     }
     true
@@ -660,8 +697,14 @@ mod tests {
             Dtype::LongInt => (Dtype::I64, 8),
             Dtype::TwoInt => (Dtype::I32, 4),
             Dtype::ShortInt => (Dtype::I16, 4),
+            Dtype::LongDoubleInt => (Dtype::F80, 16),
             _ => unreachable!(),
         }
+    }
+
+    /// The types whose kernels live in `op_wide` (tested there).
+    fn wide(d: Dtype) -> bool {
+        d.is_complex() || matches!(d, Dtype::F80 | Dtype::LongDoubleInt)
     }
 
     fn idx(b: &[u8], off: usize) -> i32 {
@@ -810,12 +853,14 @@ mod tests {
 
     #[test]
     fn dtype_properties() {
-        let sizes = [1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 8, 16, 16, 8, 8];
+        let sizes = [
+            1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 8, 16, 16, 8, 8, 8, 16, 16, 32, 32,
+        ];
         let mut names = std::collections::HashSet::new();
         for (d, s) in Dtype::ALL.iter().zip(sizes) {
             assert_eq!(d.size(), s, "{d:?}");
             assert!(names.insert(d.name()));
-            let kinds = [d.is_pair(), d.is_float(), d.is_integer()];
+            let kinds = [d.is_pair(), d.is_float(), d.is_integer(), d.is_complex()];
             assert_eq!(kinds.iter().filter(|k| **k).count(), 1, "{d:?}");
             assert_eq!(d.index_offset().is_some(), d.is_pair());
             if d.is_pair() {
@@ -846,9 +891,10 @@ mod tests {
         for op in Op::ALL {
             for d in Dtype::ALL {
                 let want = match op {
-                    Op::Sum | Op::Prod | Op::Min | Op::Max => !d.is_pair(),
+                    Op::Sum | Op::Prod => !d.is_pair(),
+                    Op::Min | Op::Max => !d.is_pair() && !d.is_complex(),
                     Op::Land | Op::Lor | Op::Lxor | Op::Band | Op::Bor | Op::Bxor => {
-                        !d.is_pair() && !d.is_float()
+                        !d.is_pair() && !d.is_float() && !d.is_complex()
                     }
                     Op::Minloc | Op::Maxloc => d.is_pair(),
                 };
@@ -862,7 +908,8 @@ mod tests {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let mut checked = 0;
         for op in Op::ALL {
-            for d in Dtype::ALL {
+            // The complex and long double kernels have their own tests (`op_wide`).
+            for d in Dtype::ALL.into_iter().filter(|d| !wide(*d)) {
                 if !op.applies_to(d) {
                     continue;
                 }
@@ -909,7 +956,7 @@ mod tests {
                 n += 1;
             }
         }
-        assert_eq!(n, 12 * 15 - 98);
+        assert_eq!(n, 12 * 20 - 110);
     }
 
     #[test]
@@ -980,7 +1027,7 @@ mod tests {
 
     #[test]
     fn minloc_maxloc_rules() {
-        for d in Dtype::ALL.into_iter().filter(|d| d.is_pair()) {
+        for d in Dtype::ALL.into_iter().filter(|d| d.is_pair() && !wide(*d)) {
             // (op, input (v, i), inout (v, i), expected (v, i))
             let cases = [
                 (Op::Minloc, (1.0, 5), (2.0, 0), (1.0, 5)),

@@ -82,6 +82,20 @@ fn run_all(
     }
 }
 
+/// The x86-64 `long double` bytes of a small integer (sign, biased exponent, explicit
+/// integer bit; 6 bytes of zero padding).
+fn long_double(v: i32) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    if v != 0 {
+        let m = u64::from(v.unsigned_abs());
+        let shift = m.leading_zeros();
+        out[..8].copy_from_slice(&(m << shift).to_le_bytes());
+        let exponent = (16383 + 63 - shift) as u16 | if v < 0 { 0x8000 } else { 0 };
+        out[8..10].copy_from_slice(&exponent.to_le_bytes());
+    }
+    out
+}
+
 /// Element values of `dtype` for rank `rank`: random integers; small integral floats, so
 /// every order of summing or multiplying gives the same result; pairs with the rank as
 /// index and zero padding.
@@ -114,6 +128,26 @@ fn values(rng: &mut Rng, dtype: Dtype, count: usize, rank: usize) -> Vec<u8> {
                 out.extend_from_slice(&(small as i16).to_ne_bytes());
                 out.extend_from_slice(&[0; 2]);
                 out.extend_from_slice(&(rank as i32).to_ne_bytes());
+            }
+            // Complex values are positive reals: with an imaginary part, the sign of a zero
+            // in a product depends on the order of the factors, and orders differ.
+            Dtype::C32 => {
+                out.extend_from_slice(&(small.abs() as f32 + 1.0).to_ne_bytes());
+                out.extend_from_slice(&0f32.to_ne_bytes());
+            }
+            Dtype::C64 => {
+                out.extend_from_slice(&(small.abs() as f64 + 1.0).to_ne_bytes());
+                out.extend_from_slice(&0f64.to_ne_bytes());
+            }
+            Dtype::F80 => out.extend_from_slice(&long_double(small)),
+            Dtype::C80 => {
+                out.extend_from_slice(&long_double(small.abs() + 1));
+                out.extend_from_slice(&long_double(0));
+            }
+            Dtype::LongDoubleInt => {
+                out.extend_from_slice(&long_double(small));
+                out.extend_from_slice(&(rank as i32).to_ne_bytes());
+                out.extend_from_slice(&[0; 12]);
             }
             d => {
                 for _ in 0..d.size() {
