@@ -386,6 +386,14 @@ pub fn reduce(op: Op, dtype: Dtype, input: &[u8], inout: &mut [u8]) -> Result<()
     }
 }
 
+/// [`reduce`] for a caller that has checked what [`reduce`] checks (the op applies to the
+/// type, equal lengths of whole elements): the one-sided fast path, which must decide before
+/// taking its lock. False (nothing changed) only for a pair with no kernel.
+pub(crate) fn reduce_checked(op: Op, dtype: Dtype, input: &[u8], inout: &mut [u8]) -> bool {
+    debug_assert!(check(op, dtype, input, inout).is_ok());
+    dispatch(op, dtype, input, inout)
+}
+
 /// A fixed-width scalar read and written in native endianness from unaligned bytes.
 pub(crate) trait Elem: Copy + PartialOrd {
     const SIZE: usize;

@@ -353,9 +353,9 @@ fn combine_at(at: usize, o: Op, dtype: Dtype, data: &[u8], buf: &mut [u8]) {
     // SAFETY: the caller checked that `at..at + data.len()` lies in a member's memory in the
     // mapping and holds that member's accumulate lock; `buf` is the caller's stack buffer.
     unsafe { std::ptr::copy(at as *const u8, buf.as_mut_ptr(), buf.len()) };
-    // The caller checked the operation, type and whole elements: this cannot fail, and if
-    // it did the memory would be left as it was.
-    if op::reduce(o, dtype, data, buf).is_ok() {
+    // The caller checked the operation, type and whole elements (`accumulate`'s `fits`);
+    // were there no kernel, the memory would be left as it was.
+    if op::reduce_checked(o, dtype, data, buf) {
         // SAFETY: as above, writing back.
         unsafe { std::ptr::copy(buf.as_ptr(), at as *mut u8, buf.len()) };
     }
@@ -442,10 +442,6 @@ impl DirectView {
             AccOp::NoOp => {}
             // SAFETY: as above, writing.
             AccOp::Replace => unsafe { std::ptr::copy(data.as_ptr(), at as *mut u8, len) },
-            AccOp::Reduce(o) if len <= SHORT => {
-                let mut buf = [0u8; SHORT];
-                combine_at(at, o, dtype, data, &mut buf[..len]);
-            }
             AccOp::Reduce(o) if !overlap(at, data, len) => {
                 // In place: one pass over the window's bytes instead of a copy out and back.
                 // SAFETY: `at..at + len` is inside member `t`'s memory (`range`) and does not
@@ -455,7 +451,11 @@ impl DirectView {
                 // with the accumulate, which MPI makes the program's error (the same race a
                 // copy would have). The slice is never kept.
                 let target = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, len) };
-                let _ = op::reduce(o, dtype, data, target);
+                op::reduce_checked(o, dtype, data, target);
+            }
+            AccOp::Reduce(o) if len <= SHORT => {
+                let mut buf = [0u8; SHORT];
+                combine_at(at, o, dtype, data, &mut buf[..len]);
             }
             AccOp::Reduce(o) => {
                 let step = CHUNK / size * size;
