@@ -21,7 +21,6 @@ pub mod hdr;
 pub mod inter;
 pub mod matching;
 pub mod op;
-mod op_wide;
 pub mod params;
 mod procs;
 #[allow(unsafe_code)]

@@ -21,6 +21,8 @@
 use std::fmt;
 use std::rc::Rc;
 
+mod wide;
+
 /// Element types reductions understand.
 ///
 /// The pair types are MPI's value/index structs for `MPI_MINLOC`/`MPI_MAXLOC`, laid out as
@@ -395,7 +397,7 @@ pub(crate) fn reduce_checked(op: Op, dtype: Dtype, input: &[u8], inout: &mut [u8
 }
 
 /// A fixed-width scalar read and written in native endianness from unaligned bytes.
-pub(crate) trait Elem: Copy + PartialOrd {
+trait Elem: Copy + PartialOrd {
     const SIZE: usize;
     fn load(b: &[u8]) -> Self;
     fn store(self, b: &mut [u8]);
@@ -532,11 +534,11 @@ fn dispatch(op: Op, dtype: Dtype, a: &[u8], b: &mut [u8]) -> bool {
         Dtype::LongInt => loc_kernel!(i64, 16, 8, op, a, b),
         Dtype::TwoInt => loc_kernel!(i32, 8, 4, op, a, b),
         Dtype::ShortInt => loc_kernel!(i16, 8, 4, op, a, b),
-        Dtype::C32 => return crate::op_wide::complex::<f32>(op, a, b),
-        Dtype::C64 => return crate::op_wide::complex::<f64>(op, a, b),
-        Dtype::F80 => return crate::op_wide::long_double(op, a, b),
-        Dtype::C80 => return crate::op_wide::long_double_complex(op, a, b),
-        Dtype::LongDoubleInt => return crate::op_wide::long_double_int(op, a, b),
+        Dtype::C32 => return wide::complex::<f32>(op, a, b),
+        Dtype::C64 => return wide::complex::<f64>(op, a, b),
+        Dtype::F80 => return wide::long_double(op, a, b),
+        Dtype::C80 => return wide::long_double_complex(op, a, b),
+        Dtype::LongDoubleInt => return wide::long_double_int(op, a, b),
         Dtype::Opaque(_) => return false,
     }
     true
@@ -710,7 +712,7 @@ mod tests {
         }
     }
 
-    /// The types whose kernels live in `op_wide` (tested there).
+    /// The types whose kernels live in `wide` (tested there).
     fn wide(d: Dtype) -> bool {
         d.is_complex() || matches!(d, Dtype::F80 | Dtype::LongDoubleInt)
     }
@@ -916,7 +918,7 @@ mod tests {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let mut checked = 0;
         for op in Op::ALL {
-            // The complex and long double kernels have their own tests (`op_wide`).
+            // The complex and long double kernels have their own tests (`wide`).
             for d in Dtype::ALL.into_iter().filter(|d| !wide(*d)) {
                 if !op.applies_to(d) {
                     continue;

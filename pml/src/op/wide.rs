@@ -9,10 +9,10 @@
 //! read and written, never its padding. Elsewhere than x86-64 the long double kernels do not
 //! exist: the reduction then fails naming the type (its format differs by platform).
 //!
-//! The module owns these kernels and nothing else; [`crate::op`] dispatches to them. Its only
+//! The module owns these kernels and nothing else; [`super`] dispatches to them. Its only
 //! `unsafe` is the x87 instructions, on buffers checked to hold the bytes they touch.
 
-use crate::op::{Elem, Op};
+use super::{Elem, Op};
 
 /// `inout[i] = input[i] OP inout[i]` over complex numbers of two `T` parts; `Sum` and
 /// `Prod` only (false otherwise).
