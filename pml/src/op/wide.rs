@@ -153,35 +153,25 @@ mod x87 {
         // (empty); the x87 registers it uses are declared clobbered. x - y is x + (-y): the
         // operand order of the popping subtractions differs between assemblers.
         unsafe {
+            // Loads y, then x, then applies `$combine` (popping into one value) and stores it.
+            macro_rules! x87_binop {
+                ($($after_y:literal,)* ; $combine:literal) => {
+                    asm!(
+                        "fld tbyte ptr [{y}]",
+                        $($after_y,)*
+                        "fld tbyte ptr [{x}]",
+                        $combine,
+                        "fstp tbyte ptr [{o}]",
+                        x = in(reg) x, y = in(reg) y, o = in(reg) o,
+                        out("st(0)") _, out("st(1)") _,
+                        options(nostack),
+                    )
+                };
+            }
             match op {
-                Arith::Add => asm!(
-                    "fld tbyte ptr [{y}]",
-                    "fld tbyte ptr [{x}]",
-                    "faddp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    x = in(reg) x, y = in(reg) y, o = in(reg) o,
-                    out("st(0)") _, out("st(1)") _,
-                    options(nostack),
-                ),
-                Arith::Sub => asm!(
-                    "fld tbyte ptr [{y}]",
-                    "fchs",
-                    "fld tbyte ptr [{x}]",
-                    "faddp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    x = in(reg) x, y = in(reg) y, o = in(reg) o,
-                    out("st(0)") _, out("st(1)") _,
-                    options(nostack),
-                ),
-                Arith::Mul => asm!(
-                    "fld tbyte ptr [{y}]",
-                    "fld tbyte ptr [{x}]",
-                    "fmulp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    x = in(reg) x, y = in(reg) y, o = in(reg) o,
-                    out("st(0)") _, out("st(1)") _,
-                    options(nostack),
-                ),
+                Arith::Add => x87_binop!(; "faddp st(1), st"),
+                Arith::Sub => x87_binop!("fchs", ; "faddp st(1), st"),
+                Arith::Mul => x87_binop!(; "fmulp st(1), st"),
             }
         }
     }
