@@ -288,7 +288,10 @@ impl Engine {
         for &t in &lazy {
             w.lazy[t as usize] = Some(exclusive);
         }
-        if !eager.is_empty() {
+        if eager.is_empty() {
+            // No wait here, but a synchronization call still serves the peers once.
+            self.rma_serve(win);
+        } else {
             // Every lock request, eager or in order, is answered by one GRANT: wait until
             // all this process asked for so far have come (a late in-order grant must not
             // pass for this one).
@@ -362,7 +365,12 @@ impl Engine {
             .into_iter()
             .filter(|&t| w.lazy[t as usize].take().is_none())
             .collect();
-        if !remote.is_empty() {
+        if remote.is_empty() {
+            if direct.is_empty() {
+                // Nothing to wait for, but a synchronization call still serves the peers.
+                self.rma_serve(win);
+            }
+        } else {
             // UNLOCK goes before the wait for fetched results: the target answers it after
             // applying (and answering) every operation, so both arrive in one round trip.
             self.ask_each(
@@ -435,6 +443,9 @@ impl Engine {
             .filter(|&t| w.lazy[t as usize].is_none())
             .collect();
         if remote.is_empty() {
+            if direct.is_empty() {
+                self.rma_serve(win);
+            }
             return Ok(());
         }
         // FLUSH before the wait for fetched results, as UNLOCK: one round trip.
