@@ -66,6 +66,22 @@ pub fn call(
     }
 }
 
+/// The fast path of a call that either completes at once, with nothing to report, or does
+/// not qualify: `f` runs under the lock on the running library and says whether it did the
+/// call. When it did not (or the library is not running, or a reduction function calls), the
+/// caller runs [`call`], which takes the lock again and reports any error. It costs less than
+/// [`call`] because it has no error to route: the one-sided node-local operations use it.
+#[inline(always)]
+pub fn direct(f: impl FnOnce(&state::Core) -> bool) -> bool {
+    let Some(mut l) = Locked::acquire() else {
+        return false;
+    };
+    match l.phase() {
+        Phase::Running(c) => f(c),
+        _ => false,
+    }
+}
+
 /// Runs the deferred free functions of generalized requests with the lock released; the
 /// first failure is the call's error.
 #[cold]

@@ -412,6 +412,19 @@ pub fn predefined(handle: c_int) -> Option<&'static TypeInfo> {
     (*h == handle).then_some(ti)
 }
 
+/// The element size and reduction element type of a predefined non-pair type whose elements
+/// are contiguous (extent equal to a non-zero size): one lookup for the one-sided fast path.
+#[inline]
+pub fn contiguous_scalar(handle: c_int) -> Option<(usize, Option<Dtype>)> {
+    let t = predefined_tables();
+    let i = t.by_number[(handle as u32 & 0xff) as usize]? as usize;
+    let (h, _, ti) = &t.scalars[i];
+    if *h != handle || ti.pair.is_some() || ti.size == 0 || ti.ub - ti.lb != ti.size as isize {
+        return None;
+    }
+    Some((ti.size, PREDEFINED[i].2))
+}
+
 /// Whether `handle` is one of the pair types' direct handles (never a user type).
 pub fn is_pair_handle(handle: c_int) -> bool {
     (handle as u32) >= 0x8c00_0000 && (handle as u32) < 0x8c00_0000 + PAIRS.len() as u32

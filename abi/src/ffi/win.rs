@@ -195,10 +195,10 @@ fn rma(
 mpi_fn_c! {
     /// `MPI_Put`.
     fn MPI_Put / PMPI_Put, MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: Count, target_datatype: c_int, win: c_int) -> c_int {
+        if api::direct(|c| win_direct::put(c, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win)) {
+            return error::SUCCESS;
+        }
         api::call(NAME, win, |l| {
-            if let Some(r) = win_direct::put(l.core()?, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win) {
-                return r;
-            }
             // SAFETY: the origin buffer holds the data (contract); it is copied now.
             let r = unsafe { origin(origin_addr, origin_count.into(), origin_datatype) }?;
             rma(l, win, target_rank, target_disp, target_count.into(), target_datatype, Start::Put(&r), None)
@@ -220,10 +220,10 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// `MPI_Get`.
     fn MPI_Get / PMPI_Get, MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: Count, target_datatype: c_int, win: c_int) -> c_int {
+        if api::direct(|c| win_direct::get(c, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win)) {
+            return error::SUCCESS;
+        }
         api::call(NAME, win, |l| {
-            if let Some(r) = win_direct::get(l.core()?, origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win) {
-                return r;
-            }
             // SAFETY: the origin buffer stays valid until the epoch completes the get (MPI's
             // rules); the data is written there then.
             let r = unsafe { origin(origin_addr, origin_count.into(), origin_datatype) }?;
@@ -246,12 +246,13 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// `MPI_Accumulate`.
     fn MPI_Accumulate / PMPI_Accumulate, MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: Count, target_datatype: c_int, op: c_int, win: c_int) -> c_int {
+        if i64::from(origin_count) == i64::from(target_count)
+            && origin_datatype == target_datatype
+            && api::direct(|c| win_direct::accumulate(c, origin_addr, std::ptr::null_mut(), false, origin_count.into(), origin_datatype, target_rank, target_disp, op, win))
+        {
+            return error::SUCCESS;
+        }
         api::call(NAME, win, |l| {
-            if i64::from(origin_count) == i64::from(target_count) && origin_datatype == target_datatype {
-                if let Some(r) = win_direct::accumulate(l.core()?, origin_addr, std::ptr::null_mut(), false, origin_count.into(), origin_datatype, target_rank, target_disp, op, win) {
-                    return r;
-                }
-            }
             // SAFETY: as MPI_Put.
             let r = unsafe { origin(origin_addr, origin_count.into(), origin_datatype) }?;
             rma(l, win, target_rank, target_disp, target_count.into(), target_datatype, Start::Acc(&r, op), None)
@@ -312,14 +313,12 @@ unsafe fn get_accumulate(
 mpi_fn_c! {
     /// `MPI_Get_accumulate`.
     fn MPI_Get_accumulate / PMPI_Get_accumulate, MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: c_int, result_addr: *mut c_void, result_count: Count, result_datatype: c_int, target_rank: c_int, target_disp: isize, target_count: Count, target_datatype: c_int, op: c_int, win: c_int) -> c_int {
+        let same = i64::from(result_count) == i64::from(target_count) && result_datatype == target_datatype;
+        let origin_same = op == 0x5800_000e || (i64::from(origin_count) == i64::from(target_count) && origin_datatype == target_datatype);
+        if same && origin_same && api::direct(|c| win_direct::accumulate(c, origin_addr, result_addr, true, target_count.into(), target_datatype, target_rank, target_disp, op, win)) {
+            return error::SUCCESS;
+        }
         api::call(NAME, win, |l| {
-            let same = i64::from(result_count) == i64::from(target_count) && result_datatype == target_datatype;
-            let origin_same = op == 0x5800_000e || (i64::from(origin_count) == i64::from(target_count) && origin_datatype == target_datatype);
-            if same && origin_same {
-                if let Some(r) = win_direct::accumulate(l.core()?, origin_addr, result_addr, true, target_count.into(), target_datatype, target_rank, target_disp, op, win) {
-                    return r;
-                }
-            }
             // SAFETY: forwarded contract.
             unsafe { get_accumulate(l, origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win, None) }
         })
@@ -339,10 +338,10 @@ mpi_fn_c! {
 mpi_fn! {
     /// `MPI_Fetch_and_op`: one element.
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: c_int, target_rank: c_int, target_disp: isize, op: c_int, win: c_int) -> c_int {
+        if api::direct(|c| win_direct::accumulate(c, origin_addr, result_addr, true, 1, datatype, target_rank, target_disp, op, win)) {
+            return error::SUCCESS;
+        }
         api::call("MPI_Fetch_and_op", win, |l| {
-            if let Some(r) = win_direct::accumulate(l.core()?, origin_addr, result_addr, true, 1, datatype, target_rank, target_disp, op, win) {
-                return r;
-            }
             // SAFETY: forwarded contract.
             unsafe { get_accumulate(l, origin_addr, 1, datatype, result_addr, 1, datatype, target_rank, target_disp, 1, datatype, op, win, None) }
         })
@@ -352,10 +351,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Compare_and_swap`: one element.
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: c_int, target_rank: c_int, target_disp: isize, win: c_int) -> c_int {
+        if api::direct(|c| win_direct::compare_and_swap(c, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)) {
+            return error::SUCCESS;
+        }
         api::call("MPI_Compare_and_swap", win, |l| {
-            if let Some(r) = win_direct::compare_and_swap(l.core()?, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) {
-                return r;
-            }
             // SAFETY: one element at each address (contract).
             let o = unsafe { origin(origin_addr, 1, datatype) }?;
             // SAFETY: as above.
@@ -480,11 +479,11 @@ fn flush(
     target: Option<c_int>,
     f: impl FnOnce(&mut kestrel_pml::Engine, u16, u32) -> Result<(), kestrel_pml::PmlError>,
 ) -> c_int {
+    if api::direct(|c| win_direct::flush(c, win, target)) {
+        return error::SUCCESS;
+    }
     api::call(name, win, |l| {
         let core = l.core()?;
-        if let Some(r) = win_direct::flush(core, win, target) {
-            return r;
-        }
         let id = win::id(core, win)?;
         match target {
             Some(win::PROC_NULL) => Ok(()),

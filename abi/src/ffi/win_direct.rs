@@ -6,17 +6,17 @@
 //! fence, an accumulate or compare-and-swap a copy-and-combine under the target's
 //! accumulate lock. No datatype walk, packing, segment list or allocation.
 //!
-//! Every function returns `None` when the call does not qualify (another window flavor, a
-//! target on another node, a derived or pair type, an argument the general path must report
-//! on); the caller then takes the general path, which validates everything. It must never
-//! report an error the general path would report differently.
+//! Every function runs under the library lock ([`crate::api::direct`]) and returns false
+//! when the call does not qualify (another window flavor, a target on another node, a derived
+//! or pair type, an argument the general path must report on); the caller then takes the
+//! general path, which validates everything. It never reports an error: a call either
+//! completes here or is left, untouched, to the general path.
 
 use std::os::raw::{c_int, c_void};
 
 use kestrel_pml::op::Dtype;
 use kestrel_pml::rma::{AccOp, DirectView};
 
-use crate::error::MpiResult;
 use crate::state::Core;
 use crate::types;
 
@@ -24,22 +24,24 @@ use crate::types;
 const OP_REPLACE: c_int = 0x5800_000d;
 const OP_NO_OP: c_int = 0x5800_000e;
 
-/// Bytes of `count` elements of `dt` when origin and target agree on a predefined,
-/// contiguous, non-pair type.
-fn simple(count: i64, dt: c_int, target_count: i64, target_dt: c_int) -> Option<usize> {
+/// The element size, reduction element type and bytes of `count` elements of `dt` when
+/// origin and target agree on a predefined, contiguous, non-pair type.
+fn simple(
+    count: i64,
+    dt: c_int,
+    target_count: i64,
+    target_dt: c_int,
+) -> Option<(usize, Option<Dtype>, usize)> {
     if dt != target_dt || count != target_count || count < 0 {
         return None;
     }
-    let t = types::predefined(dt)?;
-    if t.pair.is_some() || t.size == 0 || t.ub - t.lb != t.size as isize {
-        return None;
-    }
-    t.size.checked_mul(usize::try_from(count).ok()?)
+    let (size, d) = types::contiguous_scalar(dt)?;
+    Some((size, d, size.checked_mul(usize::try_from(count).ok()?)?))
 }
 
-/// The operation and element type of an accumulate on predefined type `dt`.
-fn acc_op(op: c_int, dt: c_int, size: usize) -> Option<(AccOp, Dtype)> {
-    let d = types::reduction_type(dt);
+/// The operation and element type of an accumulate on a type of `size`-byte elements whose
+/// reduction type is `d`.
+fn acc_op(op: c_int, d: Option<Dtype>, size: usize) -> Option<(AccOp, Dtype)> {
     match op {
         OP_REPLACE => Some((AccOp::Replace, d.unwrap_or(Dtype::Opaque(size as u32)))),
         OP_NO_OP => Some((AccOp::NoOp, d.unwrap_or(Dtype::Opaque(size as u32)))),
@@ -85,13 +87,13 @@ fn transfer(
     win: c_int,
 ) -> Option<(&DirectView, usize)> {
     let view = core.win(win).ok()?.direct.as_ref()?;
-    Some((view, simple(count, dt, target_count, target_dt)?))
+    Some((view, simple(count, dt, target_count, target_dt)?.2))
 }
 
 /// `MPI_Put`: a bounds check and a copy.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn put(
-    core: &mut Core,
+    core: &Core,
     origin: *const c_void,
     count: i64,
     dt: c_int,
@@ -100,15 +102,17 @@ pub(super) fn put(
     target_count: i64,
     target_dt: c_int,
     win: c_int,
-) -> Option<MpiResult<()>> {
-    let (view, n) = transfer(core, count, dt, target_count, target_dt, win)?;
-    view.put(target, disp, bytes(origin, n)?).then_some(Ok(()))
+) -> bool {
+    let Some((view, n)) = transfer(core, count, dt, target_count, target_dt, win) else {
+        return false;
+    };
+    bytes(origin, n).is_some_and(|data| view.put(target, disp, data))
 }
 
 /// `MPI_Get`: a bounds check and a copy.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn get(
-    core: &mut Core,
+    core: &Core,
     origin: *mut c_void,
     count: i64,
     dt: c_int,
@@ -117,24 +121,27 @@ pub(super) fn get(
     target_count: i64,
     target_dt: c_int,
     win: c_int,
-) -> Option<MpiResult<()>> {
-    let (view, n) = transfer(core, count, dt, target_count, target_dt, win)?;
-    view.get(target, disp, bytes_mut(origin, n)?)
-        .then_some(Ok(()))
+) -> bool {
+    let Some((view, n)) = transfer(core, count, dt, target_count, target_dt, win) else {
+        return false;
+    };
+    bytes_mut(origin, n).is_some_and(|out| view.get(target, disp, out))
 }
 
 /// `MPI_Win_flush`, `_all` (`target` `None`) and the `_local` forms of a window whose
-/// members are all on this node: a memory fence. `None` otherwise.
-pub(super) fn flush(core: &mut Core, win: c_int, target: Option<c_int>) -> Option<MpiResult<()>> {
-    let view = core.win(win).ok()?.direct.as_ref()?;
-    view.flush(target).then_some(Ok(()))
+/// members are all on this node: a memory fence. False otherwise.
+pub(super) fn flush(core: &Core, win: c_int, target: Option<c_int>) -> bool {
+    core.win(win)
+        .ok()
+        .and_then(|w| w.direct.as_ref())
+        .is_some_and(|view| view.flush(target))
 }
 
 /// `MPI_Accumulate` (`result` null) and `MPI_Get_accumulate` / `MPI_Fetch_and_op`: origin,
 /// result and target all `count` elements of `dt`, under the target's accumulate lock.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn accumulate(
-    core: &mut Core,
+    core: &Core,
     origin: *const c_void,
     result: *mut c_void,
     fetch: bool,
@@ -144,11 +151,30 @@ pub(super) fn accumulate(
     disp: isize,
     op: c_int,
     win: c_int,
-) -> Option<MpiResult<()>> {
+) -> bool {
+    accumulate_if(
+        core, origin, result, fetch, count, dt, target, disp, op, win,
+    )
+    .unwrap_or(false)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn accumulate_if(
+    core: &Core,
+    origin: *const c_void,
+    result: *mut c_void,
+    fetch: bool,
+    count: i64,
+    dt: c_int,
+    target: c_int,
+    disp: isize,
+    op: c_int,
+    win: c_int,
+) -> Option<bool> {
     let view = core.win(win).ok()?.direct.as_ref()?;
-    let n = simple(count, dt, count, dt)?;
-    let size = n / usize::try_from(count).ok()?.max(1);
-    let (acc, d) = acc_op(op, dt, size)?;
+    let (size, d, n) = simple(count, dt, count, dt)?;
+    let (acc, d) = acc_op(op, d, size)?;
     if acc == AccOp::NoOp && !fetch {
         return None;
     }
@@ -162,14 +188,13 @@ pub(super) fn accumulate(
     } else {
         None
     };
-    view.accumulate(target, disp, n, acc, d, data, old)
-        .then_some(Ok(()))
+    Some(view.accumulate(target, disp, n, acc, d, data, old))
 }
 
 /// `MPI_Compare_and_swap`: one element of `dt`, under the target's accumulate lock.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn compare_and_swap(
-    core: &mut Core,
+    core: &Core,
     origin: *const c_void,
     compare: *const c_void,
     result: *mut c_void,
@@ -177,10 +202,12 @@ pub(super) fn compare_and_swap(
     target: c_int,
     disp: isize,
     win: c_int,
-) -> Option<MpiResult<()>> {
-    let view = core.win(win).ok()?.direct.as_ref()?;
-    let n = simple(1, dt, 1, dt)?;
-    let (swap, cmp, old) = (bytes(origin, n)?, bytes(compare, n)?, bytes_mut(result, n)?);
-    view.compare_and_swap(target, disp, cmp, swap, old)
-        .then_some(Ok(()))
+) -> bool {
+    let cas = || {
+        let view = core.win(win).ok()?.direct.as_ref()?;
+        let n = simple(1, dt, 1, dt)?.2;
+        let (swap, cmp, old) = (bytes(origin, n)?, bytes(compare, n)?, bytes_mut(result, n)?);
+        Some(view.compare_and_swap(target, disp, cmp, swap, old))
+    };
+    cas().unwrap_or(false)
 }
