@@ -77,7 +77,7 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::rc::Rc;
 
-use kestrel_pml::rma::{AccOp, Segment, WinMemory};
+use kestrel_pml::rma::{AccOp, DirectView, Segment, WinMemory};
 
 use crate::collective::{Reducible, SystemOperation};
 use crate::{Communicator, Equivalence, Inner, Rank};
@@ -104,6 +104,11 @@ pub struct Window<T: Equivalence> {
     units: Vec<u32>,
     /// An epoch of this window is open in this process (epochs do not nest).
     in_epoch: Cell<bool>,
+    /// The node mapping of a window whose memory the ranks of this node share
+    /// (`allocate_window`): puts, gets, accumulates and compare-and-swaps to those ranks,
+    /// and the flushes of a window all on this node, work on it without the engine, as the
+    /// C library's do.
+    direct: Option<DirectView>,
 }
 
 /// Window creation on any communicator.
@@ -169,11 +174,12 @@ impl Drop for EpochGuard<'_> {
 impl<T: Equivalence> Window<T> {
     fn new<C: Communicator + ?Sized>(comm: &C, id: u16, base: *mut T, len: usize) -> Window<T> {
         let c = comm.handle();
-        let units = {
+        let (units, direct) = {
             let e = c.inner.engine.borrow();
-            (0..comm.size() as u32)
+            let units = (0..comm.size() as u32)
                 .map(|r| e.win_member(id, r).map(|m| m.disp_unit).unwrap_or(1))
-                .collect()
+                .collect();
+            (units, e.win_direct_view(id).ok().flatten())
         };
         Window {
             inner: c.inner.clone(),
@@ -184,6 +190,7 @@ impl<T: Equivalence> Window<T> {
             size: comm.size(),
             units,
             in_epoch: Cell::new(false),
+            direct,
         }
     }
 
@@ -324,6 +331,14 @@ impl<T: Equivalence> Window<T> {
         Exposure { win: self }
     }
 
+    /// A flush of a window whose members are all on this node: a memory fence, no engine
+    /// call (false: not such a window).
+    fn direct_flush(&self, target: Option<u32>) -> bool {
+        self.direct
+            .as_ref()
+            .is_some_and(|v| v.flush(target.map(|t| t as i32)))
+    }
+
     fn target(&self, rank: Rank) -> u32 {
         if rank < 0 || rank >= self.size {
             self.fail(
@@ -337,6 +352,8 @@ impl<T: Equivalence> Window<T> {
 
 impl<T: Equivalence> Drop for Window<T> {
     fn drop(&mut self) {
+        // The view would keep the node mapping alive past the free.
+        self.direct = None;
         if let Ok(mut e) = self.inner.engine.try_borrow_mut() {
             if let Err(err) = e.win_free(self.id) {
                 drop(e);
@@ -441,17 +458,27 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
         out
     }
 
+    /// The window's direct view when `t` shares its memory on this node, with `disp` as
+    /// the view takes it; `None`: the engine's path.
+    fn direct(&self, disp: usize) -> Option<(&DirectView, isize)> {
+        Some((self.win.direct.as_ref()?, isize::try_from(disp).ok()?))
+    }
+
     /// `MPI_Put`: writes `data` at element `disp` of `rank`'s memory.
     pub fn put(&self, rank: Rank, disp: usize, data: &[T]) {
         let (t, offset, _) = self.range(rank, disp, data.len());
         let bytes = crate::datatype::slice_bytes(data);
+        if let Some((v, d)) = self.direct(disp) {
+            if v.put(t as i32, d, bytes) {
+                return;
+            }
+        }
         let w = self.win;
-        let mut e = w.inner.engine.borrow_mut();
-        let r = match e.rma_direct_put(w.id, t, offset, bytes) {
-            Some(r) => r,
-            None => e.rma_put(w.id, t, &Self::segs(offset, bytes.len()), bytes),
-        };
-        drop(e);
+        let r =
+            w.inner
+                .engine
+                .borrow_mut()
+                .rma_put(w.id, t, &Self::segs(offset, bytes.len()), bytes);
         r.unwrap_or_else(|err| w.fail("put", err));
     }
 
@@ -466,13 +493,13 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
     /// operation completes (the epoch's end, or a local flush of `rank`).
     fn get_into(&self, rank: Rank, disp: usize, into: &mut [T]) {
         let (t, offset, n) = self.range(rank, disp, into.len());
+        if let Some((v, d)) = self.direct(disp) {
+            if v.get(t as i32, d, crate::datatype::slice_bytes_mut(into)) {
+                return;
+            }
+        }
         let w = self.win;
         let mut e = w.inner.engine.borrow_mut();
-        let direct = e.rma_direct_get(w.id, t, offset, crate::datatype::slice_bytes_mut(into));
-        if let Some(r) = direct {
-            drop(e);
-            return r.unwrap_or_else(|err| w.fail("get", err));
-        }
         let ptr = into.as_mut_ptr().cast::<u8>();
         let r = e.rma_get(w.id, t, &Self::segs(offset, n), sink(ptr, n));
         drop(e);
@@ -562,28 +589,36 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
     pub fn flush(&self, rank: Rank) {
         self.passive_only("flush");
         let (t, w) = (self.win.target(rank), self.win);
-        w.engine_call("flush", |e| e.win_flush(w.id, t));
+        if !w.direct_flush(Some(t)) {
+            w.engine_call("flush", |e| e.win_flush(w.id, t));
+        }
     }
 
     /// `MPI_Win_flush_all`.
     pub fn flush_all(&self) {
         self.passive_only("flush_all");
         let w = self.win;
-        w.engine_call("flush_all", |e| e.win_flush_all(w.id));
+        if !w.direct_flush(None) {
+            w.engine_call("flush_all", |e| e.win_flush_all(w.id));
+        }
     }
 
     /// `MPI_Win_flush_local`: operations to `rank` are complete here (their buffers free).
     pub fn flush_local(&self, rank: Rank) {
         self.passive_only("flush_local");
         let (t, w) = (self.win.target(rank), self.win);
-        w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
+        if !w.direct_flush(Some(t)) {
+            w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
+        }
     }
 
     /// `MPI_Win_flush_local_all`.
     pub fn flush_local_all(&self) {
         self.passive_only("flush_local_all");
         let w = self.win;
-        w.engine_call("flush_local_all", |e| e.win_flush_local_all(w.id));
+        if !w.direct_flush(None) {
+            w.engine_call("flush_local_all", |e| e.win_flush_local_all(w.id));
+        }
     }
 }
 
@@ -604,30 +639,28 @@ impl<'b, T: Reducible> Epoch<'b, T> {
     ) {
         let (t, offset, n) = self.range(rank, disp, count);
         let bytes = crate::datatype::slice_bytes(data);
+        let mut out = out;
+        if let Some((v, d)) = self.direct(disp) {
+            let old = out.as_deref_mut().map(crate::datatype::slice_bytes_mut);
+            if v.accumulate(t as i32, d, n, op, T::DTYPE, bytes, old) {
+                return;
+            }
+        }
         let w = self.win;
         let mut e = w.inner.engine.borrow_mut();
         let r = match out {
-            None => match e.rma_direct_accumulate(w.id, t, offset, n, bytes, op, T::DTYPE, None) {
-                Some(r) => r,
-                None => e.rma_accumulate(w.id, t, &Self::segs(offset, n), bytes, op, T::DTYPE),
-            },
-            Some(out) => {
-                let dst = crate::datatype::slice_bytes_mut(out);
-                match e.rma_direct_accumulate(w.id, t, offset, n, bytes, op, T::DTYPE, Some(dst)) {
-                    Some(r) => r,
-                    None => e
-                        .rma_get_accumulate(
-                            w.id,
-                            t,
-                            &Self::segs(offset, n),
-                            bytes,
-                            op,
-                            T::DTYPE,
-                            sink(out.as_mut_ptr().cast::<u8>(), n),
-                        )
-                        .map(|_| ()),
-                }
-            }
+            None => e.rma_accumulate(w.id, t, &Self::segs(offset, n), bytes, op, T::DTYPE),
+            Some(out) => e
+                .rma_get_accumulate(
+                    w.id,
+                    t,
+                    &Self::segs(offset, n),
+                    bytes,
+                    op,
+                    T::DTYPE,
+                    sink(out.as_mut_ptr().cast::<u8>(), n),
+                )
+                .map(|_| ()),
         };
         drop(e);
         r.unwrap_or_else(|err| w.fail(what, err));
@@ -640,18 +673,20 @@ impl<'b, T: Reducible> Epoch<'b, T> {
         let c = crate::datatype::slice_bytes(std::slice::from_ref(compare));
         let s = crate::datatype::slice_bytes(std::slice::from_ref(swap));
         let n = std::mem::size_of::<T>();
-        let w = self.win;
-        let mut e = w.inner.engine.borrow_mut();
-        let old = crate::datatype::slice_bytes_mut(std::slice::from_mut(out));
-        let r = match e.rma_direct_compare_and_swap(w.id, t, offset, c, s, old) {
-            Some(r) => r,
-            None => {
-                let ptr = (out as *mut T).cast::<u8>();
-                e.rma_compare_and_swap(w.id, t, offset, c, s, sink(ptr, n))
-                    .map(|_| ())
+        if let Some((v, d)) = self.direct(disp) {
+            let old = crate::datatype::slice_bytes_mut(std::slice::from_mut(out));
+            if v.compare_and_swap(t as i32, d, c, s, old) {
+                return;
             }
-        };
-        drop(e);
+        }
+        let w = self.win;
+        let ptr = (out as *mut T).cast::<u8>();
+        let r = w
+            .inner
+            .engine
+            .borrow_mut()
+            .rma_compare_and_swap(w.id, t, offset, c, s, sink(ptr, n))
+            .map(|_| ());
         r.unwrap_or_else(|err| w.fail("compare_and_swap", err));
     }
 

@@ -142,108 +142,13 @@ impl Engine {
         Ok(self.window(win)?.node.as_ref().and_then(|n| n.base(rank)))
     }
 
-    /// What the C library keeps of `win` for its direct puts, gets and flushes (`None`: the
-    /// window's memory is not shared on the node).
+    /// What the C library and the Rust API keep of `win` for their direct puts, gets,
+    /// accumulates, compare-and-swaps and flushes (`None`: the window's memory is not shared
+    /// on the node).
     pub fn win_direct_view(&self, win: u16) -> Result<Option<DirectView>, PmlError> {
         let w = self.window(win)?;
         let units: Vec<u32> = w.members.iter().map(|m| m.disp_unit).collect();
         Ok(w.node.as_ref().map(|n| n.view(&units)))
-    }
-
-    /// `MPI_Put` of `src` to byte `offset` of `target`'s window if `target` shares the
-    /// window's memory on this node (`None`: it does not, use [`Engine::rma_put`]). The fast
-    /// path of the C library: no segment list, no packing, no allocation.
-    pub fn rma_direct_put(
-        &self,
-        win: u16,
-        target: u32,
-        offset: u64,
-        src: &[u8],
-    ) -> Option<Result<(), PmlError>> {
-        let n = self.direct(win, target)?;
-        Some(put(n, target, &[one(offset, src.len())?], src))
-    }
-
-    /// `MPI_Get` into `dst` from byte `offset` of `target`'s window, as
-    /// [`Engine::rma_direct_put`].
-    pub fn rma_direct_get(
-        &self,
-        win: u16,
-        target: u32,
-        offset: u64,
-        dst: &mut [u8],
-    ) -> Option<Result<(), PmlError>> {
-        let n = self.direct(win, target)?;
-        let seg = [one(offset, dst.len())?];
-        Some(member(n, target).and_then(|m| m.read_into(&seg, dst).map_err(range)))
-    }
-
-    /// `MPI_Accumulate` (`old` `None`), `MPI_Get_accumulate` or `MPI_Fetch_and_op` (the
-    /// bytes before the operation into `old`, as long as `data`, or as the target range for
-    /// `MPI_NO_OP`), as [`Engine::rma_direct_put`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn rma_direct_accumulate(
-        &self,
-        win: u16,
-        target: u32,
-        offset: u64,
-        len: usize,
-        data: &[u8],
-        op: AccOp,
-        dtype: Dtype,
-        old: Option<&mut [u8]>,
-    ) -> Option<Result<(), PmlError>> {
-        let n = self.direct(win, target)?;
-        let seg = [one(offset, len)?];
-        if (op != AccOp::NoOp && data.len() != len) || old.as_ref().is_some_and(|o| o.len() != len)
-        {
-            return Some(Err(PmlError::Invalid(
-                "one-sided: origin, result and target sizes differ".into(),
-            )));
-        }
-        let mem = match member(n, target) {
-            Ok(m) => m,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(n.with_acc_lock(target, || {
-            if let Some(o) = old {
-                mem.read_into(&seg, o).map_err(range)?;
-            }
-            mem.combine(op, dtype, &seg, data).map_err(|e| {
-                PmlError::Invalid(format!("one-sided: accumulate on rank {target}: {e}"))
-            })
-        }))
-    }
-
-    /// `MPI_Compare_and_swap` at byte `offset` of `target`'s window (old value into `old`),
-    /// as [`Engine::rma_direct_put`].
-    pub fn rma_direct_compare_and_swap(
-        &self,
-        win: u16,
-        target: u32,
-        offset: u64,
-        compare: &[u8],
-        swap: &[u8],
-        old: &mut [u8],
-    ) -> Option<Result<(), PmlError>> {
-        let n = self.direct(win, target)?;
-        if compare.len() != swap.len() || old.len() != swap.len() {
-            return Some(Err(PmlError::Invalid(
-                "one-sided: compare-and-swap buffers of different sizes".into(),
-            )));
-        }
-        let seg = [one(offset, compare.len())?];
-        let mem = match member(n, target) {
-            Ok(m) => m,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(n.with_acc_lock(target, || {
-            mem.read_into(&seg, old).map_err(range)?;
-            if old == compare {
-                mem.write(&seg, swap).map_err(range)?;
-            }
-            Ok(())
-        }))
     }
 
     /// The node mapping, if operations on `target` of `win` are direct.
@@ -255,15 +160,6 @@ impl Engine {
             .as_ref()
             .filter(|n| n.member(target).is_some())
     }
-}
-
-/// One segment of `len` bytes at `offset` (`None` past a segment's 4 GiB: the general path
-/// splits those).
-fn one(offset: u64, len: usize) -> Option<Segment> {
-    Some(Segment {
-        offset,
-        len: u32::try_from(len).ok()?,
-    })
 }
 
 fn range(e: super::memory::OutOfRange) -> PmlError {
