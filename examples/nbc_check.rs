@@ -170,6 +170,45 @@ fn full(world: &SimpleCommunicator) {
         }
     }
 
+    // More small ones at once than the node segment has posted lines (8), so later rounds
+    // are published only once every rank finished earlier ones: even ranks wait for the
+    // newest first, odd ranks first enter a blocking barrier, whose wait must let the
+    // schedules go on (an even rank waits for them before it reaches the barrier).
+    let k = 12usize;
+    let sends: Vec<[i64; 1]> = (0..k).map(|j| [(me as i64 + 1) * (j as i64 + 3)]).collect();
+    let mut recvs = vec![[0i64; 1]; k];
+    request::scope(|s| {
+        let mut reqs: Vec<_> = sends
+            .iter()
+            .zip(recvs.iter_mut())
+            .map(|(a, b)| {
+                world.immediate_all_reduce_into(s, &a[..], &mut b[..], SystemOperation::sum())
+            })
+            .collect();
+        if me % 2 == 1 {
+            world.barrier();
+        }
+        while let Some(r) = reqs.pop() {
+            r.wait();
+        }
+        if me % 2 == 0 {
+            world.barrier();
+        }
+    });
+    let ranks_sum: i64 = (1..=size as i64).sum();
+    for (j, r) in recvs.iter().enumerate() {
+        if r[0] != ranks_sum * (j as i64 + 3) {
+            fail(
+                me,
+                format!(
+                    "small outstanding allreduce {j}: {} instead of {}",
+                    r[0],
+                    ranks_sum * (j as i64 + 3)
+                ),
+            );
+        }
+    }
+
     // Persistent collectives, several runs with new data.
     let mut input = vec![0i64; 64];
     let mut out = vec![0i64; 64];

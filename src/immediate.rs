@@ -68,7 +68,25 @@ mod bound {
             call: Option<&str>,
             f: impl FnOnce(&mut Engine) -> Result<Schedule, PmlError>,
         ) -> Self {
-            let s = f(&mut comm.inner.engine.borrow_mut());
+            Self::build_as(comm, call, false, f)
+        }
+
+        /// [`Bound::build`] for a schedule started at once (`now`, the immediate forms) or
+        /// kept (the persistent ones): only the first may take the node segment's posted
+        /// rounds, whose numbers are drawn in build order (`Engine::set_posted_rounds`).
+        pub(crate) fn build_as(
+            comm: &'c SimpleCommunicator,
+            call: Option<&str>,
+            now: bool,
+            f: impl FnOnce(&mut Engine) -> Result<Schedule, PmlError>,
+        ) -> Self {
+            let s = {
+                let mut e = comm.inner.engine.borrow_mut();
+                e.set_posted_rounds(now);
+                let s = f(&mut e);
+                e.set_posted_rounds(false);
+                s
+            };
             let sched = s.unwrap_or_else(|e| match call {
                 Some(call) => comm.inner.fatal(&format!("{call}: {e}")),
                 None => comm.inner.fatal(&e.to_string()),
@@ -111,8 +129,8 @@ fn uniform(n: usize, block: usize) -> (Vec<usize>, Vec<usize>) {
 // the `Bound<'_, 'a>` returned.
 
 /// `MPI_(I)barrier(_init)`.
-fn barrier<'c, 'a>(c: &'c SimpleCommunicator) -> Bound<'c, 'a> {
-    Bound::build(c, None, |e| e.nbc_barrier(c.ctx))
+fn barrier<'c, 'a>(c: &'c SimpleCommunicator, now: bool) -> Bound<'c, 'a> {
+    Bound::build_as(c, None, now, |e| e.nbc_barrier(c.ctx))
 }
 
 /// `MPI_(I)allreduce(_init)`.
@@ -121,12 +139,15 @@ fn all_reduce<'c, 'a, T: Equivalence, O: Operation<T>>(
     send: &'a [T],
     recv: &'a mut [T],
     op: O,
+    now: bool,
 ) -> Bound<'c, 'a> {
     let (red, dt) = op.reduction();
     // SAFETY: borrowed for 'a; the schedule using them goes only into the `Bound<'_, 'a>`
     // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
     let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
-    Bound::build(c, None, |e| e.nbc_allreduce(c.ctx, Some(s), r, dt, red))
+    Bound::build_as(c, None, now, |e| {
+        e.nbc_allreduce(c.ctx, Some(s), r, dt, red)
+    })
 }
 
 /// `MPI_(I)allgatherv(_init)`: `counts` and `displs` in bytes.
@@ -196,12 +217,16 @@ fn scan<'c, 'a, T: Equivalence, O: Operation<T>>(
 }
 
 /// `MPI_(I)bcast(_init)` from `root`.
-fn broadcast<'c, 'a, T: Equivalence>(root: &Process<'c>, buf: &'a mut [T]) -> Bound<'c, 'a> {
+fn broadcast<'c, 'a, T: Equivalence>(
+    root: &Process<'c>,
+    buf: &'a mut [T],
+    now: bool,
+) -> Bound<'c, 'a> {
     let c = root.comm;
     // SAFETY: borrowed for 'a; the schedule using it goes only into the `Bound<'_, 'a>`
     // returned, which the scope starts and tracks or a persistent collective bound to it keeps.
     let b = unsafe { request::recv_buf(buf) };
-    Bound::build(c, None, |e| e.nbc_bcast(c.ctx, root.rank as u32, b))
+    Bound::build_as(c, None, now, |e| e.nbc_bcast(c.ctx, root.rank as u32, b))
 }
 
 /// `MPI_(I)reduce(_init)` to `root`: `recv` is the root's (`None` on the other ranks).
@@ -274,7 +299,7 @@ fn scatter<'c, 'a, T: Equivalence>(
 pub trait ImmediateCollectives: Communicator {
     /// `MPI_Ibarrier`.
     fn immediate_barrier<'a>(&self, scope: &LocalScope<'a>) -> Request<'a> {
-        barrier(self.handle()).start(scope)
+        barrier(self.handle(), true).start(scope)
     }
 
     /// `MPI_Iallreduce`.
@@ -285,7 +310,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> Request<'a> {
-        all_reduce(self.handle(), send, recv, op).start(scope)
+        all_reduce(self.handle(), send, recv, op, true).start(scope)
     }
 
     /// `MPI_Iallgather`: `recv` holds `size` blocks of `send.len()` elements.
@@ -363,7 +388,7 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> PersistentCollective<'a, 's> {
-        all_reduce(self.handle(), send, recv, op).keep(scope)
+        all_reduce(self.handle(), send, recv, op, false).keep(scope)
     }
 
     /// `MPI_Allgather_init`: a persistent allgather of `send` into `recv` (`size` blocks of
@@ -426,7 +451,7 @@ pub trait ImmediateCollectives: Communicator {
 
     /// `MPI_Barrier_init`: a persistent barrier.
     fn barrier_init<'a, 's>(&self, scope: &'s LocalScope<'a>) -> PersistentCollective<'a, 's> {
-        barrier(self.handle()).keep(scope)
+        barrier(self.handle(), false).keep(scope)
     }
 }
 
@@ -536,7 +561,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &LocalScope<'a>,
         buf: &'a mut [T],
     ) -> Request<'a> {
-        broadcast(self, buf).start(scope)
+        broadcast(self, buf, true).start(scope)
     }
 
     fn immediate_reduce_into_root<'a, T: Equivalence, O: Operation<T>>(
@@ -597,7 +622,7 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &'s LocalScope<'a>,
         buf: &'a mut [T],
     ) -> PersistentCollective<'a, 's> {
-        broadcast(self, buf).keep(scope)
+        broadcast(self, buf, false).keep(scope)
     }
 
     fn reduce_init_root<'a, 's, T: Equivalence, O: Operation<T>>(

@@ -34,6 +34,12 @@ impl Engine {
             if self.coll_segments.len() <= idx {
                 self.coll_segments.resize_with(idx + 1, || None);
             }
+            if let Some(s) = &seg {
+                if self.coll_posted.len() <= idx {
+                    self.coll_posted.resize_with(idx + 1, || None);
+                }
+                self.coll_posted[idx] = Some(s.posted_rounds());
+            }
             self.coll_segments[idx] = Some(seg);
         }
         // The segment's spin polls only now and then: what is queued goes out first.
@@ -41,9 +47,14 @@ impl Engine {
         let Some(mut seg) = self.coll_segments[idx].as_mut().and_then(|s| s.take()) else {
             return Ok(None);
         };
+        // The poll serves the peers and runs the schedules of nonblocking collectives: a peer
+        // may wait, outside any blocking collective, for a round of one of them that this
+        // process has yet to publish or post (MPI lets the program start a blocking
+        // collective before it completes its nonblocking ones). Their posted rounds have a
+        // handle of their own, so they go on on this communicator too.
         let r = crate::segment_poll::with(
             &mut || {
-                self.progress_transports();
+                self.progress();
             },
             || op(&mut *seg),
         );

@@ -129,6 +129,15 @@ pub static SHM: Param<bool> = Param::new(ParamSpec {
     description: "Use the shared-memory segment engine for barrier, bcast, reduce and allreduce on node-local communicators.",
 });
 
+/// `KESTREL_COLL_SHM_POSTED`.
+pub static SHM_POSTED: Param<bool> = Param::new(ParamSpec {
+    name: "coll_shm_posted",
+    component: "coll",
+    kind: ParamKind::Bool,
+    default: "true",
+    description: "Nonblocking barrier, bcast and allreduce of at most 120 bytes on a node-local communicator of at most 16 ranks whose segment exists (after its first blocking collective) run as one posted round through the segment: each rank publishes its block when it starts and reads the others' when they are there, with no message and nothing left for a busy rank to forward. Persistent collectives keep the message schedules.",
+});
+
 /// `KESTREL_COLL_SHM_FRAGMENT_SIZE`.
 pub static SHM_FRAGMENT: Param<u64> = Param::new(ParamSpec {
     name: "coll_shm_fragment_size",
@@ -171,6 +180,7 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         ALLGATHER.spec(),
         ALLTOALL.spec(),
         SHM.spec(),
+        SHM_POSTED.spec(),
         SHM_FRAGMENT.spec(),
         SHM_SETS.spec(),
         SHM_TREE_DEGREE.spec(),

@@ -9,6 +9,9 @@
 //! | control block of rank r | 128 | `arrive` (word 0): r, Release; `release` (word 8): r's tree parent, Release | `arrive`: r's parent (Acquire); `release`: r (Acquire) |
 //! | data slots | `sets` × n × `frag` | slot (s, r): rank r (plain, before its `arrive`) | everyone, after the barrier that follows |
 //! | result area | `sets` × `frag` | slice i: rank i (plain, before its `arrive`) | everyone, after the next barrier |
+//! | inline lines | n × 2 × 128 | line (r, parity): rank r, payload plain, then the generation (word 0), Release | everyone, generation Acquire, then the payload |
+//! | posted lines | n × 8 × 128 | line (r, k): rank r, payload plain, then the posted generation (word 0), Release | everyone, generation Acquire, then the payload |
+//! | finished words | n × 128 | word 0 of line r: rank r, the highest posted generation up to which it finished reading, Release | any rank about to rewrite a posted line, Acquire |
 //!
 //! Every operation is a sequence of barriers with a generation number that grows by one per
 //! barrier on every rank, so a flag written for generation g can never be mistaken for g+1.
@@ -27,6 +30,9 @@
 //! generation (Acquire). A rank rewrites a line two operations later, and only after every rank
 //! has published the operation in between, which each does only after it finished reading the
 //! earlier one, so no reader can see a line overwritten under it.
+//!
+//! Nonblocking collectives use posted rounds ([`PostedRounds`]): the same one-round exchange split
+//! into publish, poll and finish, through lines and a generation of their own.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -35,6 +41,10 @@ use kestrel_transport::node_coll::Stall;
 
 use crate::cma;
 use crate::mem::{Mapping, SharedMem};
+
+mod posted;
+
+pub use posted::PostedRounds;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"KSTRLCOL");
 const HEADER: usize = 128;
@@ -85,15 +95,22 @@ impl CollGeometry {
     fn inline_off(&self) -> usize {
         self.result_off() + self.sets * self.frag
     }
+    fn posted_off(&self) -> usize {
+        self.inline_off() + self.n * 2 * INLINE_LINE
+    }
+    fn finished_off(&self) -> usize {
+        self.posted_off() + self.n * posted::LINES * INLINE_LINE
+    }
     /// Total bytes.
     pub fn total(&self) -> usize {
-        self.inline_off() + self.n * 2 * INLINE_LINE
+        self.finished_off() + self.n * INLINE_LINE
     }
 }
 
 /// One rank's handle on a communicator's collective segment.
 pub struct CollSegment {
-    map: Mapping,
+    /// Shared with the segment's [`PostedRounds`] handle, which works on lines of its own.
+    map: std::sync::Arc<Mapping>,
     geo: CollGeometry,
     me: usize,
     gen: u64,
@@ -177,7 +194,7 @@ impl CollSegment {
 
     fn new(map: Mapping, geo: CollGeometry, me: usize, spin_yield: bool) -> CollSegment {
         CollSegment {
-            map,
+            map: std::sync::Arc::new(map),
             geo,
             me,
             gen: 0,
@@ -680,7 +697,7 @@ fn create_file(dir: &Path, name: &str, len: usize, n: usize) -> Result<(PathBuf,
 mod tests {
     use super::*;
 
-    fn group(n: usize, frag: usize) -> (PathBuf, Vec<CollSegment>) {
+    pub(super) fn group(n: usize, frag: usize) -> (PathBuf, Vec<CollSegment>) {
         let geo = CollGeometry {
             n,
             frag,

@@ -13,7 +13,7 @@ use kestrel_transport::params::{ParamSpec, Params};
 use kestrel_transport::set::PeerCard;
 
 use crate::btl::{ShmBtl, ShmCard};
-use crate::coll::{CollGeometry, CollSegment};
+use crate::coll::{CollGeometry, CollSegment, PostedRounds};
 use crate::{cma, params};
 
 /// The `shm` component.
@@ -144,6 +144,30 @@ impl NodeCollectives for ShmCollectives {
     }
 }
 
+impl kestrel_transport::node_coll::PostedRounds for PostedRounds {
+    fn members(&self) -> usize {
+        PostedRounds::members(self)
+    }
+    fn fits(&self, len: usize) -> bool {
+        PostedRounds::fits(self, len)
+    }
+    fn draw(&mut self) -> u64 {
+        PostedRounds::draw(self)
+    }
+    fn publish(&mut self, g: u64, payload: &[u8]) -> bool {
+        PostedRounds::publish(self, g, payload)
+    }
+    fn arrived(&self, g: u64) -> bool {
+        PostedRounds::arrived(self, g)
+    }
+    fn payload(&self, g: u64, r: usize, len: usize) -> &[u8] {
+        PostedRounds::payload(self, g, r, len)
+    }
+    fn finish(&mut self, g: u64) {
+        PostedRounds::finish(self, g)
+    }
+}
+
 impl NodeSegment for CollSegment {
     fn members(&self) -> usize {
         CollSegment::members(self)
@@ -174,6 +198,9 @@ impl NodeSegment for CollSegment {
     }
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>) {
         CollSegment::flat_reduce(self, root, send, recv, apply)
+    }
+    fn posted_rounds(&self) -> Box<dyn kestrel_transport::node_coll::PostedRounds> {
+        Box::new(CollSegment::posted_rounds(self))
     }
     fn enable_single_copy(&mut self, ok: bool) {
         CollSegment::enable_single_copy(self, ok)

@@ -26,6 +26,30 @@ pub struct SegmentGeometry {
 /// Combines `input` into `inout` element-wise (one reduction step).
 pub type Apply<'a> = &'a mut dyn FnMut(&[u8], &mut [u8]);
 
+/// The posted rounds of a segment: a nonblocking collective publishes its block when it starts
+/// and completes once every member's is there.
+pub trait PostedRounds: Send {
+    /// Members.
+    fn members(&self) -> usize;
+    /// Whether a round carries blocks of `len` bytes in this group (the limits of
+    /// [`NodeSegment::flat`]).
+    fn fits(&self, len: usize) -> bool;
+    /// Draws the number of the next round. Every member draws in the order it starts its
+    /// nonblocking collectives, so all draw the same number for the same collective.
+    fn draw(&mut self) -> u64;
+    /// Publishes this member's `payload` for round `g`; false, publishing nothing, while
+    /// another member still reads the round that used the same line (call again later;
+    /// never wait for it).
+    fn publish(&mut self, g: u64, payload: &[u8]) -> bool;
+    /// Whether every member has published round `g`.
+    fn arrived(&self, g: u64) -> bool;
+    /// Member `r`'s first `len` bytes of round `g`, between [`PostedRounds::arrived`] and
+    /// [`PostedRounds::finish`].
+    fn payload(&self, g: u64, r: usize, len: usize) -> &[u8];
+    /// This member is done with round `g`; rounds may finish in any order.
+    fn finish(&mut self, g: u64);
+}
+
 /// A shared-memory collective engine, found through [`crate::component::Component`].
 pub trait NodeCollectives: Sync {
     /// Creates a segment (by the communicator's lowest rank, member 0) under a file name of
@@ -101,6 +125,10 @@ pub trait NodeSegment: Send {
     fn flat_allgatherv(&mut self, send: &[u8], recv: &mut [u8], counts: &[usize], displs: &[usize]);
     /// A reduction of a small block in one round (to `root`, or to all with `None`).
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>);
+    /// The handle on the segment's posted rounds (call once per segment): the nonblocking
+    /// form of the one-round exchange, through lines of its own, usable while a blocking
+    /// operation holds the segment.
+    fn posted_rounds(&self) -> Box<dyn PostedRounds>;
     /// Turns single copy on (every member must be able to reach every other).
     fn enable_single_copy(&mut self, ok: bool);
     /// Whether `len` bytes take the single-copy path.

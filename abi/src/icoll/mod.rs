@@ -36,6 +36,20 @@ pub enum Start {
     Persistent,
 }
 
+/// Builds a schedule with `f`, letting it take the node segment's posted rounds only when it
+/// starts now: their numbers are drawn in build order, and persistent collectives may be
+/// started in different orders on different ranks.
+fn build(
+    core: &mut Core,
+    start: Start,
+    f: impl FnOnce(&mut kestrel_pml::Engine) -> Result<Schedule, PmlError>,
+) -> Result<Schedule, PmlError> {
+    core.engine.set_posted_rounds(start == Start::Now);
+    let s = f(&mut core.engine);
+    core.engine.set_posted_rounds(false);
+    s
+}
+
 /// Wraps a built schedule and its plan in a request.
 fn launch(
     core: &mut Core,
@@ -86,7 +100,7 @@ pub fn barrier(core: &mut Core, comm: c_int, start: Start) -> MpiResult<ReqRec> 
     let s = if c.is_inter() {
         core.engine.nbc_inter_barrier(ctx)
     } else {
-        core.engine.nbc_barrier(ctx)
+        build(core, start, |e| e.nbc_barrier(ctx))
     };
     launch(core, comm, start, Plan::default(), s)
 }
@@ -116,7 +130,7 @@ pub fn bcast(
         } else {
             plan.output(r, None, false)
         };
-        core.engine.nbc_bcast(ctx, root, buf)
+        build(core, start, |e| e.nbc_bcast(ctx, root, buf))
     };
     launch(core, comm, start, plan, s)
 }
@@ -192,7 +206,7 @@ pub fn allreduce(
         let (ctx, _, _) = coll::ctx_of(core, comm)?;
         let rb = plan.output(recv, v, send.is_none());
         let sb = send.map(|s| plan.input(s, v));
-        core.engine.nbc_allreduce(ctx, sb, rb, d, op)
+        build(core, start, |e| e.nbc_allreduce(ctx, sb, rb, d, op))
     };
     launch(core, comm, start, plan, s)
 }

@@ -81,6 +81,9 @@ impl Engine {
             if let Some(slot) = self.coll_segments.get_mut(ctx as usize) {
                 *slot = None;
             }
+            if let Some(slot) = self.coll_posted.get_mut(ctx as usize) {
+                *slot = None;
+            }
             if let Some(slot) = self.st.ctxs.get_mut(ctx as usize) {
                 if let Some(inter) = slot.take().and_then(|c| c.inter) {
                     self.free_context(inter.local_ctx);

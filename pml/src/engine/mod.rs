@@ -344,6 +344,9 @@ pub struct Engine {
     /// Indexed by context id (looked up on every collective, so no hashing); the outer
     /// `None` means "not decided yet".
     pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
+    /// The posted rounds of the same segments (nonblocking collectives), by context id: kept
+    /// apart so that they go on while a blocking collective holds the segment.
+    pub(crate) coll_posted: Vec<Option<Box<dyn kestrel_transport::node_coll::PostedRounds>>>,
     /// Nonblocking and persistent collective schedules.
     pub(crate) nbc: crate::engine::nbc::Table,
     /// One-sided windows (`rma`).

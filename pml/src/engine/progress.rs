@@ -115,9 +115,9 @@ impl Engine {
         n
     }
 
-    /// [`Engine::progress`] without the collective schedules: what a shared-memory collective
-    /// runs while it waits (see `crate::segment_poll`), so that the process still serves its
-    /// peers but never starts a segment operation from inside one.
+    /// [`Engine::progress`] without the collective schedules (which never start a blocking
+    /// segment operation, so a shared-memory collective's wait runs them too: see
+    /// `crate::segment_poll`).
     pub(crate) fn progress_transports(&mut self) -> usize {
         let mut n = 0;
         let st = &mut self.st;

@@ -141,6 +141,7 @@ impl Engine {
             split_copy_min: crate::params::SPLIT_COPY_MIN.get(params),
             job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
+            coll_posted: Vec::new(),
             nbc: Default::default(),
             rma: Default::default(),
             dpm: crate::procs::DpmState::new(&job_id, size),
@@ -182,6 +183,7 @@ impl Engine {
         self.dpm_finalize();
         rt.barrier().map_err(|e| PmlError::Runtime(e.to_string()))?;
         self.coll_segments.clear();
+        self.coll_posted.clear();
         self.btls.clear();
         Ok(())
     }

@@ -22,6 +22,7 @@ use crate::engine::{Engine, PmlError};
 use crate::op::{Dtype, Reduction};
 use crate::params;
 
+use super::posted::PostedKind;
 use super::{Builder, Schedule, Span};
 
 /// Up to this many ranks, allgather(v) exchanges every block directly in one round.
@@ -541,7 +542,10 @@ impl Engine {
     pub fn nbc_barrier(&mut self, ctx: u16) -> Result<Schedule, PmlError> {
         let (me, n) = self.comm_info(ctx)?;
         let mut b = self.coll_builder(ctx)?;
-        barrier(&mut b, Comm { ctx, me, n });
+        match self.posted_round(ctx, 0) {
+            Some(round) => b.posted(ctx, round, PostedKind::Barrier, None),
+            None => barrier(&mut b, Comm { ctx, me, n }),
+        }
         Ok(b.finish())
     }
 
@@ -555,7 +559,13 @@ impl Engine {
         } else {
             b.output(buf)
         };
-        bcast(&mut b, Comm { ctx, me, n }, root, span);
+        match self.posted_round(ctx, span.len) {
+            Some(round) => {
+                let is_root = me == root;
+                b.posted(ctx, round, PostedKind::Bcast { root, is_root }, Some(span));
+            }
+            None => bcast(&mut b, Comm { ctx, me, n }, root, span),
+        }
         Ok(b.finish())
     }
 
@@ -639,6 +649,12 @@ impl Engine {
         if let Some(s) = send {
             let s = b.input(s);
             b.copy(s, acc);
+        }
+        if n > 1 {
+            if let Some(round) = self.posted_round(ctx, acc.len) {
+                b.posted(ctx, round, PostedKind::Allreduce, Some(acc));
+                return Ok(b.finish());
+            }
         }
         let count = acc.len / dtype.size().max(1);
         let direct = (n as usize - 1).saturating_mul(acc.len + 64) <= direct_max;

@@ -39,6 +39,9 @@ use crate::op::{Dtype, Reduction};
 pub mod algorithms;
 pub mod inter;
 pub mod neighbor;
+mod posted;
+
+use posted::{PostedKind, PostedWait};
 
 /// The bit that marks a request id as a collective schedule's.
 pub const COLL_BIT: u64 = 1 << 63;
@@ -123,6 +126,14 @@ enum Step {
         inout: Span,
         input: Span,
     },
+    /// Posted round `round` of `ctx`'s node segment ([`posted`]): publishes this rank's
+    /// block, and completes the round once every member's is there.
+    Posted {
+        ctx: u16,
+        round: u64,
+        kind: PostedKind,
+        buf: Option<Span>,
+    },
 }
 
 /// A collective as rounds of steps, with its buffers; built by the functions of
@@ -190,6 +201,7 @@ impl Sched {
         self.run.status = Status::default();
         self.run.persistent = false;
         self.run.free_when_done = false;
+        self.run.posted = None;
     }
 }
 
@@ -221,6 +233,8 @@ struct Run {
     persistent: bool,
     /// `coll_free` was called while it ran: release it when it completes.
     free_when_done: bool,
+    /// The posted round the round under way waits for.
+    posted: Option<PostedWait>,
 }
 
 /// Builds a [`Schedule`]: buffers first, then steps, round by round.
@@ -440,7 +454,7 @@ impl Sched {
             }
             Step::Reduce { input, inout } => self.apply(input, inout, false),
             Step::ReduceLow { inout, input } => self.apply(input, inout, true),
-            Step::Send { .. } | Step::Recv { .. } => Ok(()),
+            Step::Send { .. } | Step::Recv { .. } | Step::Posted { .. } => Ok(()),
         }
     }
 
@@ -518,6 +532,10 @@ pub(crate) struct Table {
     pub(crate) allreduce_tuning: Option<(usize, usize)>,
     /// Builders draw from the blocking collectives' sequence ([`Engine::set_blocking_sequence`]).
     blocking_sequence: bool,
+    /// Builders may use the node segment's posted rounds ([`Engine::set_posted_rounds`]).
+    posted_rounds: bool,
+    /// `coll_shm_posted`, once read.
+    posted_param: Option<bool>,
     free: Vec<u32>,
     /// Slots of running schedules.
     running: Vec<u32>,
@@ -611,6 +629,15 @@ impl Engine {
     /// collective that runs as a schedule.
     pub fn set_blocking_sequence(&mut self, on: bool) {
         self.nbc.blocking_sequence = on;
+    }
+
+    /// While `on`, small barrier, bcast and allreduce schedules built on a communicator with
+    /// a node segment use one of its posted rounds (see `nbc::posted`). Posted rounds are drawn
+    /// as schedules are built, so set it only around building schedules that start at once
+    /// ([`Engine::coll_run`]: `MPI_I*`), never persistent ones, whose starts need not come in
+    /// the same order on every rank.
+    pub fn set_posted_rounds(&mut self, on: bool) {
+        self.nbc.posted_rounds = on;
     }
 
     /// Starts a schedule; returns its request.
@@ -717,7 +744,7 @@ impl Engine {
         // place, without taking the schedule out of its slot.
         match self.nbc.slots[i].1.as_deref() {
             Some(s) if s.run.phase == Phase::Running => {
-                if s.run.pending.iter().any(|p| !self.is_complete(p.id)) {
+                if s.run.posted.is_none() && s.run.pending.iter().any(|p| !self.is_complete(p.id)) {
                     return 0;
                 }
             }
@@ -728,6 +755,9 @@ impl Engine {
         };
         let mut rounds = 0;
         loop {
+            if !self.posted_progress(&mut s) {
+                break;
+            }
             if s.run.pending.iter().any(|p| !self.is_complete(p.id)) {
                 break;
             }
@@ -801,6 +831,20 @@ impl Engine {
                 s.run.pending.push(Posted {
                     id,
                     recv: Some((ctx, peer, into.len)),
+                });
+            }
+            Step::Posted {
+                ctx,
+                round,
+                kind,
+                buf,
+            } => {
+                s.run.posted = Some(PostedWait {
+                    ctx,
+                    round,
+                    kind,
+                    buf,
+                    published: false,
                 });
             }
             local => s.local(local)?,

@@ -1,0 +1,163 @@
+//! Small nonblocking collectives as one posted round of the communicator's node segment
+//! (`kestrel_transport::node_coll::PostedRounds`, whose handle the engine keeps beside the
+//! segment, in `coll_posted`): the rank publishes its block when the collective starts and
+//! completes it once every member's block is there, with no message. A member busy computing
+//! holds nobody back: it published when it started, and nothing is left for it to forward.
+//!
+//! A schedule takes this path when [`Engine::set_posted_rounds`] is on, the communicator's
+//! segment exists (set up by its first blocking collective on every member alike), it has at
+//! most the segment's flat group size, and the block fits a line (`PostedRounds::fits`), all
+//! the same on every member, which therefore draw the same round. A round that cannot be
+//! published yet (a member still reads the round that used the line before) is tried again
+//! at each progress; it never waits. This module owns the round's step; it must never block.
+
+use super::{Builder, Sched, Span, Step};
+use crate::engine::{Engine, PmlError};
+use crate::params;
+
+/// What a posted round computes from the members' blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostedKind {
+    /// Nothing: every member got there.
+    Barrier,
+    /// The root publishes the buffer, the others copy it.
+    Bcast {
+        /// The root's rank.
+        root: u32,
+        /// Whether this rank is the root.
+        is_root: bool,
+    },
+    /// Every member publishes its contribution and reduces all of them, in rank order, into
+    /// the buffer.
+    Allreduce,
+}
+
+/// A posted round a running schedule waits for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PostedWait {
+    pub(super) ctx: u16,
+    pub(super) round: u64,
+    pub(super) kind: PostedKind,
+    /// The block published, and where the result goes.
+    pub(super) buf: Option<Span>,
+    pub(super) published: bool,
+}
+
+impl Builder {
+    /// A round of posted round `round` of `ctx`'s segment (from [`Engine::posted_round`]):
+    /// `buf` is the block this rank publishes (the root's for a broadcast, a contribution
+    /// for an allreduce) and where the result goes.
+    pub(super) fn posted(&mut self, ctx: u16, round: u64, kind: PostedKind, buf: Option<Span>) {
+        let reads_only = matches!(
+            kind,
+            PostedKind::Barrier | PostedKind::Bcast { is_root: true, .. }
+        );
+        debug_assert!(reads_only || buf.is_some_and(|b| self.writable(b)));
+        self.s.steps.push(Step::Posted {
+            ctx,
+            round,
+            kind,
+            buf,
+        });
+    }
+}
+
+impl Engine {
+    /// The posted round a schedule for a block of `len` bytes on `ctx` takes, drawn now; `None`
+    /// when it takes messages (see the module documentation).
+    pub(super) fn posted_round(&mut self, ctx: u16, len: usize) -> Option<u64> {
+        if !self.nbc.posted_rounds || self.nbc.blocking_sequence {
+            return None;
+        }
+        let on = match self.nbc.posted_param {
+            Some(on) => on,
+            None => {
+                let on = params::SHM_POSTED.get(self.params());
+                self.nbc.posted_param = Some(on);
+                on
+            }
+        };
+        if !on {
+            return None;
+        }
+        match self.coll_posted.get_mut(usize::from(ctx)) {
+            Some(Some(p)) if p.members() >= 2 && p.fits(len) => Some(p.draw()),
+            _ => None,
+        }
+    }
+
+    /// Takes the posted round `s` waits for as far as it goes: true once there is none (done,
+    /// or failed into the schedule's error), false while it waits for a line or a member.
+    pub(super) fn posted_progress(&mut self, s: &mut Sched) -> bool {
+        let Some(mut w) = s.run.posted else {
+            return true;
+        };
+        let Some(Some(seg)) = self.coll_posted.get_mut(usize::from(w.ctx)) else {
+            s.run.posted = None;
+            s.run.error.get_or_insert(PmlError::Invalid(format!(
+                "collective: the shared-memory segment of context {} is gone while a \
+                 nonblocking collective on it runs (was the communicator freed before the \
+                 collective completed?)",
+                w.ctx
+            )));
+            return true;
+        };
+        if !w.published {
+            let payload = match (w.kind, w.buf) {
+                (PostedKind::Bcast { is_root: false, .. }, _) | (_, None) => &[][..],
+                (_, Some(b)) => s.read(b),
+            };
+            if !seg.publish(w.round, payload) {
+                return false;
+            }
+            w.published = true;
+            s.run.posted = Some(w);
+        }
+        if !seg.arrived(w.round) {
+            return false;
+        }
+        let n = seg.members();
+        let r = match (w.kind, w.buf) {
+            (PostedKind::Barrier, _) | (PostedKind::Bcast { is_root: true, .. }, _) | (_, None) => {
+                Ok(())
+            }
+            (PostedKind::Bcast { root, .. }, Some(b)) => {
+                let from = seg.payload(w.round, root as usize, b.len);
+                out(s, b).copy_from_slice(from);
+                Ok(())
+            }
+            (PostedKind::Allreduce, Some(b)) => {
+                let acc = out(s, b);
+                acc.copy_from_slice(seg.payload(w.round, n - 1, b.len));
+                match &s.reduction {
+                    Some((op, dtype)) => (0..n - 1)
+                        .rev()
+                        .try_for_each(|r| op.apply(*dtype, seg.payload(w.round, r, b.len), acc)),
+                    None => Ok(()),
+                }
+                .map_err(|e| PmlError::Invalid(format!("collective: {e}")))
+            }
+        };
+        // Finished even on an error: the members reuse the line after everyone is done.
+        seg.finish(w.round);
+        s.run.posted = None;
+        if let Err(e) = r {
+            s.run.error.get_or_insert(e);
+        }
+        true
+    }
+}
+
+/// The bytes of `b`, which the schedule writes, unbound from `s` so that the schedule's
+/// reduction can be borrowed beside them.
+fn out<'a>(s: &mut Sched, b: Span) -> &'a mut [u8] {
+    let p = s.ptr(b);
+    // SAFETY: `b` lies in memory this schedule may write (a program buffer the caller
+    // guaranteed until completion, or its arena, never resized while it runs; the builder
+    // gave it as the posted round's result), and nothing else touches it during this step.
+    // The slice is used only within `posted_progress`, not kept.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::slice::from_raw_parts_mut(p, b.len)
+    }
+}
