@@ -69,6 +69,11 @@ pub enum Dtype {
     C80,
     /// `MPI_LONG_DOUBLE_INT`: `{ long double, int }`, 32 bytes, index at offset 16.
     LongDoubleInt,
+    /// `MPI_2REAL` (Fortran): `{ REAL value, REAL index }`, 8 bytes, index at offset 4.
+    TwoF32,
+    /// `MPI_2DOUBLE_PRECISION` (Fortran): `{ DOUBLE PRECISION value, DOUBLE PRECISION
+    /// index }`, 16 bytes, index at offset 8.
+    TwoF64,
     /// An element of a user type of this many bytes: only user-defined operations apply, and
     /// collectives split buffers only at multiples of this size.
     Opaque(u32),
@@ -76,7 +81,7 @@ pub enum Dtype {
 
 impl Dtype {
     /// Every element type, in declaration order.
-    pub const ALL: [Dtype; 20] = [
+    pub const ALL: [Dtype; 22] = [
         Dtype::I8,
         Dtype::U8,
         Dtype::I16,
@@ -97,6 +102,8 @@ impl Dtype {
         Dtype::F80,
         Dtype::C80,
         Dtype::LongDoubleInt,
+        Dtype::TwoF32,
+        Dtype::TwoF64,
     ];
 
     /// Bytes per element, including any padding of the pair types.
@@ -106,8 +113,8 @@ impl Dtype {
             Dtype::I16 | Dtype::U16 => 2,
             Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
             Dtype::I64 | Dtype::U64 | Dtype::F64 | Dtype::C32 => 8,
-            Dtype::FloatInt | Dtype::TwoInt | Dtype::ShortInt => 8,
-            Dtype::DoubleInt | Dtype::LongInt | Dtype::C64 | Dtype::F80 => 16,
+            Dtype::FloatInt | Dtype::TwoInt | Dtype::ShortInt | Dtype::TwoF32 => 8,
+            Dtype::DoubleInt | Dtype::LongInt | Dtype::C64 | Dtype::F80 | Dtype::TwoF64 => 16,
             Dtype::C80 | Dtype::LongDoubleInt => 32,
             Dtype::Opaque(n) => n as usize,
         }
@@ -137,6 +144,8 @@ impl Dtype {
             Dtype::F80 => "long_double",
             Dtype::C80 => "long_double_complex",
             Dtype::LongDoubleInt => "long_double_int",
+            Dtype::TwoF32 => "2real",
+            Dtype::TwoF64 => "2double_precision",
             Dtype::Opaque(_) => "user type",
         }
     }
@@ -151,6 +160,8 @@ impl Dtype {
                 | Dtype::TwoInt
                 | Dtype::ShortInt
                 | Dtype::LongDoubleInt
+                | Dtype::TwoF32
+                | Dtype::TwoF64
         )
     }
 
@@ -179,11 +190,13 @@ impl Dtype {
         )
     }
 
-    /// Byte offset of the i32 index within a pair type; `None` for scalar types.
+    /// Byte offset of the index within a pair type (an `int`, or a value of the pair's own
+    /// type for the Fortran pairs `MPI_2REAL` and `MPI_2DOUBLE_PRECISION`); `None` for scalar
+    /// types.
     pub const fn index_offset(self) -> Option<usize> {
         match self {
-            Dtype::FloatInt | Dtype::TwoInt | Dtype::ShortInt => Some(4),
-            Dtype::DoubleInt | Dtype::LongInt => Some(8),
+            Dtype::FloatInt | Dtype::TwoInt | Dtype::ShortInt | Dtype::TwoF32 => Some(4),
+            Dtype::DoubleInt | Dtype::LongInt | Dtype::TwoF64 => Some(8),
             Dtype::LongDoubleInt => Some(16),
             _ => None,
         }
@@ -472,18 +485,21 @@ fn bytes_map(input: &[u8], inout: &mut [u8], f: impl Fn(u8, u8) -> u8) {
     }
 }
 
-/// The MINLOC/MAXLOC loop over `{ V value; i32 index }` structs of `SIZE` bytes with the
-/// index at byte `IDX`. `wins(a, b)` says whether the input value strictly beats the
-/// inout one. Only the value and index bytes of `inout` are written.
+/// The MINLOC/MAXLOC loop over `{ V value; I index }` structs of `SIZE` bytes with the
+/// index at byte `IDX` (`I` is `i32`, or the value's type for Fortran's `MPI_2REAL` and
+/// `MPI_2DOUBLE_PRECISION`). `wins(a, b)` says whether the input value strictly beats the
+/// inout one; on a tie the lower index is kept. Only the value and index bytes of `inout`
+/// are written.
 #[inline(always)]
-fn loc_map<V: Elem, const SIZE: usize, const IDX: usize>(
+fn loc_map<V: Elem, I: Elem, const SIZE: usize, const IDX: usize>(
     input: &[u8],
     inout: &mut [u8],
     wins: impl Fn(V, V) -> bool,
 ) {
     for (a, b) in input.chunks_exact(SIZE).zip(inout.chunks_exact_mut(SIZE)) {
         let (av, bv) = (V::load(&a[..V::SIZE]), V::load(&b[..V::SIZE]));
-        let (ai, bi) = (i32::load(&a[IDX..IDX + 4]), i32::load(&b[IDX..IDX + 4]));
+        let at = IDX..IDX + I::SIZE;
+        let (ai, bi) = (I::load(&a[at.clone()]), I::load(&b[at.clone()]));
         let take = wins(av, bv);
         let v = if take { av } else { bv };
         let i = if take || (av == bv && ai < bi) {
@@ -492,7 +508,7 @@ fn loc_map<V: Elem, const SIZE: usize, const IDX: usize>(
             bi
         };
         v.store(&mut b[..V::SIZE]);
-        i.store(&mut b[IDX..IDX + 4]);
+        i.store(&mut b[at]);
     }
 }
 
@@ -524,10 +540,10 @@ macro_rules! float_kernel {
 }
 
 macro_rules! loc_kernel {
-    ($v:ty, $size:literal, $idx:literal, $op:expr, $a:expr, $b:expr) => {
+    ($v:ty, $i:ty, $size:literal, $idx:literal, $op:expr, $a:expr, $b:expr) => {
         match $op {
-            Op::Minloc => loc_map::<$v, $size, $idx>($a, $b, |x, y| x < y),
-            Op::Maxloc => loc_map::<$v, $size, $idx>($a, $b, |x, y| x > y),
+            Op::Minloc => loc_map::<$v, $i, $size, $idx>($a, $b, |x, y| x < y),
+            Op::Maxloc => loc_map::<$v, $i, $size, $idx>($a, $b, |x, y| x > y),
             _ => return false,
         }
     };
@@ -557,11 +573,13 @@ fn dispatch(op: Op, dtype: Dtype, a: &[u8], b: &mut [u8]) -> bool {
         Dtype::U64 => int_kernel!(u64, op, a, b),
         Dtype::F32 => float_kernel!(f32, op, a, b),
         Dtype::F64 => float_kernel!(f64, op, a, b),
-        Dtype::FloatInt => loc_kernel!(f32, 8, 4, op, a, b),
-        Dtype::DoubleInt => loc_kernel!(f64, 16, 8, op, a, b),
-        Dtype::LongInt => loc_kernel!(i64, 16, 8, op, a, b),
-        Dtype::TwoInt => loc_kernel!(i32, 8, 4, op, a, b),
-        Dtype::ShortInt => loc_kernel!(i16, 8, 4, op, a, b),
+        Dtype::FloatInt => loc_kernel!(f32, i32, 8, 4, op, a, b),
+        Dtype::DoubleInt => loc_kernel!(f64, i32, 16, 8, op, a, b),
+        Dtype::LongInt => loc_kernel!(i64, i32, 16, 8, op, a, b),
+        Dtype::TwoInt => loc_kernel!(i32, i32, 8, 4, op, a, b),
+        Dtype::ShortInt => loc_kernel!(i16, i32, 8, 4, op, a, b),
+        Dtype::TwoF32 => loc_kernel!(f32, f32, 8, 4, op, a, b),
+        Dtype::TwoF64 => loc_kernel!(f64, f64, 16, 8, op, a, b),
         Dtype::C32 => return wide::complex::<f32>(op, a, b),
         Dtype::C64 => return wide::complex::<f64>(op, a, b),
         Dtype::F80 => return wide::long_double(op, a, b),
@@ -736,7 +754,38 @@ mod tests {
             Dtype::TwoInt => (Dtype::I32, 4),
             Dtype::ShortInt => (Dtype::I16, 4),
             Dtype::LongDoubleInt => (Dtype::F80, 16),
+            Dtype::TwoF32 => (Dtype::F32, 4),
+            Dtype::TwoF64 => (Dtype::F64, 8),
             _ => unreachable!(),
+        }
+    }
+
+    /// The index type of a pair: `int`, or the value's own for the Fortran pairs.
+    fn index_type(d: Dtype) -> Dtype {
+        match d {
+            Dtype::TwoF32 => Dtype::F32,
+            Dtype::TwoF64 => Dtype::F64,
+            _ => Dtype::I32,
+        }
+    }
+
+    /// Writes index `i` of pair type `d` at `o`.
+    fn write_index(d: Dtype, i: i32, o: &mut [u8]) {
+        let t = index_type(d);
+        if t.is_float() {
+            write_float(t, f64::from(i), &mut o[..t.size()]);
+        } else {
+            o[..4].copy_from_slice(&i.to_ne_bytes());
+        }
+    }
+
+    /// Whether index `a` of pair type `d` is below index `b`.
+    fn index_below(d: Dtype, a: &[u8], b: &[u8]) -> bool {
+        let t = index_type(d);
+        if t.is_float() {
+            read_float(t, &a[..t.size()]) < read_float(t, &b[..t.size()])
+        } else {
+            idx(a, 0) < idx(b, 0)
         }
     }
 
@@ -795,12 +844,12 @@ mod tests {
                     Op::Maxloc => gt,
                     _ => unreachable!(),
                 };
+                let is = index_type(d).size();
+                if a_wins || (eq && index_below(d, &a[off..], &b[off..])) {
+                    o[off..off + is].copy_from_slice(&a[off..off + is]);
+                }
                 if a_wins {
                     o[..vs].copy_from_slice(&a[..vs]);
-                    o[off..off + 4].copy_from_slice(&a[off..off + 4]);
-                } else if eq {
-                    let i = idx(a, off).min(idx(b, off));
-                    o[off..off + 4].copy_from_slice(&i.to_ne_bytes());
                 }
             }
         }
@@ -855,7 +904,7 @@ mod tests {
                 }
             }
             let i = rng.below(6) as i32 - 1;
-            o[off..off + 4].copy_from_slice(&i.to_ne_bytes());
+            write_index(d, i, &mut o[off..]);
         }
     }
 
@@ -892,7 +941,7 @@ mod tests {
     #[test]
     fn dtype_properties() {
         let sizes = [
-            1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 8, 16, 16, 8, 8, 8, 16, 16, 32, 32,
+            1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 8, 16, 16, 8, 8, 8, 16, 16, 32, 32, 8, 16,
         ];
         let mut names = std::collections::HashSet::new();
         for (d, s) in Dtype::ALL.iter().zip(sizes) {
@@ -972,8 +1021,8 @@ mod tests {
                 }
             }
         }
-        // 4 arith ops x 10 scalars + 6 logical/bitwise x 8 ints + 2 loc x 5 pairs = 98 pairs.
-        assert_eq!(checked, 98 * COUNTS.len() * 4);
+        // 4 arith ops x 10 scalars + 6 logical/bitwise x 8 ints + 2 loc x 7 pairs = 102 pairs.
+        assert_eq!(checked, 102 * COUNTS.len() * 4);
     }
 
     #[test]
@@ -999,7 +1048,7 @@ mod tests {
                 n += 1;
             }
         }
-        assert_eq!(n, 12 * 20 - 110);
+        assert_eq!(n, 12 * 22 - 114);
     }
 
     #[test]
@@ -1064,7 +1113,7 @@ mod tests {
         } else {
             write_int(vt, v as i128, &mut b[..vt.size()]);
         }
-        b[off..off + 4].copy_from_slice(&i.to_ne_bytes());
+        write_index(d, i, &mut b[off..]);
         b
     }
 

@@ -149,6 +149,14 @@ fn values(rng: &mut Rng, dtype: Dtype, count: usize, rank: usize) -> Vec<u8> {
                 out.extend_from_slice(&(rank as i32).to_ne_bytes());
                 out.extend_from_slice(&[0; 12]);
             }
+            Dtype::TwoF32 => {
+                out.extend_from_slice(&(small as f32).to_ne_bytes());
+                out.extend_from_slice(&(rank as f32).to_ne_bytes());
+            }
+            Dtype::TwoF64 => {
+                out.extend_from_slice(&(small as f64).to_ne_bytes());
+                out.extend_from_slice(&(rank as f64).to_ne_bytes());
+            }
             d => {
                 for _ in 0..d.size() {
                     out.push(rng.next() as u8);

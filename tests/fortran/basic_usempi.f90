@@ -4,7 +4,8 @@
 ! everywhere), Gather and Scatter, Barrier, a derived type (MPI_Type_contiguous of a
 ! strided MPI_Type_create_resized pair), Isend/Irecv/Waitall with MPI_STATUSES_IGNORE
 ! and with a statuses array, Comm_split and Comm_dup, Wtime/Wtick, Get_processor_name,
-! Finalize. Every value is checked; a failure calls MPI_Abort; a passing rank prints
+! Finalize, MINLOC/MAXLOC on MPI_2DOUBLE_PRECISION, MPI_2REAL and MPI_2INTEGER (ties keep
+! the lowest index). Every value is checked; a failure calls MPI_Abort; a passing rank prints
 ! "PASS basic_usempi rank <r>" last. At least 2 ranks (2 and 3 tested).
 program basic_usempi
   use mpi
@@ -12,7 +13,9 @@ program basic_usempi
   integer :: ierr, rank, nprocs, i, r, cnt, pair, spread, sub, dup, srank, ssize, res, nlen
   integer :: status(MPI_STATUS_SIZE), statuses(MPI_STATUS_SIZE, 4), reqs(4)
   integer :: ibuf(8), iall(128), isum, mine(2), back(2), packed(6), src(12)
-  double precision :: x(2), xsum(2), t1, t2
+  double precision :: x(2), xsum(2), t1, t2, dloc(2), dout(2)
+  real :: rloc(2), rout(2)
+  integer :: iloc(2), iout(2)
   character(len=MPI_MAX_PROCESSOR_NAME) :: host
 
   call MPI_Init(ierr)
@@ -61,6 +64,16 @@ program basic_usempi
     cnt = cnt * r
   end do
   call check(isum == cnt, 'allreduce prod')
+
+  dloc = (/ dble(min(rank, 1)), dble(rank) /)
+  call MPI_Allreduce(dloc, dout, 1, MPI_2DOUBLE_PRECISION, MPI_MAXLOC, MPI_COMM_WORLD, ierr)
+  call check(dout(1) == 1d0 .and. dout(2) == 1d0, 'maxloc 2double_precision')
+  rloc = (/ real(nprocs - rank), real(rank) /)
+  call MPI_Allreduce(rloc, rout, 1, MPI_2REAL, MPI_MINLOC, MPI_COMM_WORLD, ierr)
+  call check(rout(1) == 1.0 .and. rout(2) == real(nprocs - 1), 'minloc 2real')
+  iloc = (/ min(rank, 1) + 5, rank /)
+  call MPI_Allreduce(iloc, iout, 1, MPI_2INTEGER, MPI_MINLOC, MPI_COMM_WORLD, ierr)
+  call check(iout(1) == 5 .and. iout(2) == 0, 'minloc 2integer')
 
   ! Gather two integers per rank at rank 1, scatter them back reversed.
   mine = (/ rank, -rank /)
