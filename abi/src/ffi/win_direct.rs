@@ -152,43 +152,26 @@ pub(super) fn accumulate(
     op: c_int,
     win: c_int,
 ) -> bool {
-    accumulate_if(
-        core, origin, result, fetch, count, dt, target, disp, op, win,
-    )
-    .unwrap_or(false)
-}
-
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn accumulate_if(
-    core: &Core,
-    origin: *const c_void,
-    result: *mut c_void,
-    fetch: bool,
-    count: i64,
-    dt: c_int,
-    target: c_int,
-    disp: isize,
-    op: c_int,
-    win: c_int,
-) -> Option<bool> {
-    let view = core.win(win).ok()?.direct.as_ref()?;
-    let (size, d, n) = simple(count, dt, count, dt)?;
-    let (acc, d) = acc_op(op, d, size)?;
-    if acc == AccOp::NoOp && !fetch {
-        return None;
-    }
-    let data = if acc == AccOp::NoOp {
-        &[][..]
-    } else {
-        bytes(origin, n)?
+    let acc = || {
+        let view = core.win(win).ok()?.direct.as_ref()?;
+        let (size, d, n) = simple(count, dt, count, dt)?;
+        let (acc, d) = acc_op(op, d, size)?;
+        if acc == AccOp::NoOp && !fetch {
+            return None;
+        }
+        let data = if acc == AccOp::NoOp {
+            &[][..]
+        } else {
+            bytes(origin, n)?
+        };
+        let old = if fetch {
+            Some(bytes_mut(result, n)?)
+        } else {
+            None
+        };
+        Some(view.accumulate(target, disp, n, acc, d, data, old))
     };
-    let old = if fetch {
-        Some(bytes_mut(result, n)?)
-    } else {
-        None
-    };
-    Some(view.accumulate(target, disp, n, acc, d, data, old))
+    acc().unwrap_or(false)
 }
 
 /// `MPI_Compare_and_swap`: one element of `dt`, under the target's accumulate lock.
