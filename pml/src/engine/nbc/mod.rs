@@ -41,7 +41,7 @@ pub mod inter;
 pub mod neighbor;
 mod posted;
 
-use posted::{PostedKind, PostedWait};
+use posted::{PostedRound, PostedWait};
 
 /// The bit that marks a request id as a collective schedule's.
 pub const COLL_BIT: u64 = 1 << 63;
@@ -126,14 +126,9 @@ enum Step {
         inout: Span,
         input: Span,
     },
-    /// Posted round `round` of `ctx`'s node segment ([`posted`]): publishes this rank's
-    /// block, and completes the round once every member's is there.
-    Posted {
-        ctx: u16,
-        round: u64,
-        kind: PostedKind,
-        buf: Option<Span>,
-    },
+    /// A posted round of a node segment ([`posted`]): publishes this rank's block, and
+    /// completes the round once every member's is there.
+    Posted(PostedRound),
 }
 
 /// A collective as rounds of steps, with its buffers; built by the functions of
@@ -454,7 +449,7 @@ impl Sched {
             }
             Step::Reduce { input, inout } => self.apply(input, inout, false),
             Step::ReduceLow { inout, input } => self.apply(input, inout, true),
-            Step::Send { .. } | Step::Recv { .. } | Step::Posted { .. } => Ok(()),
+            Step::Send { .. } | Step::Recv { .. } | Step::Posted(_) => Ok(()),
         }
     }
 
@@ -833,17 +828,9 @@ impl Engine {
                     recv: Some((ctx, peer, into.len)),
                 });
             }
-            Step::Posted {
-                ctx,
-                round,
-                kind,
-                buf,
-            } => {
+            Step::Posted(round) => {
                 s.run.posted = Some(PostedWait {
-                    ctx,
                     round,
-                    kind,
-                    buf,
                     published: false,
                 });
             }

@@ -32,14 +32,20 @@ pub enum PostedKind {
     Allreduce,
 }
 
-/// A posted round a running schedule waits for.
+/// A schedule's step: posted round `round` of `ctx`'s segment.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PostedRound {
+    ctx: u16,
+    round: u64,
+    kind: PostedKind,
+    /// The block published, and where the result goes.
+    buf: Option<Span>,
+}
+
+/// The posted round a running schedule waits for.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct PostedWait {
-    pub(super) ctx: u16,
-    pub(super) round: u64,
-    pub(super) kind: PostedKind,
-    /// The block published, and where the result goes.
-    pub(super) buf: Option<Span>,
+    pub(super) round: PostedRound,
     pub(super) published: bool,
 }
 
@@ -53,12 +59,12 @@ impl Builder {
             PostedKind::Barrier | PostedKind::Bcast { is_root: true, .. }
         );
         debug_assert!(reads_only || buf.is_some_and(|b| self.writable(b)));
-        self.s.steps.push(Step::Posted {
+        self.s.steps.push(Step::Posted(PostedRound {
             ctx,
             round,
             kind,
             buf,
-        });
+        }));
     }
 }
 
@@ -89,7 +95,11 @@ impl Engine {
     /// Takes the posted round `s` waits for as far as it goes: true once there is none (done,
     /// or failed into the schedule's error), false while it waits for a line or a member.
     pub(super) fn posted_progress(&mut self, s: &mut Sched) -> bool {
-        let Some(mut w) = s.run.posted else {
+        let Some(PostedWait {
+            round: w,
+            mut published,
+        }) = s.run.posted
+        else {
             return true;
         };
         let Some(Some(seg)) = self.coll_posted.get_mut(usize::from(w.ctx)) else {
@@ -102,7 +112,7 @@ impl Engine {
             )));
             return true;
         };
-        if !w.published {
+        if !published {
             let payload = match (w.kind, w.buf) {
                 (PostedKind::Bcast { is_root: false, .. }, _) | (_, None) => &[][..],
                 (_, Some(b)) => s.read(b),
@@ -110,8 +120,11 @@ impl Engine {
             if !seg.publish(w.round, payload) {
                 return false;
             }
-            w.published = true;
-            s.run.posted = Some(w);
+            published = true;
+            s.run.posted = Some(PostedWait {
+                round: w,
+                published,
+            });
         }
         if !seg.arrived(w.round) {
             return false;
