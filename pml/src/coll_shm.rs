@@ -165,7 +165,13 @@ impl Engine {
     }
 
     pub(crate) fn shm_barrier(&mut self, ctx: u16) -> Result<Option<()>, PmlError> {
-        self.with_segment(ctx, "barrier", |s| s.barrier())
+        self.with_segment(ctx, "barrier", |s| {
+            if s.flat(0) {
+                s.flat_barrier()
+            } else {
+                s.barrier()
+            }
+        })
     }
 
     /// Allgatherv through single copy on node-local communicators, for large blocks.
