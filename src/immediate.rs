@@ -24,7 +24,7 @@
 use std::marker::PhantomData;
 use std::rc::Rc;
 
-use kestrel_pml::nbc::Schedule;
+use kestrel_pml::nbc::{PostedColl, Schedule};
 use kestrel_pml::ReqId;
 
 use crate::collective::Operation;
@@ -37,7 +37,7 @@ pub(crate) use bound::Bound;
 mod bound {
     use std::marker::PhantomData;
 
-    use kestrel_pml::nbc::Schedule;
+    use kestrel_pml::nbc::{PostedColl, Schedule};
     use kestrel_pml::{Engine, PmlError};
 
     use super::PersistentCollective;
@@ -95,6 +95,27 @@ mod bound {
                 comm,
                 sched,
                 _buffers: PhantomData,
+            }
+        }
+
+        /// Starts `coll`, over buffers borrowed for `'a`, as a request of `scope` if it is
+        /// one posted round of `comm`'s node segment (`Engine::nbc_posted_start`, the same
+        /// engine path the C library's `MPI_I*` take); `None`: build the schedule. An error
+        /// is fatal, as in [`Bound::build`].
+        pub(crate) fn start_posted(
+            comm: &'c SimpleCommunicator,
+            scope: &LocalScope<'a>,
+            call: &str,
+            coll: PostedColl,
+        ) -> Option<Request<'a>> {
+            let started = comm
+                .inner
+                .engine
+                .borrow_mut()
+                .nbc_posted_start(comm.ctx, coll);
+            match started {
+                Ok(id) => Some(request::track_coll(scope, &comm.inner, comm.ctx, id?)),
+                Err(e) => comm.inner.fatal(&format!("{call}: {e}")),
             }
         }
 
@@ -299,7 +320,9 @@ fn scatter<'c, 'a, T: Equivalence>(
 pub trait ImmediateCollectives: Communicator {
     /// `MPI_Ibarrier`.
     fn immediate_barrier<'a>(&self, scope: &LocalScope<'a>) -> Request<'a> {
-        barrier(self.handle(), true).start(scope)
+        let c = self.handle();
+        Bound::start_posted(c, scope, "MPI_Ibarrier", PostedColl::Barrier)
+            .unwrap_or_else(|| barrier(c, true).start(scope))
     }
 
     /// `MPI_Iallreduce`.
@@ -310,7 +333,18 @@ pub trait ImmediateCollectives: Communicator {
         recv: &'a mut [T],
         op: O,
     ) -> Request<'a> {
-        all_reduce(self.handle(), send, recv, op, true).start(scope)
+        let c = self.handle();
+        let (red, dtype) = op.reduction();
+        // SAFETY: borrowed for 'a; they go only into a request of `scope`, a scope of 'a.
+        let (s, r) = unsafe { (request::send_buf(send.as_bytes()), request::recv_buf(recv)) };
+        let coll = PostedColl::Allreduce {
+            send: Some(s),
+            recv: r,
+            dtype,
+            op: red,
+        };
+        Bound::start_posted(c, scope, "MPI_Iallreduce", coll)
+            .unwrap_or_else(|| all_reduce(c, send, recv, op, true).start(scope))
     }
 
     /// `MPI_Iallgather`: `recv` holds `size` blocks of `send.len()` elements.
@@ -561,7 +595,15 @@ impl<'p> ImmediateRoot<'p> for Process<'p> {
         scope: &LocalScope<'a>,
         buf: &'a mut [T],
     ) -> Request<'a> {
-        broadcast(self, buf, true).start(scope)
+        let c = self.comm;
+        // SAFETY: borrowed for 'a; it goes only into a request of `scope`, a scope of 'a.
+        let b = unsafe { request::recv_buf(buf) };
+        let coll = PostedColl::Bcast {
+            root: self.rank as u32,
+            buf: b,
+        };
+        Bound::start_posted(c, scope, "MPI_Ibcast", coll)
+            .unwrap_or_else(|| broadcast(self, buf, true).start(scope))
     }
 
     fn immediate_reduce_into_root<'a, T: Equivalence, O: Operation<T>>(

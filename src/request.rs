@@ -248,6 +248,17 @@ pub(crate) fn start_coll<'a>(
     s: kestrel_pml::nbc::Schedule,
 ) -> Request<'a> {
     let id = inner.engine.borrow_mut().coll_run(s);
+    track_coll(scope, inner, ctx, id)
+}
+
+/// The request of collective `id`, started on `ctx` over buffers borrowed for `'a`, tracked
+/// by `scope`.
+pub(crate) fn track_coll<'a>(
+    scope: &LocalScope<'a>,
+    inner: &Rc<Inner>,
+    ctx: u16,
+    id: ReqId,
+) -> Request<'a> {
     track(scope, inner, id);
     Request {
         inner: inner.clone(),

@@ -912,6 +912,50 @@ static void two_comms(MPI_Comm split)
           "two communicators: sum %d (want %d), bcast %d %d %d", sum, want, b[0], b[1], b[2]);
 }
 
+/* One broadcast, two paths: half the ranks pass a derived contiguous type, the others the
+ * same signature in predefined elements (Kestrel runs the first through its general schedule
+ * builder and the second through the posted-round short path; both must draw the same
+ * rounds), between allreduces and barriers. More outstanding than the segment has posted
+ * lines, completed in reverse order. */
+static void mixed_paths(void)
+{
+    enum { M = 12 };
+    MPI_Request r[3 * M];
+    int in[M][4], out[M][4], bc[M][4], nr = 0, even = wrank % 2 == 0;
+    for (int k = 0; k < M; k++) {
+        int root = k % wsize;
+        for (int j = 0; j < 4; j++) {
+            in[k][j] = wrank * 10 + j + k;
+            out[k][j] = -1;
+            bc[k][j] = wrank == root ? 100 * k + j : -1;
+        }
+        OK(MPI_Iallreduce(in[k], out[k], 4, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r[nr++]));
+        if ((wrank == root) == even)
+            OK(MPI_Ibcast(bc[k], 1, mat_t, root, MPI_COMM_WORLD, &r[nr++]));
+        else
+            OK(MPI_Ibcast(bc[k], 4, MPI_INT, root, MPI_COMM_WORLD, &r[nr++]));
+        OK(MPI_Ibarrier(MPI_COMM_WORLD, &r[nr++]));
+    }
+    for (int q = nr - 1; q >= 0; q--)
+        OK(MPI_Wait(&r[q], MPI_STATUS_IGNORE));
+    /* A collective of messages after them: its tags come from the communicator's sequence,
+     * which both paths must have advanced alike. */
+    int *all = malloc(sizeof(int) * wsize);
+    OK(MPI_Iallgather(&wrank, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD, &r[0]));
+    OK(MPI_Wait(&r[0], MPI_STATUS_IGNORE));
+    for (int q = 0; q < wsize; q++)
+        CHECK(all[q] == q, "mixed paths: allgather after them %d = %d", q, all[q]);
+    free(all);
+    for (int k = 0; k < M; k++)
+        for (int j = 0; j < 4; j++) {
+            int want = 10 * wsize * (wsize - 1) / 2 + wsize * (j + k);
+            CHECK(out[k][j] == want, "mixed paths: allreduce %d[%d] = %d, want %d", k, j,
+                  out[k][j], want);
+            CHECK(bc[k][j] == 100 * k + j, "mixed paths: bcast %d[%d] = %d, want %d", k, j,
+                  bc[k][j], 100 * k + j);
+        }
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv);
@@ -939,6 +983,7 @@ int main(int argc, char **argv)
     OK(MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, wsize - wrank, &split));
     suite(split, "split", 0);
     two_comms(split);
+    mixed_paths();
     barrier_order();
     OK(MPI_Comm_free(&split));
     OK(MPI_Op_free(&matmul_op));

@@ -5,6 +5,7 @@
 use std::os::raw::{c_int, c_void};
 
 use super::coll_args::{self as args, Lay};
+use super::icoll_posted as posted;
 use super::region;
 use crate::api;
 use crate::error::MpiResult;
@@ -57,6 +58,9 @@ fn nb(
 /// `MPI_Ibarrier`, or `MPI_Barrier` run as a schedule.
 pub(super) fn barrier(name: &'static str, comm: c_int, out: Out) -> c_int {
     nb(name, comm, out, |core| {
+        if let (Out::Request(_), Some(rec)) = (out, posted::barrier(core, comm)?) {
+            return Ok(rec);
+        }
         icoll::barrier(core, comm, Start::Now)
     })
 }
@@ -86,6 +90,13 @@ pub(super) fn bcast(
     out: Out,
 ) -> c_int {
     nb(name, comm, out, |core| {
+        if start == Start::Now && matches!(out, Out::Request(_)) {
+            // SAFETY: `buffer` holds `count` elements until the request completes (contract).
+            if let Some(rec) = unsafe { posted::bcast(core, buffer, count, datatype, root, comm) }?
+            {
+                return Ok(rec);
+            }
+        }
         // SAFETY: `buffer` holds `count` elements until the request completes (contract).
         let r = unsafe { region(buffer, count, datatype) }?;
         icoll::bcast(core, comm, &r, root, start)
@@ -152,6 +163,14 @@ pub(super) fn allreduce(
     out: Out,
 ) -> c_int {
     nb(name, comm, out, |core| {
+        if start == Start::Now && matches!(out, Out::Request(_)) {
+            // SAFETY: both buffers hold `count` elements until completion (contract).
+            let rec =
+                unsafe { posted::allreduce(core, sendbuf, recvbuf, count, datatype, op, comm) }?;
+            if let Some(rec) = rec {
+                return Ok(rec);
+            }
+        }
         // SAFETY: both buffers hold `count` elements until completion (contract).
         let (send, recv, red) =
             unsafe { args::reduction(core, sendbuf, recvbuf, count, datatype, op, true, true) }?;

@@ -75,6 +75,7 @@ pub mod dtype_ext;
 pub mod env;
 pub mod fortran;
 pub mod icoll;
+mod icoll_posted;
 pub mod info;
 pub mod mpich_ext;
 pub mod neighbor;

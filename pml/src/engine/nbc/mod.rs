@@ -41,6 +41,7 @@ pub mod inter;
 pub mod neighbor;
 mod posted;
 
+pub use posted::PostedColl;
 use posted::{PostedRound, PostedWait};
 
 /// The bit that marks a request id as a collective schedule's.

@@ -11,8 +11,10 @@
 //! published yet (a member still reads the round that used the line before) is tried again
 //! at each progress; it never waits. This module owns the round's step; it must never block.
 
-use super::{Builder, Sched, Span, Step};
-use crate::engine::{Engine, PmlError};
+use super::{Buf, Builder, Phase, Sched, Schedule, Span, Step};
+use crate::buf::UserBuf;
+use crate::engine::{Engine, PmlError, ReqId};
+use crate::op::{Dtype, Reduction};
 use crate::params;
 
 /// What a posted round computes from the members' blocks.
@@ -38,8 +40,37 @@ pub(super) struct PostedRound {
     ctx: u16,
     round: u64,
     kind: PostedKind,
-    /// The block published, and where the result goes.
-    buf: Option<Span>,
+    /// The block published (none: an empty one).
+    publish: Option<Span>,
+    /// Where the result goes (none: nowhere).
+    result: Option<Span>,
+}
+
+/// A small nonblocking collective that [`Engine::nbc_posted_start`] runs as one posted round
+/// when it can, with the program's buffers as they are.
+#[derive(Debug, Clone)]
+pub enum PostedColl {
+    /// `MPI_Ibarrier`.
+    Barrier,
+    /// `MPI_Ibcast` of `buf` from `root` (read at the root, written elsewhere).
+    Bcast {
+        /// The root's rank.
+        root: u32,
+        /// The buffer.
+        buf: UserBuf,
+    },
+    /// `MPI_Iallreduce` of `send` (`None`: in place, `recv` holds the contribution) into
+    /// `recv`.
+    Allreduce {
+        /// The contribution, unless in place.
+        send: Option<UserBuf>,
+        /// The result (and the contribution when in place).
+        recv: UserBuf,
+        /// The element type.
+        dtype: Dtype,
+        /// The operation.
+        op: Reduction,
+    },
 }
 
 /// The posted round a running schedule waits for.
@@ -59,11 +90,18 @@ impl Builder {
             PostedKind::Barrier | PostedKind::Bcast { is_root: true, .. }
         );
         debug_assert!(reads_only || buf.is_some_and(|b| self.writable(b)));
+        let (publish, result) = match kind {
+            PostedKind::Barrier => (None, None),
+            PostedKind::Bcast { is_root: true, .. } => (buf, None),
+            PostedKind::Bcast { is_root: false, .. } => (None, buf),
+            PostedKind::Allreduce => (buf, buf),
+        };
         self.s.steps.push(Step::Posted(PostedRound {
             ctx,
             round,
             kind,
-            buf,
+            publish,
+            result,
         }));
     }
 }
@@ -72,8 +110,26 @@ impl Engine {
     /// The posted round a schedule for a block of `len` bytes on `ctx` takes, drawn now; `None`
     /// when it takes messages (see the module documentation).
     pub(super) fn posted_round(&mut self, ctx: u16, len: usize) -> Option<u64> {
-        if !self.nbc.posted_rounds || self.nbc.blocking_sequence {
+        if !self.nbc.posted_rounds {
             return None;
+        }
+        self.draw_posted(ctx, len)
+    }
+
+    /// [`Engine::posted_round`] for a collective that starts now.
+    fn draw_posted(&mut self, ctx: u16, len: usize) -> Option<u64> {
+        if !self.posted_allowed(ctx, len) {
+            return None;
+        }
+        let p = self.coll_posted[usize::from(ctx)].as_mut()?;
+        Some(p.draw())
+    }
+
+    /// Whether a collective of a `len`-byte block on `ctx` that starts now takes a posted
+    /// round (the same answer on every member).
+    fn posted_allowed(&mut self, ctx: u16, len: usize) -> bool {
+        if self.nbc.blocking_sequence {
+            return false;
         }
         let on = match self.nbc.posted_param {
             Some(on) => on,
@@ -83,13 +139,102 @@ impl Engine {
                 on
             }
         };
-        if !on {
-            return None;
+        on && matches!(
+            self.coll_posted.get(usize::from(ctx)),
+            Some(Some(p)) if p.members() >= 2 && p.fits(len)
+        )
+    }
+
+    /// Starts `coll` on `ctx` as one posted round if the general path would take one
+    /// ([`Engine::nbc_barrier`], [`Engine::nbc_bcast`] and [`Engine::nbc_allreduce`] with posted
+    /// rounds on): it draws the same sequence number and round, so members may mix both paths,
+    /// but builds no steps and copies nothing before publishing. `Ok(None)`: it does not
+    /// qualify, nothing was drawn, build the schedule. Only for collectives that start now
+    /// (`MPI_I*`); arguments the general path would reject also give `Ok(None)`, so that it
+    /// reports them.
+    pub fn nbc_posted_start(
+        &mut self,
+        ctx: u16,
+        coll: PostedColl,
+    ) -> Result<Option<ReqId>, PmlError> {
+        let len = match &coll {
+            PostedColl::Barrier => 0,
+            PostedColl::Bcast { buf, .. } => buf.len(),
+            PostedColl::Allreduce { send, recv, .. } => {
+                if send.is_some_and(|s| s.len() != recv.len()) {
+                    return Ok(None);
+                }
+                recv.len()
+            }
+        };
+        if !self.posted_allowed(ctx, len) {
+            return Ok(None);
         }
-        match self.coll_posted.get_mut(usize::from(ctx)) {
-            Some(Some(p)) if p.members() >= 2 && p.fits(len) => Some(p.draw()),
-            _ => None,
+        let (me, n) = self.comm_info(ctx)?;
+        if matches!(coll, PostedColl::Bcast { root, .. } if root >= n) {
+            return Ok(None);
         }
+        // The general path's builder draws one number of the sequence.
+        self.next_coll_seq(ctx, false)?;
+        let Some(round) = self.draw_posted(ctx, len) else {
+            unreachable!("posted_allowed said yes a moment ago");
+        };
+        let mut s = self.nbc.pool.pop().unwrap_or_default();
+        s.reset();
+        let add = |s: &mut Sched, b: Buf| {
+            s.bufs.push(b);
+            Span {
+                buf: (s.bufs.len() - 1) as u16,
+                off: 0,
+                len,
+            }
+        };
+        let (kind, publish, result) = match coll {
+            PostedColl::Barrier => (PostedKind::Barrier, None, None),
+            PostedColl::Bcast { root, buf } => {
+                let is_root = me == root;
+                let kind = PostedKind::Bcast { root, is_root };
+                if is_root {
+                    (kind, Some(add(&mut s, Buf::Read(buf))), None)
+                } else {
+                    (kind, None, Some(add(&mut s, Buf::Write(buf))))
+                }
+            }
+            PostedColl::Allreduce {
+                send,
+                recv,
+                dtype,
+                op,
+            } => {
+                s.reduction = Some((op, dtype));
+                let r = add(&mut s, Buf::Write(recv));
+                let p = send.map_or(r, |b| add(&mut s, Buf::Read(b)));
+                (PostedKind::Allreduce, Some(p), Some(r))
+            }
+        };
+        s.run.posted = Some(PostedWait {
+            round: PostedRound {
+                ctx,
+                round,
+                kind,
+                publish,
+                result,
+            },
+            published: false,
+        });
+        // What `coll_launch` would do, without its general loop: publish now, and complete
+        // now if every member is there already.
+        s.run.phase = Phase::Running;
+        if self.posted_progress(&mut s) {
+            s.run.phase = Phase::Done;
+        }
+        let done = s.run.phase == Phase::Done;
+        let id = self.nbc.insert(Schedule(s));
+        if !done {
+            // The slot is the id's low half (`Table::insert`).
+            self.nbc.running.push(id as u32);
+        }
+        Ok(Some(id))
     }
 
     /// Takes the posted round `s` waits for as far as it goes: true once there is none (done,
@@ -113,9 +258,9 @@ impl Engine {
             return true;
         };
         if !published {
-            let payload = match (w.kind, w.buf) {
-                (PostedKind::Bcast { is_root: false, .. }, _) | (_, None) => &[][..],
-                (_, Some(b)) => s.read(b),
+            let payload = match w.publish {
+                None => &[][..],
+                Some(b) => s.read(b),
             };
             if !seg.publish(w.round, payload) {
                 return false;
@@ -130,10 +275,8 @@ impl Engine {
             return false;
         }
         let n = seg.members();
-        let r = match (w.kind, w.buf) {
-            (PostedKind::Barrier, _) | (PostedKind::Bcast { is_root: true, .. }, _) | (_, None) => {
-                Ok(())
-            }
+        let r = match (w.kind, w.result) {
+            (PostedKind::Barrier, _) | (_, None) => Ok(()),
             (PostedKind::Bcast { root, .. }, Some(b)) => {
                 let from = seg.payload(w.round, root as usize, b.len);
                 out(s, b).copy_from_slice(from);
