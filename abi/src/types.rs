@@ -832,6 +832,28 @@ pub fn resized(old: &TypeInfo, lb: isize, extent: isize) -> TypeInfo {
 mod tests {
     use super::*;
 
+    /// The short paths (one-sided, collectives) and the general path must see one element
+    /// size and reduction type for every predefined type they both take.
+    #[test]
+    fn contiguous_scalar_agrees_with_the_reduction_view() {
+        let mut taken = 0;
+        for &(h, name, _) in PREDEFINED {
+            let Some((size, d)) = contiguous_scalar(h) else {
+                continue;
+            };
+            taken += 1;
+            let t = predefined(h).expect("predefined");
+            assert_eq!(size, t.size, "{name}");
+            let general = match t.reduce_view() {
+                Some(ReduceView::Raw(g)) => Some(g),
+                Some(ReduceView::Packed(_)) => panic!("{name}: contiguous but packed"),
+                None => None,
+            };
+            assert_eq!(d, general, "{name}");
+        }
+        assert!(taken > 30, "only {taken} predefined types take the short paths");
+    }
+
     fn int() -> &'static TypeInfo {
         predefined(INT).unwrap()
     }

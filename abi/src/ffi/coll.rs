@@ -7,6 +7,7 @@
 use std::os::raw::{c_int, c_void};
 
 use super::coll_args::{self as args, Lay};
+use super::coll_short as short;
 use super::icoll::{self as nonblocking, Out};
 use super::region;
 use crate::api;
@@ -135,6 +136,10 @@ mpi_fn_c! {
         api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: `buffer` holds `count` elements (contract); blocking call.
+            if let Some(r) = unsafe { short::bcast(core, buffer, count.into(), datatype, root, comm) } {
+                return r;
+            }
+            // SAFETY: `buffer` holds `count` elements (contract); blocking call.
             let mut r = unsafe { region(buffer, count, datatype) }?;
             coll::bcast(core, comm, &mut r, root)
         })
@@ -149,6 +154,10 @@ mpi_fn_c! {
         }
         api::call(NAME, comm, |l| {
             let core = l.core()?;
+            // SAFETY: the buffers hold `count` elements where MPI uses them (contract).
+            if let Some(r) = unsafe { short::reduce(core, sendbuf, recvbuf, count.into(), datatype, op, root, comm) } {
+                return r;
+            }
             // SAFETY: the buffers hold `count` elements where MPI uses them (contract).
             let (send, mut recv, red) = unsafe { args::reduce(core, comm, sendbuf, recvbuf, count.into(), datatype, op, root) }?;
             if is_inter(core, comm)? {
@@ -168,6 +177,10 @@ mpi_fn_c! {
         }
         api::call(NAME, comm, |l| {
             let core = l.core()?;
+            // SAFETY: both buffers hold `count` elements (contract); blocking call.
+            if let Some(r) = unsafe { short::allreduce(core, sendbuf, recvbuf, count.into(), datatype, op, comm) } {
+                return r;
+            }
             // SAFETY: both buffers hold `count` elements (contract); blocking call.
             let (send, recv, red) = unsafe { args::reduction(core, sendbuf, recvbuf, count.into(), datatype, op, true, true) }?;
             let mut recv = recv.expect("asked for");

@@ -67,6 +67,7 @@ macro_rules! mpi_fn_c {
 
 pub mod coll;
 mod coll_args;
+mod coll_short;
 pub mod comm;
 pub mod comm_create;
 pub mod dpm;

@@ -1,0 +1,157 @@
+//! The short path of the blocking `MPI_Bcast`, `MPI_Reduce` and `MPI_Allreduce` on
+//! intra-communicators: `count` elements of a predefined contiguous type (and a predefined
+//! operation that applies to it) go to the engine as the program's bytes, with no `Region`,
+//! no reduction view and no copy. The engine calls are the very ones the general path
+//! (`crate::coll`) makes for such buffers, so members may take either path.
+//!
+//! Every function returns `None` when the call does not qualify (an inter-communicator, a
+//! derived or pair type, a user operation, no data, a null or aliased buffer, an in-place
+//! reduction, a root outside the communicator: anything the general path must check or
+//! report), having done nothing; the caller then takes the general path. Once the engine is
+//! called its result is the call's.
+
+use std::os::raw::{c_int, c_void};
+
+use kestrel_pml::op::{Dtype, Reduction};
+
+use super::coll::in_place;
+use crate::coll::{self, coll_err};
+use crate::error::MpiResult;
+use crate::state::Core;
+use crate::types;
+
+/// Bytes of `count` elements of `datatype` when it is a predefined contiguous type, with its
+/// reduction element type; `None` for anything else and for no data.
+fn contiguous(count: i64, datatype: c_int) -> Option<(usize, Option<Dtype>)> {
+    let (size, d) = types::contiguous_scalar(datatype)?;
+    let n = usize::try_from(count).ok().filter(|&n| n > 0)?;
+    Some((size.checked_mul(n)?, d))
+}
+
+/// The context, rank and size of the intra-communicator `comm`.
+fn intra(core: &Core, comm: c_int) -> Option<(u16, u32, u32)> {
+    let c = core.comm(comm).ok()?;
+    (!c.is_inter()).then(|| (c.ctx, c.rank as u32, c.size() as u32))
+}
+
+/// The predefined operation `op` on elements of `d`, when it applies.
+fn predefined(op: c_int, d: Option<Dtype>) -> Option<(Reduction, Dtype)> {
+    let d = d?;
+    let p = coll::predefined_op(op).filter(|p| p.applies_to(d))?;
+    Some((Reduction::Predefined(p), d))
+}
+
+/// `MPI_Bcast`.
+///
+/// # Safety
+/// `buffer` holds `count` elements of `datatype` (the contract of `MPI_Bcast`).
+pub(super) unsafe fn bcast(
+    core: &mut Core,
+    buffer: *mut c_void,
+    count: i64,
+    datatype: c_int,
+    root: c_int,
+    comm: c_int,
+) -> Option<MpiResult<()>> {
+    let (len, _) = contiguous(count, datatype)?;
+    let (ctx, _, n) = intra(core, comm)?;
+    let root = u32::try_from(root).ok().filter(|&r| r < n)?;
+    if buffer.is_null() || in_place(buffer) {
+        return None;
+    }
+    // SAFETY: `len` bytes at `buffer` (caller), used only during this call.
+    let buf = unsafe { std::slice::from_raw_parts_mut(buffer.cast::<u8>(), len) };
+    Some(core.engine.coll_bcast(ctx, root, buf).map_err(coll_err))
+}
+
+/// `MPI_Reduce` (not in place).
+///
+/// # Safety
+/// `sendbuf`, and `recvbuf` at the root, hold `count` elements of `datatype` (the contract
+/// of `MPI_Reduce`).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn reduce(
+    core: &mut Core,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: i64,
+    datatype: c_int,
+    op: c_int,
+    root: c_int,
+    comm: c_int,
+) -> Option<MpiResult<()>> {
+    let (len, d) = contiguous(count, datatype)?;
+    let (red, d) = predefined(op, d)?;
+    let (ctx, me, n) = intra(core, comm)?;
+    let root = u32::try_from(root).ok().filter(|&r| r < n)?;
+    if sendbuf.is_null() || in_place(sendbuf) {
+        return None;
+    }
+    let at_root = me == root;
+    if at_root && (recvbuf.is_null() || in_place(recvbuf) || sendbuf == recvbuf.cast_const()) {
+        return None;
+    }
+    // SAFETY: `len` bytes at `sendbuf` (caller), read during this call only.
+    let input = unsafe { std::slice::from_raw_parts(sendbuf.cast::<u8>(), len) };
+    // SAFETY: at the root, `len` bytes at `recvbuf` (caller), not overlapping `sendbuf`
+    // (MPI forbids aliasing them; the same start address is declined above), written during
+    // this call only.
+    let out = at_root.then(|| unsafe { std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), len) });
+    Some(
+        core.engine
+            .coll_reduce(ctx, root, input, out, d, &red)
+            .map_err(coll_err),
+    )
+}
+
+/// `MPI_Allreduce`; in place for at most [`IN_PLACE_MAX`] bytes.
+///
+/// # Safety
+/// `recvbuf`, and `sendbuf` unless it is `MPI_IN_PLACE`, hold `count` elements of
+/// `datatype` (the contract of `MPI_Allreduce`).
+pub(super) unsafe fn allreduce(
+    core: &mut Core,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: i64,
+    datatype: c_int,
+    op: c_int,
+    comm: c_int,
+) -> Option<MpiResult<()>> {
+    let (len, d) = contiguous(count, datatype)?;
+    let (red, d) = predefined(op, d)?;
+    let (ctx, _, _) = intra(core, comm)?;
+    if recvbuf.is_null()
+        || in_place(recvbuf)
+        || sendbuf.is_null()
+        || sendbuf == recvbuf.cast_const()
+    {
+        return None;
+    }
+    // SAFETY: `len` bytes at `recvbuf` (caller), written during this call only.
+    let out = unsafe { std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), len) };
+    if in_place(sendbuf) {
+        if len > IN_PLACE_MAX {
+            return None;
+        }
+        // The contribution is the receive buffer's contents: a copy on the stack.
+        let mut mine = [0u8; IN_PLACE_MAX];
+        mine[..len].copy_from_slice(out);
+        return Some(
+            core.engine
+                .coll_allreduce(ctx, &mine[..len], out, d, &red)
+                .map_err(coll_err),
+        );
+    }
+    // SAFETY: `len` bytes at `sendbuf` (caller), not overlapping `recvbuf` (MPI forbids
+    // aliasing them; the same start address is declined above), read during this call only.
+    let input = unsafe { std::slice::from_raw_parts(sendbuf.cast::<u8>(), len) };
+    Some(
+        core.engine
+            .coll_allreduce(ctx, input, out, d, &red)
+            .map_err(coll_err),
+    )
+}
+
+/// The largest in-place allreduce the short path copies on the stack.
+const IN_PLACE_MAX: usize = 256;
