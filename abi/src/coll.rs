@@ -690,11 +690,14 @@ pub fn allgatherv(
 }
 
 /// `MPI_Alltoall(v)`: `send` `None` for `MPI_IN_PLACE` (the data comes from `recv`).
+/// `equal`: `MPI_Alltoall`, whose blocks have one byte size on every rank, so every rank may
+/// take the engine's equal-block algorithm (the node segment's one round for small blocks).
 pub fn alltoallv(
     core: &mut Core,
     comm: c_int,
     send: Option<&VBuf>,
     recv: &mut VBuf,
+    equal: bool,
 ) -> MpiResult<()> {
     let (ctx, _, n) = ctx_of(core, comm)?;
     check_blocks(recv, n, "alltoall")?;
@@ -719,6 +722,9 @@ pub fn alltoallv(
         }
     };
     let mut laid = lay_out(recv, false)?;
+    if equal {
+        return alltoall_equal(core, ctx, &sdata, &scounts, &sdispls, recv, laid);
+    }
     match laid.packed.as_mut() {
         None => core
             .engine
@@ -744,6 +750,59 @@ pub fn alltoallv(
                 &laid.displs,
             )
             .map_err(coll_err)?,
+    }
+    store_blocks(recv, &laid, None)
+}
+
+/// `MPI_Alltoall` through the engine's equal-block algorithm: the blocks gathered into one
+/// run of `n` blocks where they are not laid out so already, and scattered back after.
+fn alltoall_equal(
+    core: &mut Core,
+    ctx: u16,
+    sdata: &[u8],
+    scounts: &[usize],
+    sdispls: &[usize],
+    recv: &mut VBuf,
+    mut laid: Laid,
+) -> MpiResult<()> {
+    let b = scounts.first().copied().unwrap_or(0);
+    if scounts.iter().chain(&laid.counts).any(|&c| c != b) {
+        return Err(MpiError::new(
+            error::ERR_TRUNCATE,
+            "MPI_Alltoall: the send and receive blocks differ in size; every block must carry \
+             the same type signature",
+        ));
+    }
+    let runs = |displs: &[usize]| displs.iter().enumerate().all(|(r, &d)| d == r * b);
+    let send: Cow<[u8]> = if runs(sdispls) && sdata.len() >= b * scounts.len() {
+        Cow::Borrowed(&sdata[..b * scounts.len()])
+    } else {
+        Cow::Owned(
+            sdispls
+                .iter()
+                .flat_map(|&d| &sdata[d..d + b])
+                .copied()
+                .collect(),
+        )
+    };
+    let total = b * laid.counts.len();
+    let in_place_runs = runs(&laid.displs);
+    let target = match laid.packed.as_mut() {
+        Some(p) => &mut p[..],
+        None => hull_mut(recv),
+    };
+    if in_place_runs && target.len() >= total {
+        core.engine
+            .coll_alltoall(ctx, &send, &mut target[..total])
+            .map_err(coll_err)?;
+    } else {
+        let mut out = vec![0u8; total];
+        core.engine
+            .coll_alltoall(ctx, &send, &mut out)
+            .map_err(coll_err)?;
+        for (r, &d) in laid.displs.iter().enumerate() {
+            target[d..d + b].copy_from_slice(&out[r * b..(r + 1) * b]);
+        }
     }
     store_blocks(recv, &laid, None)
 }

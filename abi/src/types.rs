@@ -851,7 +851,10 @@ mod tests {
             };
             assert_eq!(d, general, "{name}");
         }
-        assert!(taken > 30, "only {taken} predefined types take the short paths");
+        assert!(
+            taken > 30,
+            "only {taken} predefined types take the short paths"
+        );
     }
 
     fn int() -> &'static TypeInfo {

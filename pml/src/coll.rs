@@ -58,7 +58,7 @@ impl Engine {
         Ok((me, g.len() as u32))
     }
 
-    fn algorithm(&self, which: &'static kestrel_transport::Param<String>) -> String {
+    pub(crate) fn algorithm(&self, which: &'static kestrel_transport::Param<String>) -> String {
         which.get(self.params())
     }
 
@@ -648,6 +648,9 @@ impl Engine {
                 "alltoall: {} bytes do not split into {n} equal blocks",
                 send.len()
             )));
+        }
+        if self.shm_alltoall(ctx, send, recv, b)? {
+            return Ok(());
         }
         let counts = vec![b; n as usize];
         let displs: Vec<usize> = (0..n as usize).map(|r| r * b).collect();

@@ -174,6 +174,38 @@ impl Engine {
         })
     }
 
+    /// Alltoall of `block`-byte blocks in one round of the node segment, when all of this
+    /// rank's blocks fit an inline line (the same answer on every member: MPI makes the
+    /// block size the same everywhere) and `coll_alltoall` is `auto`. False: not taken,
+    /// nothing done.
+    pub(crate) fn shm_alltoall(
+        &mut self,
+        ctx: u16,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> Result<bool, PmlError> {
+        let auto = match self.alltoall_auto {
+            Some(auto) => auto,
+            None => {
+                let auto = self.algorithm(&params::ALLTOALL) == "auto";
+                self.alltoall_auto = Some(auto);
+                auto
+            }
+        };
+        if block == 0 || !auto {
+            return Ok(false);
+        }
+        let done = self.with_segment(ctx, "alltoall", |seg| {
+            if !seg.flat(send.len()) {
+                return false;
+            }
+            seg.flat_alltoall(send, recv, block);
+            true
+        })?;
+        Ok(done.unwrap_or(false))
+    }
+
     /// Allgatherv through single copy on node-local communicators, for large blocks.
     pub(crate) fn shm_allgatherv(
         &mut self,

@@ -117,7 +117,7 @@ pub static ALLTOALL: Param<String> = Param::new(ParamSpec {
     component: "coll",
     kind: ParamKind::Choice(&["auto", "pairwise", "linear"]),
     default: "auto",
-    description: "Alltoall algorithm: pairwise exchange (auto) or all at once (linear).",
+    description: "Alltoall algorithm; auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else pairwise exchange; pairwise or linear (all at once) force message algorithms.",
 });
 
 /// `KESTREL_COLL_SHM`.

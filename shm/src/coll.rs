@@ -363,6 +363,20 @@ impl CollSegment {
         });
     }
 
+    /// Single-round alltoall of `n` blocks of `block` bytes, at most [`INLINE_MAX`] in all
+    /// (small groups): every rank publishes its whole send buffer and copies block `me` of
+    /// every other rank's into `recv`.
+    pub fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
+        let me = self.me;
+        let mine = me * block..(me + 1) * block;
+        recv[mine.clone()].copy_from_slice(&send[mine.clone()]);
+        self.flat_round(send, send.len(), &mut |r, bytes| {
+            if r != me {
+                recv[r * block..(r + 1) * block].copy_from_slice(&bytes[mine.clone()]);
+            }
+        });
+    }
+
     /// Single-round reduction of at most [`INLINE_MAX`] bytes (small groups): every rank
     /// combines all contributions itself, in rank order; `root` = `None` means all keep it.
     pub fn flat_reduce(

@@ -196,6 +196,9 @@ impl NodeSegment for CollSegment {
     ) {
         CollSegment::flat_allgatherv(self, send, recv, counts, displs)
     }
+    fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
+        CollSegment::flat_alltoall(self, send, recv, block)
+    }
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>) {
         CollSegment::flat_reduce(self, root, send, recv, apply)
     }

@@ -297,6 +297,33 @@ static void alltoall(void)
     OK(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s, 2, MPI_INT, MPI_COMM_WORLD));
     for (int p = 0; p < size; p++)
         CHECK(s[2 * p] == p * 100 + rank, "in-place alltoall from %d", p);
+    /* One alltoall, two layouts: even ranks send pairs as a derived type and receive them
+     * three ints apart (a resized type), odd ranks use plain ints (Kestrel's short path). */
+    MPI_Datatype pair, spaced;
+    OK(MPI_Type_contiguous(2, MPI_INT, &pair));
+    OK(MPI_Type_create_resized(pair, 0, 3 * sizeof(int), &spaced));
+    OK(MPI_Type_commit(&pair));
+    OK(MPI_Type_commit(&spaced));
+    int *w = malloc(sizeof(int) * size * 3);
+    for (int p = 0; p < size; p++) {
+        s[2 * p] = rank * 1000 + p;
+        s[2 * p + 1] = rank - p;
+        w[3 * p] = w[3 * p + 1] = w[3 * p + 2] = -7;
+    }
+    if (rank % 2 == 0) {
+        OK(MPI_Alltoall(s, 1, pair, w, 1, spaced, MPI_COMM_WORLD));
+        for (int p = 0; p < size; p++)
+            CHECK(w[3 * p] == p * 1000 + rank && w[3 * p + 1] == p - rank && w[3 * p + 2] == -7,
+                  "mixed-layout alltoall from %d", p);
+    } else {
+        OK(MPI_Alltoall(s, 2, MPI_INT, r, 2, MPI_INT, MPI_COMM_WORLD));
+        for (int p = 0; p < size; p++)
+            CHECK(r[2 * p] == p * 1000 + rank && r[2 * p + 1] == p - rank,
+                  "mixed-layout alltoall from %d", p);
+    }
+    free(w);
+    OK(MPI_Type_free(&pair));
+    OK(MPI_Type_free(&spaced));
 
     /* alltoallv: rank r sends p + 1 ints to rank p. */
     int *sc = malloc(sizeof(int) * size), *sd = malloc(sizeof(int) * size);

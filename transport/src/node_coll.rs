@@ -123,6 +123,10 @@ pub trait NodeSegment: Send {
     fn flat_bcast(&mut self, root: usize, buf: &mut [u8]);
     /// An allgatherv of small blocks in one round.
     fn flat_allgatherv(&mut self, send: &[u8], recv: &mut [u8], counts: &[usize], displs: &[usize]);
+    /// An alltoall of small blocks in one round: `send` holds one `block`-byte block per
+    /// member, `recv` gets block `me` of every member's `send` (the whole `send` must pass
+    /// [`NodeSegment::flat`]).
+    fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize);
     /// A reduction of a small block in one round (to `root`, or to all with `None`).
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>);
     /// The handle on the segment's posted rounds (call once per segment): the nonblocking

@@ -505,6 +505,24 @@ fn alltoall<T: Copy + Into<i64>>(
     }
     api::call(name, comm, |l| {
         let core = l.core()?;
+        if let (Lay::Equal(sc), Lay::Equal(rc)) = (slay, rlay) {
+            // SAFETY: the buffers hold what the counts describe (entry points' contract).
+            let r = unsafe {
+                short::alltoall(
+                    core,
+                    sendbuf,
+                    sc.into(),
+                    sendtype,
+                    recvbuf,
+                    rc.into(),
+                    recvtype,
+                    comm,
+                )
+            };
+            if let Some(r) = r {
+                return r;
+            }
+        }
         // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
         let (send, mut recv) = unsafe {
             args::alltoall(core, comm, sendbuf, slay, sendtype, recvbuf, rlay, recvtype)
@@ -513,7 +531,8 @@ fn alltoall<T: Copy + Into<i64>>(
             let rec = icoll::alltoallv(core, comm, send.as_ref(), &recv, Start::Now);
             return blocking(l, rec);
         }
-        coll::alltoallv(core, comm, send.as_ref(), &mut recv)
+        let equal = matches!((slay, rlay), (Lay::Equal(_), Lay::Equal(_)));
+        coll::alltoallv(core, comm, send.as_ref(), &mut recv, equal)
     })
 }
 

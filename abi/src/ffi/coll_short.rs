@@ -1,5 +1,5 @@
-//! The short path of the blocking `MPI_Bcast`, `MPI_Reduce` and `MPI_Allreduce` on
-//! intra-communicators: `count` elements of a predefined contiguous type (and a predefined
+//! The short path of the blocking `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce` and
+//! `MPI_Alltoall` on intra-communicators: `count` elements of a predefined contiguous type (and a predefined
 //! operation that applies to it) go to the engine as the program's bytes, with no `Region`,
 //! no reduction view and no copy. The engine calls are the very ones the general path
 //! (`crate::coll`) makes for such buffers, so members may take either path.
@@ -151,6 +151,46 @@ pub(super) unsafe fn allreduce(
             .coll_allreduce(ctx, input, out, d, &red)
             .map_err(coll_err),
     )
+}
+
+/// `MPI_Alltoall` (not in place).
+///
+/// # Safety
+/// `sendbuf` holds `size` blocks of `sendcount` elements of `sendtype`, `recvbuf` as many of
+/// `recvcount` elements of `recvtype` (the contract of `MPI_Alltoall`).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn alltoall(
+    core: &mut Core,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: c_int,
+    comm: c_int,
+) -> Option<MpiResult<()>> {
+    let (block, _) = contiguous(sendcount, sendtype)?;
+    if contiguous(recvcount, recvtype)?.0 != block {
+        return None;
+    }
+    let (ctx, _, n) = intra(core, comm)?;
+    let len = block.checked_mul(n as usize)?;
+    if sendbuf.is_null()
+        || in_place(sendbuf)
+        || recvbuf.is_null()
+        || sendbuf == recvbuf.cast_const()
+    {
+        return None;
+    }
+    // SAFETY: `len` bytes at each buffer (caller), which MPI forbids to overlap (the same
+    // start address is declined above); read and written during this call only.
+    let (send, recv) = unsafe {
+        (
+            std::slice::from_raw_parts(sendbuf.cast::<u8>(), len),
+            std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), len),
+        )
+    };
+    Some(core.engine.coll_alltoall(ctx, send, recv).map_err(coll_err))
 }
 
 /// The largest in-place allreduce the short path copies on the stack.

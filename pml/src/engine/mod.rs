@@ -347,6 +347,9 @@ pub struct Engine {
     /// The posted rounds of the same segments (nonblocking collectives), by context id: kept
     /// apart so that they go on while a blocking collective holds the segment.
     pub(crate) coll_posted: Vec<Option<Box<dyn kestrel_transport::node_coll::PostedRounds>>>,
+    /// Whether `coll_alltoall` is `auto` (read once: the alltoall of small blocks checks it
+    /// on every call).
+    pub(crate) alltoall_auto: Option<bool>,
     /// Nonblocking and persistent collective schedules.
     pub(crate) nbc: crate::engine::nbc::Table,
     /// One-sided windows (`rma`).

@@ -142,6 +142,7 @@ impl Engine {
             job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
             coll_posted: Vec::new(),
+            alltoall_auto: None,
             nbc: Default::default(),
             rma: Default::default(),
             dpm: crate::procs::DpmState::new(&job_id, size),
