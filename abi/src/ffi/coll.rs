@@ -508,16 +508,7 @@ fn alltoall<T: Copy + Into<i64>>(
         if let (Lay::Equal(sc), Lay::Equal(rc)) = (slay, rlay) {
             // SAFETY: the buffers hold what the counts describe (entry points' contract).
             let r = unsafe {
-                short::alltoall(
-                    core,
-                    sendbuf,
-                    sc.into(),
-                    sendtype,
-                    recvbuf,
-                    rc.into(),
-                    recvtype,
-                    comm,
-                )
+                short::alltoall(core, sendbuf, sc, sendtype, recvbuf, rc, recvtype, comm)
             };
             if let Some(r) = r {
                 return r;
