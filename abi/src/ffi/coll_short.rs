@@ -22,7 +22,7 @@ use crate::types;
 
 /// Bytes of `count` elements of `datatype` when it is a predefined contiguous type, with its
 /// reduction element type; `None` for anything else and for no data.
-fn contiguous(count: i64, datatype: c_int) -> Option<(usize, Option<Dtype>)> {
+pub(super) fn contiguous(count: i64, datatype: c_int) -> Option<(usize, Option<Dtype>)> {
     let (size, d) = types::contiguous_scalar(datatype)?;
     let n = usize::try_from(count).ok().filter(|&n| n > 0)?;
     Some((size.checked_mul(n)?, d))
@@ -35,7 +35,7 @@ fn intra(core: &Core, comm: c_int) -> Option<(u16, u32, u32)> {
 }
 
 /// The predefined operation `op` on elements of `d`, when it applies.
-fn predefined(op: c_int, d: Option<Dtype>) -> Option<(Reduction, Dtype)> {
+pub(super) fn predefined(op: c_int, d: Option<Dtype>) -> Option<(Reduction, Dtype)> {
     let d = d?;
     let p = coll::predefined_op(op).filter(|p| p.applies_to(d))?;
     Some((Reduction::Predefined(p), d))

@@ -15,14 +15,13 @@ use std::os::raw::{c_int, c_void};
 
 use kestrel_pml::buf::UserBuf;
 use kestrel_pml::nbc::PostedColl;
-use kestrel_pml::op::Reduction;
 
 use super::coll::in_place;
-use crate::coll::{self, coll_err};
+use super::coll_short::{contiguous, predefined};
+use crate::coll::coll_err;
 use crate::error::MpiResult;
 use crate::requests::{ReqRec, ReqState};
 use crate::state::Core;
-use crate::types;
 
 /// Starts `coll` on the intra-communicator `comm` if it is one posted round.
 fn start(core: &mut Core, comm: c_int, coll: PostedColl) -> MpiResult<Option<ReqRec>> {
@@ -39,14 +38,6 @@ fn start(core: &mut Core, comm: c_int, coll: PostedColl) -> MpiResult<Option<Req
     let mut rec = ReqRec::new(comm, ctx, false);
     rec.state = ReqState::Active(id);
     Ok(Some(rec))
-}
-
-/// The bytes of `count` elements of `datatype` when it is a predefined contiguous type, with
-/// its reduction element type; `None` for anything else, and for no data.
-fn contiguous(count: i64, datatype: c_int) -> Option<(usize, Option<kestrel_pml::op::Dtype>)> {
-    let (size, d) = types::contiguous_scalar(datatype)?;
-    let n = usize::try_from(count).ok().filter(|&n| n > 0)?;
-    Some((size.checked_mul(n)?, d))
 }
 
 /// `MPI_Ibarrier`.
@@ -93,10 +84,10 @@ pub(super) unsafe fn allreduce(
     op: c_int,
     comm: c_int,
 ) -> MpiResult<Option<ReqRec>> {
-    let Some((len, Some(dtype))) = contiguous(count, datatype) else {
+    let Some((len, d)) = contiguous(count, datatype) else {
         return Ok(None);
     };
-    let Some(p) = coll::predefined_op(op).filter(|p| p.applies_to(dtype)) else {
+    let Some((op, dtype)) = predefined(op, d) else {
         return Ok(None);
     };
     if recvbuf.is_null() || in_place(recvbuf) || sendbuf.is_null() || sendbuf == recvbuf {
@@ -110,7 +101,6 @@ pub(super) unsafe fn allreduce(
             UserBuf::for_recv(recvbuf.cast(), len),
         )
     };
-    let op = Reduction::Predefined(p);
     start(
         core,
         comm,
