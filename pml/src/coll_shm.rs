@@ -165,13 +165,7 @@ impl Engine {
     }
 
     pub(crate) fn shm_barrier(&mut self, ctx: u16) -> Result<Option<()>, PmlError> {
-        self.with_segment(ctx, "barrier", |s| {
-            if s.flat(0) {
-                s.flat_barrier()
-            } else {
-                s.barrier()
-            }
-        })
+        self.with_segment(ctx, "barrier", |s| s.barrier())
     }
 
     /// Alltoall of `block`-byte blocks in one round of the node segment, when all of this

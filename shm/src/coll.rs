@@ -555,8 +555,18 @@ impl CollSegment {
         result
     }
 
-    /// Fan-in then fan-out over the k-ary tree rooted at rank 0.
+    /// A barrier: one flat round in groups of up to [`FLAT_MAX_RANKS`] (one cache-line
+    /// transfer on the critical path), the tree otherwise.
     pub fn barrier(&mut self) {
+        if self.geo.n <= FLAT_MAX_RANKS {
+            self.flat_barrier();
+        } else {
+            self.tree_barrier();
+        }
+    }
+
+    /// Fan-in then fan-out over the k-ary tree rooted at rank 0.
+    fn tree_barrier(&mut self) {
         self.gen += 1;
         let g = self.gen;
         let (n, d, me) = (self.geo.n, self.geo.degree, self.me);
@@ -584,7 +594,7 @@ impl CollSegment {
             if self.me == root {
                 self.map.write_bytes(self.slot(set, root), &buf[at..end]);
             }
-            self.step_barrier();
+            self.barrier();
             if self.me != root {
                 self.map.read_bytes(self.slot(set, root), &mut buf[at..end]);
             }
@@ -627,7 +637,7 @@ impl CollSegment {
             let set = (self.fragments % self.geo.sets as u64) as usize;
             self.fragments += 1;
             self.map.write_bytes(self.slot(set, me), &send[at..end]);
-            self.step_barrier();
+            self.barrier();
             // My slice of this fragment, in whole elements. Remote operands are first copied
             // out (a wide sequential copy pulls another core's lines far faster than the
             // element loop would); my own operand comes straight from the send buffer.
@@ -654,7 +664,7 @@ impl CollSegment {
                     recv[at + s0..at + s1].copy_from_slice(&acc[..w]);
                 }
             }
-            self.step_barrier();
+            self.barrier();
             if want {
                 // The other ranks' slices; mine is already in place.
                 self.map
@@ -668,16 +678,6 @@ impl CollSegment {
             }
         }
         self.scratch = buffers;
-    }
-
-    /// The barrier between the fragments of a pipelined operation: one flat round for small
-    /// groups (one cache-line transfer on the critical path), the tree otherwise.
-    fn step_barrier(&mut self) {
-        if self.geo.n <= FLAT_MAX_RANKS {
-            self.flat_barrier();
-        } else {
-            self.barrier();
-        }
     }
 }
 

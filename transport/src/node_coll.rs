@@ -156,7 +156,7 @@ pub trait NodeSegment: Send {
         counts: &[usize],
         displs: &[usize],
     ) -> Result<(), String>;
-    /// A barrier over the segment's tree.
+    /// A barrier (one flat round in small groups, the segment's tree in larger ones).
     fn barrier(&mut self);
     /// A pipelined broadcast through the segment's fragments.
     fn bcast(&mut self, root: usize, buf: &mut [u8]);

@@ -29,16 +29,22 @@ pub(super) fn contiguous(count: i64, datatype: c_int) -> Option<(usize, Option<D
 }
 
 /// The context, rank and size of the intra-communicator `comm`.
-fn intra(core: &Core, comm: c_int) -> Option<(u16, u32, u32)> {
+pub(super) fn intra(core: &Core, comm: c_int) -> Option<(u16, u32, u32)> {
     let c = core.comm(comm).ok()?;
     (!c.is_inter()).then(|| (c.ctx, c.rank as u32, c.size() as u32))
 }
 
-/// The predefined operation `op` on elements of `d`, when it applies.
-pub(super) fn predefined(op: c_int, d: Option<Dtype>) -> Option<(Reduction, Dtype)> {
+/// The bytes of `count` elements of `datatype` and the reduction `op` on them, when the type
+/// is predefined and contiguous and the operation predefined and defined for it.
+pub(super) fn reduction(
+    count: i64,
+    datatype: c_int,
+    op: c_int,
+) -> Option<(usize, Reduction, Dtype)> {
+    let (len, d) = contiguous(count, datatype)?;
     let d = d?;
     let p = coll::predefined_op(op).filter(|p| p.applies_to(d))?;
-    Some((Reduction::Predefined(p), d))
+    Some((len, Reduction::Predefined(p), d))
 }
 
 /// `MPI_Bcast`.
@@ -80,8 +86,7 @@ pub(super) unsafe fn reduce(
     root: c_int,
     comm: c_int,
 ) -> Option<MpiResult<()>> {
-    let (len, d) = contiguous(count, datatype)?;
-    let (red, d) = predefined(op, d)?;
+    let (len, red, d) = reduction(count, datatype, op)?;
     let (ctx, me, n) = intra(core, comm)?;
     let root = u32::try_from(root).ok().filter(|&r| r < n)?;
     if sendbuf.is_null() || in_place(sendbuf) {
@@ -118,8 +123,7 @@ pub(super) unsafe fn allreduce(
     op: c_int,
     comm: c_int,
 ) -> Option<MpiResult<()>> {
-    let (len, d) = contiguous(count, datatype)?;
-    let (red, d) = predefined(op, d)?;
+    let (len, red, d) = reduction(count, datatype, op)?;
     let (ctx, _, _) = intra(core, comm)?;
     if recvbuf.is_null()
         || in_place(recvbuf)

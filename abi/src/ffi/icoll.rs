@@ -58,8 +58,10 @@ fn nb(
 /// `MPI_Ibarrier`, or `MPI_Barrier` run as a schedule.
 pub(super) fn barrier(name: &'static str, comm: c_int, out: Out) -> c_int {
     nb(name, comm, out, |core| {
-        if let (Out::Request(_), Some(rec)) = (out, posted::barrier(core, comm)?) {
-            return Ok(rec);
+        if matches!(out, Out::Request(_)) {
+            if let Some(rec) = posted::barrier(core, comm)? {
+                return Ok(rec);
+            }
         }
         icoll::barrier(core, comm, Start::Now)
     })

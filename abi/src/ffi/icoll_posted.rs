@@ -17,7 +17,7 @@ use kestrel_pml::buf::UserBuf;
 use kestrel_pml::nbc::PostedColl;
 
 use super::coll::in_place;
-use super::coll_short::{contiguous, predefined};
+use super::coll_short::{contiguous, intra, reduction};
 use crate::coll::coll_err;
 use crate::error::MpiResult;
 use crate::requests::{ReqRec, ReqState};
@@ -25,13 +25,9 @@ use crate::state::Core;
 
 /// Starts `coll` on the intra-communicator `comm` if it is one posted round.
 fn start(core: &mut Core, comm: c_int, coll: PostedColl) -> MpiResult<Option<ReqRec>> {
-    let Ok(c) = core.comm(comm) else {
+    let Some((ctx, _, _)) = intra(core, comm) else {
         return Ok(None);
     };
-    if c.is_inter() {
-        return Ok(None);
-    }
-    let ctx = c.ctx;
     let Some(id) = core.engine.nbc_posted_start(ctx, coll).map_err(coll_err)? else {
         return Ok(None);
     };
@@ -84,10 +80,7 @@ pub(super) unsafe fn allreduce(
     op: c_int,
     comm: c_int,
 ) -> MpiResult<Option<ReqRec>> {
-    let Some((len, d)) = contiguous(count, datatype) else {
-        return Ok(None);
-    };
-    let Some((op, dtype)) = predefined(op, d) else {
+    let Some((len, op, dtype)) = reduction(count, datatype, op) else {
         return Ok(None);
     };
     if recvbuf.is_null() || in_place(recvbuf) || sendbuf.is_null() || sendbuf == recvbuf {

@@ -11,7 +11,7 @@
 //! published yet (a member still reads the round that used the line before) is tried again
 //! at each progress; it never waits. This module owns the round's step; it must never block.
 
-use super::{Buf, Builder, Phase, Sched, Schedule, Span, Step};
+use super::{Builder, Phase, Sched, Schedule, Span, Step};
 use crate::buf::UserBuf;
 use crate::engine::{Engine, PmlError, ReqId};
 use crate::op::{Dtype, Reduction};
@@ -110,19 +110,18 @@ impl Engine {
     /// The posted round a schedule for a block of `len` bytes on `ctx` takes, drawn now; `None`
     /// when it takes messages (see the module documentation).
     pub(super) fn posted_round(&mut self, ctx: u16, len: usize) -> Option<u64> {
-        if !self.nbc.posted_rounds {
+        if !self.nbc.posted_rounds || !self.posted_allowed(ctx, len) {
             return None;
         }
-        self.draw_posted(ctx, len)
+        Some(self.draw_posted(ctx))
     }
 
-    /// [`Engine::posted_round`] for a collective that starts now.
-    fn draw_posted(&mut self, ctx: u16, len: usize) -> Option<u64> {
-        if !self.posted_allowed(ctx, len) {
-            return None;
-        }
-        let p = self.coll_posted[usize::from(ctx)].as_mut()?;
-        Some(p.draw())
+    /// Draws the next posted round of `ctx`, whose handle [`Engine::posted_allowed`] found.
+    fn draw_posted(&mut self, ctx: u16) -> u64 {
+        self.coll_posted[usize::from(ctx)]
+            .as_mut()
+            .expect("posted_allowed found the handle")
+            .draw()
     }
 
     /// Whether a collective of a `len`-byte block on `ctx` that starts now takes a posted
@@ -174,30 +173,20 @@ impl Engine {
         if matches!(coll, PostedColl::Bcast { root, .. } if root >= n) {
             return Ok(None);
         }
-        // The general path's builder draws one number of the sequence.
+        // The general path's builder draws one number of the sequence (its tags, which a
+        // posted round does not use).
         self.next_coll_seq(ctx, false)?;
-        let Some(round) = self.draw_posted(ctx, len) else {
-            unreachable!("posted_allowed said yes a moment ago");
-        };
-        let mut s = self.nbc.pool.pop().unwrap_or_default();
-        s.reset();
-        let add = |s: &mut Sched, b: Buf| {
-            s.bufs.push(b);
-            Span {
-                buf: (s.bufs.len() - 1) as u16,
-                off: 0,
-                len,
-            }
-        };
+        let round = self.draw_posted(ctx);
+        let mut b = Builder::new(self.nbc.pool.pop().unwrap_or_default(), std::iter::empty());
         let (kind, publish, result) = match coll {
             PostedColl::Barrier => (PostedKind::Barrier, None, None),
             PostedColl::Bcast { root, buf } => {
                 let is_root = me == root;
                 let kind = PostedKind::Bcast { root, is_root };
                 if is_root {
-                    (kind, Some(add(&mut s, Buf::Read(buf))), None)
+                    (kind, Some(b.input(buf)), None)
                 } else {
-                    (kind, None, Some(add(&mut s, Buf::Write(buf))))
+                    (kind, None, Some(b.output(buf)))
                 }
             }
             PostedColl::Allreduce {
@@ -206,12 +195,13 @@ impl Engine {
                 dtype,
                 op,
             } => {
-                s.reduction = Some((op, dtype));
-                let r = add(&mut s, Buf::Write(recv));
-                let p = send.map_or(r, |b| add(&mut s, Buf::Read(b)));
+                b.set_reduction(op, dtype);
+                let r = b.output(recv);
+                let p = send.map_or(r, |s| b.input(s));
                 (PostedKind::Allreduce, Some(p), Some(r))
             }
         };
+        let mut s = b.s;
         s.run.posted = Some(PostedWait {
             round: PostedRound {
                 ctx,
