@@ -41,10 +41,10 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use kestrel_transport::node_coll::Stall;
 
-use crate::cma;
 use crate::mem::{Mapping, SharedMem};
 
 mod posted;
+mod single_copy;
 
 pub use posted::PostedRounds;
 
@@ -61,8 +61,6 @@ pub const INLINE_MAX: usize = INLINE_LINE - 8;
 pub const FLAT_MAX_RANKS: usize = 16;
 /// Smallest reduction that goes through the members' buffers with single copy.
 pub const SINGLE_COPY_MIN: usize = 64 << 10;
-/// Bytes reduced per step of a single-copy reduction.
-const SINGLE_COPY_CHUNK: usize = 64 << 10;
 
 /// Polls of a wait before the poll hook is first called.
 pub const POLL_AFTER: u32 = 256;
@@ -407,152 +405,9 @@ impl CollSegment {
         self.scratch = all;
     }
 
-    /// Enables the single-copy reductions (after every member probed every other).
-    pub fn enable_single_copy(&mut self, ok: bool) {
-        self.cma = ok;
-    }
-
     /// Members of the communicator.
     pub fn members(&self) -> usize {
         self.geo.n
-    }
-
-    /// Whether a reduction of `len` bytes takes the single-copy path.
-    pub fn single_copy(&self, len: usize) -> bool {
-        self.cma && self.geo.n <= FLAT_MAX_RANKS && len >= SINGLE_COPY_MIN
-    }
-
-    /// Reduction through the members' own buffers: one round publishes every member's send
-    /// and receive addresses; rank i then reads slice i of every other member's send buffer
-    /// (process_vm_readv), reduces it in rank order with its own, and writes the result into
-    /// every receive buffer that wants it (process_vm_writev); a closing round keeps every
-    /// buffer alive until all copies are done. No data passes through the segment.
-    pub fn single_copy_reduce(
-        &mut self,
-        root: Option<usize>,
-        send: &[u8],
-        recv: &mut [u8],
-        elem: usize,
-        apply: &mut dyn FnMut(&[u8], &mut [u8]),
-    ) -> Result<(), String> {
-        let n = self.geo.n;
-        let me = self.me;
-        let want = root.is_none() || root == Some(me);
-        let mut mine = [0u8; 24];
-        mine[..8].copy_from_slice(&(send.as_ptr() as u64).to_le_bytes());
-        mine[8..16]
-            .copy_from_slice(&(if want { recv.as_mut_ptr() as u64 } else { 0 }).to_le_bytes());
-        mine[16..24].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
-        let mut peers = vec![(0u64, 0u64, 0u32); n];
-        self.flat_round(&mine, 24, &mut |r, b| {
-            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-            peers[r] = (word(0), word(8), word(16) as u32);
-        });
-        let elems = send.len() / elem;
-        let (s0, s1) = (elems * me / n * elem, elems * (me + 1) / n * elem);
-        let mut result = Ok(());
-        // Chunks keep the operands in cache between the copy and the reduction.
-        let chunk = (SINGLE_COPY_CHUNK / elem).max(1) * elem;
-        let mut buffers = std::mem::take(&mut self.scratch);
-        buffers.resize(2 * chunk, 0);
-        let (acc, tmp) = buffers.split_at_mut(chunk);
-        let mut at = s0;
-        while at < s1 && result.is_ok() {
-            let w = chunk.min(s1 - at);
-            let operand = |r: usize, tmp: &mut [u8]| -> Result<(), String> {
-                cma::read(peers[r].2, peers[r].0 + at as u64, &mut tmp[..w])
-                    .map_err(|e| format!("shm coll: reading rank {r}'s buffer: {e}"))
-            };
-            if n - 1 == me {
-                acc[..w].copy_from_slice(&send[at..at + w]);
-            } else if let Err(e) = operand(n - 1, acc) {
-                result = Err(e);
-                break;
-            }
-            for r in (0..n - 1).rev() {
-                if r == me {
-                    apply(&send[at..at + w], &mut acc[..w]);
-                } else if let Err(e) = operand(r, tmp) {
-                    result = Err(e);
-                    break;
-                } else {
-                    apply(&tmp[..w], &mut acc[..w]);
-                }
-            }
-            for (r, &(_, recv_addr, pid)) in peers.iter().enumerate() {
-                if r == me {
-                    if want {
-                        recv[at..at + w].copy_from_slice(&acc[..w]);
-                    }
-                } else if recv_addr != 0 {
-                    if let Err(e) = cma::write(pid, recv_addr + at as u64, &acc[..w]) {
-                        result = Err(format!("shm coll: writing rank {r}'s buffer: {e}"));
-                    }
-                }
-            }
-            at += w;
-        }
-        self.scratch = buffers;
-        // Nobody may return (and free or reuse its buffers) before every copy is done.
-        self.flat_barrier();
-        result
-    }
-
-    /// Broadcast through the members' own buffers: one round publishes every buffer's
-    /// address; the others read the message from the root's buffer with single copy (in a
-    /// pair, the root writes the upper half into its partner's buffer meanwhile, so both cores
-    /// copy); a closing round keeps every buffer alive until all copies are done.
-    pub fn single_copy_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), String> {
-        let n = self.geo.n;
-        let members = self.exchange_addresses(buf.as_ptr() as u64);
-        let len = buf.len();
-        let split = if n == 2 { (len / 2) & !4095 } else { len };
-        let result = if self.me == root {
-            if n == 2 {
-                let (addr, pid) = members[1 - root];
-                cma::write(pid, addr + split as u64, &buf[split..])
-                    .map_err(|e| format!("shm coll: writing the partner's buffer: {e}"))
-            } else {
-                Ok(())
-            }
-        } else {
-            let (addr, pid) = members[root];
-            cma::read(pid, addr, &mut buf[..split])
-                .map_err(|e| format!("shm coll: reading the root's buffer: {e}"))
-        };
-        self.flat_barrier();
-        result
-    }
-
-    /// Allgather through the members' own buffers: one round publishes every send buffer's
-    /// address; each member reads block r from member r's send buffer straight into
-    /// `recv[displs[r]..]` with single copy; a closing round keeps every buffer alive.
-    pub fn single_copy_allgather(
-        &mut self,
-        send: &[u8],
-        recv: &mut [u8],
-        counts: &[usize],
-        displs: &[usize],
-    ) -> Result<(), String> {
-        let n = self.geo.n;
-        let members = self.exchange_addresses(send.as_ptr() as u64);
-        let mut result = Ok(());
-        for r in 0..n {
-            let (at, len) = (displs[r], counts[r]);
-            let Some(dst) = recv.get_mut(at..at + len) else {
-                result = Err(format!(
-                    "shm coll: block of rank {r} lies outside the receive buffer"
-                ));
-                continue;
-            };
-            if r == self.me {
-                dst.copy_from_slice(&send[..len.min(send.len())]);
-            } else if let Err(e) = cma::read(members[r].1, members[r].0, dst) {
-                result = Err(format!("shm coll: reading rank {r}'s buffer: {e}"));
-            }
-        }
-        self.flat_barrier();
-        result
     }
 
     /// A barrier: one flat round in groups of up to [`FLAT_MAX_RANKS`] (one cache-line

@@ -166,6 +166,22 @@ impl kestrel_transport::node_coll::PostedRounds for PostedRounds {
     fn finish(&mut self, g: u64) {
         PostedRounds::finish(self, g)
     }
+    fn shares(&self, len: usize) -> bool {
+        PostedRounds::shares(self, len)
+    }
+    fn publish_buffers(&mut self, g: u64, send: u64, recv: u64, elem: usize) -> bool {
+        PostedRounds::publish_buffers(self, g, send, recv, elem)
+    }
+    fn reduce_shared(
+        &mut self,
+        g: u64,
+        len: usize,
+        send: Option<&[u8]>,
+        recv: &mut [u8],
+        apply: kestrel_transport::node_coll::Apply<'_>,
+    ) -> Result<bool, String> {
+        PostedRounds::reduce_shared(self, g, len, send, recv, apply)
+    }
 }
 
 impl NodeSegment for CollSegment {

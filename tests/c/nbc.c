@@ -956,6 +956,79 @@ static void mixed_paths(void)
         }
 }
 
+/* A sum of ints under any contiguous type of ints (the caller's: even ranks pass groups of
+ * four, odd ones single ints, so members cut the data into different elements). */
+static void isum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    int size = 0;
+    MPI_Type_size(*dt, &size);
+    int *x = in, *y = inout;
+    for (long i = 0; i < (long)*len * (size / (int)sizeof(int)); i++)
+        y[i] += x[i];
+}
+
+/* Large allreduces (Kestrel: shared posted rounds, where whoever is in the library reduces
+ * chunks for every member through their own buffers): in place and not, a user operation
+ * on ints passed as a derived contiguous type on even ranks and as MPI_INT on odd ones,
+ * several outstanding with a blocking allreduce between them, completed in reverse order;
+ * then the same buffers again (the rounds reuse their lines). */
+static void large_allreduces(void)
+{
+    enum { N = 300000, D = 20000 };
+    int *in = malloc(sizeof(int) * N), *out = malloc(sizeof(int) * N);
+    int *inplace = malloc(sizeof(int) * N);
+    double *dmax = malloc(sizeof(double) * D);
+    int *blk = malloc(sizeof(int) * N);
+    CHECK(in && out && inplace && dmax && blk, "large allreduces: out of memory");
+    MPI_Op isum_op;
+    OK(MPI_Op_create(isum, 1, &isum_op));
+    for (int pass = 0; pass < 2; pass++) {
+        MPI_Request r[3];
+        for (long j = 0; j < N; j++) {
+            in[j] = wrank * 7 + (int)(j % 1000) + pass;
+            out[j] = -1;
+            inplace[j] = wrank + (int)(j % 13);
+            blk[j] = wrank;
+        }
+        for (long j = 0; j < D; j++)
+            dmax[j] = (double)((wrank * 31 + j) % 97);
+        if (wrank % 2 == 0)
+            OK(MPI_Iallreduce(in, out, N / 4, mat_t, isum_op, MPI_COMM_WORLD, &r[0]));
+        else
+            OK(MPI_Iallreduce(in, out, N, MPI_INT, isum_op, MPI_COMM_WORLD, &r[0]));
+        OK(MPI_Iallreduce(MPI_IN_PLACE, inplace, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r[1]));
+        OK(MPI_Allreduce(MPI_IN_PLACE, blk, N, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        OK(MPI_Iallreduce(MPI_IN_PLACE, dmax, D, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r[2]));
+        for (int q = 2; q >= 0; q--)
+            OK(MPI_Wait(&r[q], MPI_STATUS_IGNORE));
+        long bad = 0;
+        for (long j = 0; j < N; j++) {
+            int want = 7 * wsize * (wsize - 1) / 2 + wsize * ((int)(j % 1000) + pass);
+            int want_ip = wsize * (wsize - 1) / 2 + wsize * (int)(j % 13);
+            if (out[j] != want || inplace[j] != want_ip || blk[j] != wsize - 1) {
+                if (bad++ < 3)
+                    CHECK(0, "large allreduce pass %d [%ld]: %d/%d (want %d/%d), max %d", pass,
+                          j, out[j], inplace[j], want, want_ip, blk[j]);
+            }
+        }
+        for (long j = 0; j < D; j++) {
+            double want = 0;
+            for (int q = 0; q < wsize; q++)
+                want = want > (double)((q * 31 + j) % 97) ? want : (double)((q * 31 + j) % 97);
+            if (dmax[j] != want && bad++ < 3)
+                CHECK(0, "large allreduce pass %d: max[%ld] = %g, want %g", pass, j, dmax[j],
+                      want);
+        }
+        CHECK(bad == 0, "large allreduces: %ld wrong elements", bad);
+    }
+    free(in);
+    free(out);
+    free(inplace);
+    free(dmax);
+    free(blk);
+    OK(MPI_Op_free(&isum_op));
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv);
@@ -984,6 +1057,7 @@ int main(int argc, char **argv)
     suite(split, "split", 0);
     two_comms(split);
     mixed_paths();
+    large_allreduces();
     barrier_order();
     OK(MPI_Comm_free(&split));
     OK(MPI_Op_free(&matmul_op));

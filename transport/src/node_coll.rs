@@ -48,6 +48,36 @@ pub trait PostedRounds: Send {
     fn payload(&self, g: u64, r: usize, len: usize) -> &[u8];
     /// This member is done with round `g`; rounds may finish in any order.
     fn finish(&mut self, g: u64);
+    /// Whether an allreduce of `len` bytes can run as a shared round: the members publish
+    /// their buffers' addresses instead of a payload and whoever is in the library reduces
+    /// for all ([`PostedRounds::publish_buffers`], [`PostedRounds::reduce_shared`]). The same
+    /// answer on every member. None by default.
+    fn shares(&self, _len: usize) -> bool {
+        false
+    }
+    /// Publishes this member's contribution and result buffer addresses for shared round `g`
+    /// (the same address when in place) and the bytes of its elements; false as
+    /// [`PostedRounds::publish`]. The buffers must stay valid until
+    /// [`PostedRounds::reduce_shared`] answers true.
+    fn publish_buffers(&mut self, g: u64, _send: u64, _recv: u64, _elem: usize) -> bool {
+        panic!("PostedRounds::publish_buffers (round {g}): this engine has no shared rounds (shares() is false)")
+    }
+    /// Works on shared round `g` (every member arrived) until no chunk is left to claim:
+    /// an allreduce of `len` bytes, `send` this member's contribution
+    /// (`None`: in place, in `recv`). True once the whole round is done, by anyone; false
+    /// while others still work (call again). Errors come only once the round is done.
+    fn reduce_shared(
+        &mut self,
+        g: u64,
+        _len: usize,
+        _send: Option<&[u8]>,
+        _recv: &mut [u8],
+        _apply: Apply<'_>,
+    ) -> Result<bool, String> {
+        Err(format!(
+            "PostedRounds::reduce_shared (round {g}): this engine has no shared rounds"
+        ))
+    }
 }
 
 /// A shared-memory collective engine, found through [`crate::component::Component`].

@@ -22,15 +22,23 @@
 //! module owns only the posted lines and finished words; it never touches the blocking
 //! operations' words.
 
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 
-use super::{CollGeometry, CollSegment, FLAT_MAX_RANKS, INLINE_LINE, INLINE_MAX};
+use super::single_copy::{chunk_size, reduce_chunk, Member, Own};
+use super::{CollGeometry, CollSegment, FLAT_MAX_RANKS, INLINE_LINE, INLINE_MAX, SINGLE_COPY_MIN};
 use crate::mem::{Mapping, SharedMem};
 
 /// Posted lines per member: rounds that may be published before the oldest is finished
 /// everywhere.
 pub(super) const LINES: usize = 8;
+
+/// Byte offsets, in member 0's line of a shared round, of its counters (the payload, the
+/// [`Member::BYTES`] bytes of [`Member`], ends before them): the next chunk to claim, the chunks done, and
+/// 1 + the rank of the first member whose copy failed (0: none).
+const CLAIMED: usize = 64;
+const DONE: usize = 72;
+const FAILED: usize = 80;
 
 /// One member's handle on the posted rounds of a collective segment.
 pub struct PostedRounds {
@@ -45,6 +53,10 @@ pub struct PostedRounds {
     finished_above: Vec<u64>,
     /// The least finished word seen on the other members (a lower bound of them all).
     others_finished: u64,
+    /// Every member can reach every other's memory (single copy on for the segment).
+    single_copy: bool,
+    /// The two chunk buffers of shared reductions, kept between rounds.
+    scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for PostedRounds {
@@ -59,7 +71,8 @@ impl std::fmt::Debug for PostedRounds {
 
 impl CollSegment {
     /// The handle on this segment's posted rounds (one per member and segment: it keeps the
-    /// member's count of rounds).
+    /// member's count of rounds). Take it after [`CollSegment::enable_single_copy`]: it keeps
+    /// the answer for its shared reductions.
     pub fn posted_rounds(&self) -> PostedRounds {
         PostedRounds {
             map: Arc::clone(&self.map),
@@ -69,6 +82,8 @@ impl CollSegment {
             finished: 0,
             finished_above: Vec::new(),
             others_finished: 0,
+            single_copy: self.cma,
+            scratch: Vec::new(),
         }
     }
 }
@@ -110,26 +125,36 @@ impl PostedRounds {
             "posted round of {} bytes",
             payload.len()
         );
-        debug_assert!(g >= 1 && g <= self.drawn, "round {g} was never drawn");
-        if let Some(reuse) = g.checked_sub(LINES as u64).filter(|&r| r > 0) {
-            if self.finished < reuse {
-                return false;
-            }
-            if self.others_finished < reuse {
-                let least = (0..self.geo.n)
-                    .filter(|&r| r != self.me)
-                    .map(|r| self.map.load(self.finished_word(r), Acquire))
-                    .min()
-                    .unwrap_or(u64::MAX);
-                self.others_finished = least;
-                if least < reuse {
-                    return false;
-                }
-            }
+        if !self.line_free(g) {
+            return false;
         }
         let line = self.line(self.me, g);
         self.map.write_bytes(line + 8, payload);
         self.map.store(line, g, Release);
+        true
+    }
+
+    /// Whether this member may rewrite its line for round `g`: every member finished the
+    /// round that used it before.
+    fn line_free(&mut self, g: u64) -> bool {
+        debug_assert!(g >= 1 && g <= self.drawn, "round {g} was never drawn");
+        let Some(reuse) = g.checked_sub(LINES as u64).filter(|&r| r > 0) else {
+            return true;
+        };
+        if self.finished < reuse {
+            return false;
+        }
+        if self.others_finished < reuse {
+            let least = (0..self.geo.n)
+                .filter(|&r| r != self.me)
+                .map(|r| self.map.load(self.finished_word(r), Acquire))
+                .min()
+                .unwrap_or(u64::MAX);
+            self.others_finished = least;
+            if least < reuse {
+                return false;
+            }
+        }
         true
     }
 
@@ -144,6 +169,104 @@ impl PostedRounds {
     pub fn payload(&self, g: u64, r: usize, len: usize) -> &[u8] {
         assert!(len <= INLINE_MAX, "posted round of {len} bytes");
         self.map.bytes(self.line(r, g) + 8, len)
+    }
+
+    /// Whether an allreduce of `len` bytes can run as a shared round
+    /// ([`PostedRounds::publish_buffers`], [`PostedRounds::reduce_shared`]): single copy is on
+    /// and the block is as large as the blocking single-copy reduction takes.
+    pub fn shares(&self, len: usize) -> bool {
+        self.single_copy && self.geo.n <= FLAT_MAX_RANKS && len >= SINGLE_COPY_MIN
+    }
+
+    /// Publishes, for shared round `g`, the addresses of this member's contribution and
+    /// result buffer (the same address when in place) and its element size instead of a
+    /// payload; false as [`PostedRounds::publish`]. Both buffers must stay valid until
+    /// [`PostedRounds::reduce_shared`] has answered true: other members read and write them.
+    pub fn publish_buffers(&mut self, g: u64, send: u64, recv: u64, elem: usize) -> bool {
+        if !self.line_free(g) {
+            return false;
+        }
+        let line = self.line(self.me, g);
+        let me = Member {
+            send,
+            recv,
+            pid: std::process::id(),
+            elem: elem as u64,
+        };
+        self.map.write_bytes(line + 8, &me.encode());
+        // Only member 0's counters are used; every member resets its own alike. The store of
+        // `g` below publishes them with the buffers.
+        for word in [CLAIMED, DONE, FAILED] {
+            self.map.store(line + word, 0, Relaxed);
+        }
+        self.map.store(line, g, Release);
+        true
+    }
+
+    /// Works on shared round `g` (an allreduce of `len` bytes, every member arrived): claims chunks from member 0's counter, one at a time, and reduces
+    /// each for all members ([`reduce_chunk`]), until none is left. Whoever is in the library
+    /// does the work, so a member busy computing holds nobody back. `send` is this member's
+    /// contribution (`None`: in place, in `recv`). True once every chunk is done, by anyone;
+    /// false while other members still work on theirs (call again). An error (a copy that
+    /// failed, here or on another member) comes once every chunk is done, so that no member
+    /// returns while another still copies into its buffers.
+    pub fn reduce_shared(
+        &mut self,
+        g: u64,
+        len: usize,
+        send: Option<&[u8]>,
+        recv: &mut [u8],
+        apply: &mut dyn FnMut(&[u8], &mut [u8]),
+    ) -> Result<bool, String> {
+        let members: Vec<Member> = (0..self.geo.n)
+            .map(|r| Member::decode(self.payload(g, r, Member::BYTES)))
+            .collect();
+        let chunk = chunk_size(&members, len);
+        let chunks = len.div_ceil(chunk) as u64;
+        let counters = self.line(0, g);
+        let mut own = Own {
+            send,
+            recv: Some(recv),
+        };
+        if self.map.load(counters + CLAIMED, Relaxed) < chunks {
+            let mut buffers = std::mem::take(&mut self.scratch);
+            buffers.resize(2 * chunk, 0);
+            let (acc, tmp) = buffers.split_at_mut(chunk);
+            loop {
+                let c = self.map.fetch_add(counters + CLAIMED, 1, AcqRel);
+                if c >= chunks {
+                    break;
+                }
+                let at = c as usize * chunk;
+                let w = chunk.min(len - at);
+                let step = (at, w);
+                if let Err(e) = reduce_chunk(&members, self.me, &mut own, step, (acc, tmp), apply) {
+                    tracing::warn!(target: "coll", "posted round {g}: {e}");
+                    let _ = self.map.compare_exchange(
+                        counters + FAILED,
+                        0,
+                        self.me as u64 + 1,
+                        AcqRel,
+                        Relaxed,
+                    );
+                }
+                // Release: the chunk's copies happen before a member sees it done.
+                self.map.fetch_add(counters + DONE, 1, AcqRel);
+            }
+            self.scratch = buffers;
+        }
+        if self.map.load(counters + DONE, Acquire) < chunks {
+            return Ok(false);
+        }
+        match self.map.load(counters + FAILED, Acquire) {
+            0 => Ok(true),
+            r => Err(format!(
+                "shm coll: a single-copy allreduce failed on rank {} of the communicator \
+                 (its log has the reason); set KESTREL_SHM_SINGLE_COPY=none to use copies \
+                 through the segment",
+                r - 1
+            )),
+        }
     }
 
     /// This member is done with round `g` (read, or given up): the members may reuse the line.
@@ -210,5 +333,54 @@ mod tests {
         assert!(b.arrived(ninth));
         assert_eq!(b.payload(ninth, 0, 8), ninth.to_le_bytes());
         assert_eq!(a.payload(ninth, 1, 8), [ninth as u8; 8]);
+    }
+    /// A shared round in one process (single copy to its own pid): member 0 reduces every
+    /// chunk while member 1 does nothing, then member 1 finds the round done; sums in rank
+    /// order with member 1 in place, a size that ends in a partial chunk, and elements of
+    /// different sizes on the two members (8-byte on one, 12-byte on the other).
+    #[test]
+    fn shared_round_is_done_by_whoever_is_there() {
+        let (_path, mut segs) = group(2, 192);
+        for s in &mut segs {
+            s.enable_single_copy(true);
+        }
+        let (mut a, mut b) = (segs[0].posted_rounds(), segs[1].posted_rounds());
+        let len = 3 * (64 << 10) + 24 * 100;
+        assert!(a.shares(len) && !a.shares(1000));
+        let send_a: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut recv_a = vec![0u8; len];
+        let mut inplace_b: Vec<u8> = (0..len).map(|i| (i % 7) as u8).collect();
+        let want: Vec<u8> = (0..len).map(|i| ((i % 251) + (i % 7)) as u8).collect();
+        let g = a.draw();
+        assert_eq!(b.draw(), g);
+        assert!(a.publish_buffers(g, send_a.as_ptr() as u64, recv_a.as_mut_ptr() as u64, 8));
+        let b_addr = inplace_b.as_mut_ptr() as u64;
+        assert!(b.publish_buffers(g, b_addr, b_addr, 12));
+        assert!(a.arrived(g));
+        let mut add = |x: &[u8], acc: &mut [u8]| {
+            // Chunks end on both members' element boundaries (multiples of 24 bytes).
+            assert!(
+                x.len().is_multiple_of(24) && x.len() <= 64 << 10,
+                "chunk of {}",
+                x.len()
+            );
+            for (a, x) in acc.iter_mut().zip(x) {
+                *a = a.wrapping_add(*x);
+            }
+        };
+        assert_eq!(
+            a.reduce_shared(g, len, Some(&send_a), &mut recv_a, &mut add),
+            Ok(true)
+        );
+        assert_eq!(recv_a, want);
+        assert_eq!(inplace_b, want);
+        let mut untouched = |_: &[u8], _: &mut [u8]| panic!("no chunk was left for member 1");
+        let mut mine = inplace_b.clone();
+        assert_eq!(
+            b.reduce_shared(g, len, None, &mut mine, &mut untouched),
+            Ok(true)
+        );
+        a.finish(g);
+        b.finish(g);
     }
 }

@@ -542,8 +542,8 @@ impl Engine {
     pub fn nbc_barrier(&mut self, ctx: u16) -> Result<Schedule, PmlError> {
         let (me, n) = self.comm_info(ctx)?;
         let mut b = self.coll_builder(ctx)?;
-        match self.posted_round(ctx, 0) {
-            Some(round) => b.posted(ctx, round, PostedKind::Barrier, None),
+        match self.posted_round(ctx, 0, false) {
+            Some((round, _)) => b.posted(ctx, round, PostedKind::Barrier, None),
             None => barrier(&mut b, Comm { ctx, me, n }),
         }
         Ok(b.finish())
@@ -559,8 +559,8 @@ impl Engine {
         } else {
             b.output(buf)
         };
-        match self.posted_round(ctx, span.len) {
-            Some(round) => {
+        match self.posted_round(ctx, span.len, false) {
+            Some((round, _)) => {
                 let is_root = me == root;
                 b.posted(ctx, round, PostedKind::Bcast { root, is_root }, Some(span));
             }
@@ -651,8 +651,8 @@ impl Engine {
             b.copy(s, acc);
         }
         if n > 1 {
-            if let Some(round) = self.posted_round(ctx, acc.len) {
-                b.posted(ctx, round, PostedKind::Allreduce, Some(acc));
+            if let Some((round, shared)) = self.posted_round(ctx, acc.len, true) {
+                b.posted(ctx, round, PostedKind::Allreduce { shared }, Some(acc));
                 return Ok(b.finish());
             }
         }

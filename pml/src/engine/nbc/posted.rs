@@ -30,8 +30,13 @@ pub enum PostedKind {
         is_root: bool,
     },
     /// Every member publishes its contribution and reduces all of them, in rank order, into
-    /// the buffer.
-    Allreduce,
+    /// the buffer; or, `shared` (blocks too large for a line, single copy on), every member
+    /// publishes its buffers' addresses and whoever is in the library reduces chunks for
+    /// all (`PostedRounds::reduce_shared`).
+    Allreduce {
+        /// Through the members' buffers rather than the lines.
+        shared: bool,
+    },
 }
 
 /// A schedule's step: posted round `round` of `ctx`'s segment.
@@ -94,7 +99,7 @@ impl Builder {
             PostedKind::Barrier => (None, None),
             PostedKind::Bcast { is_root: true, .. } => (buf, None),
             PostedKind::Bcast { is_root: false, .. } => (None, buf),
-            PostedKind::Allreduce => (buf, buf),
+            PostedKind::Allreduce { .. } => (buf, buf),
         };
         self.s.steps.push(Step::Posted(PostedRound {
             ctx,
@@ -107,13 +112,20 @@ impl Builder {
 }
 
 impl Engine {
-    /// The posted round a schedule for a block of `len` bytes on `ctx` takes, drawn now; `None`
+    /// The posted round a schedule for a block of `len` bytes on `ctx` takes, drawn now, and
+    /// whether it is shared (only for a `reduction`, see [`PostedKind::Allreduce`]); `None`
     /// when it takes messages (see the module documentation).
-    pub(super) fn posted_round(&mut self, ctx: u16, len: usize) -> Option<u64> {
-        if !self.nbc.posted_rounds || !self.posted_allowed(ctx, len) {
+    pub(super) fn posted_round(
+        &mut self,
+        ctx: u16,
+        len: usize,
+        reduction: bool,
+    ) -> Option<(u64, bool)> {
+        if !self.nbc.posted_rounds {
             return None;
         }
-        Some(self.draw_posted(ctx))
+        let shared = self.posted_allowed(ctx, len, reduction)?;
+        Some((self.draw_posted(ctx), shared))
     }
 
     /// Draws the next posted round of `ctx`, whose handle [`Engine::posted_allowed`] found.
@@ -125,10 +137,11 @@ impl Engine {
     }
 
     /// Whether a collective of a `len`-byte block on `ctx` that starts now takes a posted
-    /// round (the same answer on every member).
-    fn posted_allowed(&mut self, ctx: u16, len: usize) -> bool {
+    /// round, and if so whether a shared one (a `reduction` too large for a line); the same
+    /// answer on every member.
+    fn posted_allowed(&mut self, ctx: u16, len: usize, reduction: bool) -> Option<bool> {
         if self.nbc.blocking_sequence {
-            return false;
+            return None;
         }
         let on = match self.nbc.posted_param {
             Some(on) => on,
@@ -138,10 +151,18 @@ impl Engine {
                 on
             }
         };
-        on && matches!(
-            self.coll_posted.get(usize::from(ctx)),
-            Some(Some(p)) if p.members() >= 2 && p.fits(len)
-        )
+        match self.coll_posted.get(usize::from(ctx)) {
+            Some(Some(p)) if on && p.members() >= 2 => {
+                if p.fits(len) {
+                    Some(false)
+                } else if reduction && p.shares(len) {
+                    Some(true)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
     }
 
     /// Starts `coll` on `ctx` as one posted round if the general path would take one
@@ -156,19 +177,19 @@ impl Engine {
         ctx: u16,
         coll: PostedColl,
     ) -> Result<Option<ReqId>, PmlError> {
-        let len = match &coll {
-            PostedColl::Barrier => 0,
-            PostedColl::Bcast { buf, .. } => buf.len(),
+        let (len, reduction) = match &coll {
+            PostedColl::Barrier => (0, false),
+            PostedColl::Bcast { buf, .. } => (buf.len(), false),
             PostedColl::Allreduce { send, recv, .. } => {
                 if send.is_some_and(|s| s.len() != recv.len()) {
                     return Ok(None);
                 }
-                recv.len()
+                (recv.len(), true)
             }
         };
-        if !self.posted_allowed(ctx, len) {
+        let Some(shared) = self.posted_allowed(ctx, len, reduction) else {
             return Ok(None);
-        }
+        };
         let (me, n) = self.comm_info(ctx)?;
         if matches!(coll, PostedColl::Bcast { root, .. } if root >= n) {
             return Ok(None);
@@ -198,7 +219,7 @@ impl Engine {
                 b.set_reduction(op, dtype);
                 let r = b.output(recv);
                 let p = send.map_or(r, |s| b.input(s));
-                (PostedKind::Allreduce, Some(p), Some(r))
+                (PostedKind::Allreduce { shared }, Some(p), Some(r))
             }
         };
         let mut s = b.s;
@@ -248,11 +269,22 @@ impl Engine {
             return true;
         };
         if !published {
-            let payload = match w.publish {
-                None => &[][..],
-                Some(b) => s.read(b),
+            let ok = match (w.kind, w.result) {
+                (PostedKind::Allreduce { shared: true }, Some(r)) => {
+                    let recv = s.ptr(r) as u64;
+                    let send = w.publish.map_or(recv, |p| s.ptr(p) as u64);
+                    let elem = s.reduction.as_ref().map_or(1, |(_, d)| d.size());
+                    seg.publish_buffers(w.round, send, recv, elem)
+                }
+                _ => {
+                    let payload = match w.publish {
+                        None => &[][..],
+                        Some(b) => s.read(b),
+                    };
+                    seg.publish(w.round, payload)
+                }
             };
-            if !seg.publish(w.round, payload) {
+            if !ok {
                 return false;
             }
             published = true;
@@ -272,7 +304,28 @@ impl Engine {
                 out(s, b).copy_from_slice(from);
                 Ok(())
             }
-            (PostedKind::Allreduce, Some(b)) => {
+            (PostedKind::Allreduce { shared: true }, Some(b)) => {
+                let recv = out(s, b);
+                let send = w.publish.filter(|&p| p != b).map(|p| s.read(p));
+                let Some((op, dtype)) = &s.reduction else {
+                    unreachable!("an allreduce schedule sets its reduction")
+                };
+                let mut failed = None;
+                let mut apply = |a: &[u8], acc: &mut [u8]| {
+                    if let Err(e) = op.apply(*dtype, a, acc) {
+                        failed.get_or_insert(e);
+                    }
+                };
+                match seg.reduce_shared(w.round, b.len, send, recv, &mut apply) {
+                    // Others still reduce chunks into this member's buffers.
+                    Ok(false) => return false,
+                    Ok(true) => failed.map_or(Ok(()), |e| {
+                        Err(PmlError::Invalid(format!("collective: {e}")))
+                    }),
+                    Err(e) => Err(PmlError::Invalid(format!("collective: {e}"))),
+                }
+            }
+            (PostedKind::Allreduce { shared: false }, Some(b)) => {
                 let acc = out(s, b);
                 acc.copy_from_slice(seg.payload(w.round, n - 1, b.len));
                 match &s.reduction {

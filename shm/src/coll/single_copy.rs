@@ -1,0 +1,292 @@
+//! Collectives through the members' own buffers (single copy with `process_vm_readv` /
+//! `process_vm_writev`, [`crate::cma`]): the members publish their buffers' addresses and
+//! their pids, and each copies straight between the program buffers, so no data passes
+//! through the segment. Used from [`SINGLE_COPY_MIN`] bytes, when every member can reach every
+//! other ([`CollSegment::enable_single_copy`], decided by the messaging layer after every
+//! member probed every other).
+//!
+//! This module owns the per-chunk reduction shared by the blocking reduction and the posted
+//! rounds' shared allreduce ([`super::PostedRounds::reduce_shared`]); it never writes a
+//! member's buffer outside the range the caller names, and never returns before its own
+//! copies are done (the closing rounds, or the posted round's done counter, keep the buffers
+//! alive until every member's copies are).
+
+use super::{CollSegment, FLAT_MAX_RANKS, SINGLE_COPY_MIN};
+use crate::cma;
+
+/// Bytes reduced per step of a single-copy reduction: the operands stay in cache between
+/// the copy and the reduction.
+pub(super) const SINGLE_COPY_CHUNK: usize = 64 << 10;
+
+/// A member's buffers as it published them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Member {
+    /// Its contribution.
+    pub(super) send: u64,
+    /// Where its result goes (0: it wants none).
+    pub(super) recv: u64,
+    /// Its process.
+    pub(super) pid: u32,
+    /// Bytes of its elements (members may pass different datatypes of one signature to a
+    /// user operation, so this may differ between members; chunks end on every member's
+    /// element boundaries, see [`common_unit`]).
+    pub(super) elem: u64,
+}
+
+impl Member {
+    /// Bytes a member publishes.
+    pub(super) const BYTES: usize = 32;
+
+    /// The [`Member::BYTES`] bytes a member publishes.
+    pub(super) fn encode(&self) -> [u8; Member::BYTES] {
+        let mut b = [0u8; Member::BYTES];
+        b[..8].copy_from_slice(&self.send.to_le_bytes());
+        b[8..16].copy_from_slice(&self.recv.to_le_bytes());
+        b[16..24].copy_from_slice(&u64::from(self.pid).to_le_bytes());
+        b[24..].copy_from_slice(&self.elem.to_le_bytes());
+        b
+    }
+
+    /// A member from its published bytes (a pid that does not fit is kept out of range, so
+    /// that the copies fail on it instead of reaching another process).
+    pub(super) fn decode(b: &[u8]) -> Member {
+        let word = |i: usize| {
+            b.get(i..i + 8)
+                .and_then(|w| w.try_into().ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        Member {
+            send: word(0),
+            recv: word(8),
+            pid: u32::try_from(word(16)).unwrap_or(u32::MAX),
+            elem: word(24).max(1),
+        }
+    }
+}
+
+/// The least common multiple of the members' element sizes: ranges that start and end on
+/// multiples of it (or at the end of the data) hold whole elements on every member. `None`
+/// when it exceeds `len` (then the data is one range).
+pub(super) fn common_unit(members: &[Member], len: usize) -> Option<usize> {
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    members
+        .iter()
+        .try_fold(1u64, |l, m| {
+            let l = (l / gcd(l, m.elem)).checked_mul(m.elem)?;
+            (l <= len as u64).then_some(l)
+        })
+        .map(|l| l as usize)
+}
+
+/// Bytes per chunk of a single-copy reduction of `len` bytes among `members`.
+pub(super) fn chunk_size(members: &[Member], len: usize) -> usize {
+    match common_unit(members, len) {
+        Some(unit) => (SINGLE_COPY_CHUNK / unit).max(1) * unit,
+        None => len.max(1),
+    }
+}
+
+/// This member's side of a chunk: its contribution (`send`, or `recv` itself when in place)
+/// and its result buffer (none: it wants none), both the whole buffers.
+pub(super) struct Own<'a> {
+    pub(super) send: Option<&'a [u8]>,
+    pub(super) recv: Option<&'a mut [u8]>,
+}
+
+/// Reduces bytes `at..at + w` of every member's contribution, in rank order (member `n - 1`
+/// first, then each lower rank's applied onto it, as the other reductions do), in `acc`, and
+/// writes the result into every member's result buffer. `tmp` holds one operand; both are at
+/// least `w` bytes. The members' buffers are read and written with single copy, this
+/// member's directly.
+pub(super) fn reduce_chunk(
+    members: &[Member],
+    me: usize,
+    own: &mut Own<'_>,
+    (at, w): (usize, usize),
+    (acc, tmp): (&mut [u8], &mut [u8]),
+    apply: &mut dyn FnMut(&[u8], &mut [u8]),
+) -> Result<(), String> {
+    let n = members.len();
+    let (acc, tmp) = (&mut acc[..w], &mut tmp[..w]);
+    let read = |r: usize, dst: &mut [u8]| {
+        cma::read(members[r].pid, members[r].send + at as u64, dst)
+            .map_err(|e| format!("shm coll: reading rank {r}'s buffer: {e}"))
+    };
+    if n - 1 == me {
+        acc.copy_from_slice(own_bytes(own, at, w)?);
+    } else {
+        read(n - 1, acc)?;
+    }
+    for r in (0..n - 1).rev() {
+        if r == me {
+            apply(own_bytes(own, at, w)?, acc);
+        } else {
+            read(r, tmp)?;
+            apply(tmp, acc);
+        }
+    }
+    for (r, m) in members.iter().enumerate() {
+        if r == me {
+            if let Some(recv) = own.recv.as_deref_mut() {
+                recv.get_mut(at..at + w)
+                    .ok_or_else(|| outside(at, w))?
+                    .copy_from_slice(acc);
+            }
+        } else if m.recv != 0 {
+            cma::write(m.pid, m.recv + at as u64, acc)
+                .map_err(|e| format!("shm coll: writing rank {r}'s buffer: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// This member's contribution at `at..at + w`.
+fn own_bytes<'b>(own: &'b Own<'_>, at: usize, w: usize) -> Result<&'b [u8], String> {
+    let whole = match (own.send, own.recv.as_deref()) {
+        (Some(s), _) => s,
+        (None, Some(r)) => r,
+        (None, None) => return Err("shm coll: a reduction without a contribution".into()),
+    };
+    whole.get(at..at + w).ok_or_else(|| outside(at, w))
+}
+
+fn outside(at: usize, w: usize) -> String {
+    format!(
+        "shm coll: bytes {at}..{} lie outside this member's buffer",
+        at + w
+    )
+}
+
+impl CollSegment {
+    /// Enables the single-copy reductions (after every member probed every other).
+    pub fn enable_single_copy(&mut self, ok: bool) {
+        self.cma = ok;
+    }
+
+    /// Whether a reduction of `len` bytes takes the single-copy path.
+    pub fn single_copy(&self, len: usize) -> bool {
+        self.cma && self.geo.n <= FLAT_MAX_RANKS && len >= SINGLE_COPY_MIN
+    }
+
+    /// Reduction through the members' own buffers: one round publishes every member's send
+    /// and receive addresses; rank i then reduces slice i of the data, chunk by chunk
+    /// ([`reduce_chunk`]), and writes the result into every receive buffer that wants it; a
+    /// closing round keeps every buffer alive until all copies are done.
+    pub fn single_copy_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        elem: usize,
+        apply: &mut dyn FnMut(&[u8], &mut [u8]),
+    ) -> Result<(), String> {
+        let n = self.geo.n;
+        let me = self.me;
+        let want = root.is_none() || root == Some(me);
+        let mine = Member {
+            send: send.as_ptr() as u64,
+            recv: if want { recv.as_mut_ptr() as u64 } else { 0 },
+            pid: std::process::id(),
+            elem: elem as u64,
+        };
+        let mut members = vec![Member::default(); n];
+        let bytes = Member::BYTES;
+        self.flat_round(&mine.encode(), bytes, &mut |r, b| {
+            members[r] = Member::decode(b)
+        });
+        let len = send.len();
+        // Rank i's slice, on boundaries that are element boundaries on every member.
+        let unit = common_unit(&members, len).unwrap_or(len.max(1));
+        let units = len / unit;
+        let bound = |i: usize| if i == n { len } else { units * i / n * unit };
+        let (s0, s1) = (bound(me), bound(me + 1));
+        let chunk = chunk_size(&members, len);
+        let mut buffers = std::mem::take(&mut self.scratch);
+        buffers.resize(2 * chunk, 0);
+        let (acc, tmp) = buffers.split_at_mut(chunk);
+        let mut own = Own {
+            send: Some(send),
+            recv: want.then_some(recv),
+        };
+        let mut result = Ok(());
+        let mut at = s0;
+        while at < s1 && result.is_ok() {
+            let w = chunk.min(s1 - at);
+            result = reduce_chunk(
+                &members,
+                me,
+                &mut own,
+                (at, w),
+                (&mut *acc, &mut *tmp),
+                apply,
+            );
+            at += w;
+        }
+        self.scratch = buffers;
+        // Nobody may return (and free or reuse its buffers) before every copy is done.
+        self.flat_barrier();
+        result
+    }
+
+    /// Broadcast through the members' own buffers: one round publishes every buffer's
+    /// address; the others read the message from the root's buffer with single copy (in a
+    /// pair, the root writes the upper half into its partner's buffer meanwhile, so both cores
+    /// copy); a closing round keeps every buffer alive until all copies are done.
+    pub fn single_copy_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), String> {
+        let n = self.geo.n;
+        let members = self.exchange_addresses(buf.as_ptr() as u64);
+        let len = buf.len();
+        let split = if n == 2 { (len / 2) & !4095 } else { len };
+        let result = if self.me == root {
+            if n == 2 {
+                let (addr, pid) = members[1 - root];
+                cma::write(pid, addr + split as u64, &buf[split..])
+                    .map_err(|e| format!("shm coll: writing the partner's buffer: {e}"))
+            } else {
+                Ok(())
+            }
+        } else {
+            let (addr, pid) = members[root];
+            cma::read(pid, addr, &mut buf[..split])
+                .map_err(|e| format!("shm coll: reading the root's buffer: {e}"))
+        };
+        self.flat_barrier();
+        result
+    }
+
+    /// Allgather through the members' own buffers: one round publishes every send buffer's
+    /// address; each member reads block r from member r's send buffer straight into
+    /// `recv[displs[r]..]` with single copy; a closing round keeps every buffer alive.
+    pub fn single_copy_allgather(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<(), String> {
+        let n = self.geo.n;
+        let members = self.exchange_addresses(send.as_ptr() as u64);
+        let mut result = Ok(());
+        for r in 0..n {
+            let (at, len) = (displs[r], counts[r]);
+            let Some(dst) = recv.get_mut(at..at + len) else {
+                result = Err(format!(
+                    "shm coll: block of rank {r} lies outside the receive buffer"
+                ));
+                continue;
+            };
+            if r == self.me {
+                dst.copy_from_slice(&send[..len.min(send.len())]);
+            } else if let Err(e) = cma::read(members[r].1, members[r].0, dst) {
+                result = Err(format!("shm coll: reading rank {r}'s buffer: {e}"));
+            }
+        }
+        self.flat_barrier();
+        result
+    }
+}
