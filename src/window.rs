@@ -641,8 +641,12 @@ impl<'b, T: Reducible> Epoch<'b, T> {
         let bytes = crate::datatype::slice_bytes(data);
         let mut out = out;
         if let Some((v, d)) = self.direct(disp) {
-            let old = out.as_deref_mut().map(crate::datatype::slice_bytes_mut);
-            if v.accumulate(t as i32, d, n, op, T::DTYPE, bytes, old) {
+            let done = match out.as_deref_mut().map(crate::datatype::slice_bytes_mut) {
+                // One fetched element: `fetch_and_op`'s kernels (it falls back to the rest).
+                Some(old) if count == 1 => v.fetch_and_op(t as i32, d, op, T::DTYPE, bytes, old),
+                old => v.accumulate(t as i32, d, n, op, T::DTYPE, bytes, old),
+            };
+            if done {
                 return;
             }
         }

@@ -338,7 +338,7 @@ mpi_fn_c! {
 mpi_fn! {
     /// `MPI_Fetch_and_op`: one element.
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: c_int, target_rank: c_int, target_disp: isize, op: c_int, win: c_int) -> c_int {
-        if api::direct(|c| win_direct::accumulate(c, origin_addr, result_addr, true, 1, datatype, target_rank, target_disp, op, win)) {
+        if api::direct(|c| win_direct::fetch_and_op(c, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)) {
             return error::SUCCESS;
         }
         api::call("MPI_Fetch_and_op", win, |l| {

@@ -174,6 +174,33 @@ pub(super) fn accumulate(
     acc().unwrap_or(false)
 }
 
+/// `MPI_Fetch_and_op`: one element of `dt`, under the target's accumulate lock (the sums
+/// of the common types through a kernel of their own, [`DirectView::fetch_and_op`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn fetch_and_op(
+    core: &Core,
+    origin: *const c_void,
+    result: *mut c_void,
+    dt: c_int,
+    target: c_int,
+    disp: isize,
+    op: c_int,
+    win: c_int,
+) -> bool {
+    let fop = || {
+        let view = core.win(win).ok()?.direct.as_ref()?;
+        let (size, d) = types::contiguous_scalar(dt)?;
+        let (acc, d) = acc_op(op, d, size)?;
+        let data = if acc == AccOp::NoOp {
+            &[][..]
+        } else {
+            bytes(origin, size)?
+        };
+        Some(view.fetch_and_op(target, disp, acc, d, data, bytes_mut(result, size)?))
+    };
+    fop().unwrap_or(false)
+}
+
 /// `MPI_Compare_and_swap`: one element of `dt`, under the target's accumulate lock.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn compare_and_swap(
