@@ -398,6 +398,46 @@ fetch_add_kernel!(fetch_add_u64, u64, u64::wrapping_add);
 fetch_add_kernel!(fetch_add_f32, f32, |a: f32, b: f32| b + a);
 fetch_add_kernel!(fetch_add_f64, f64, |a: f64, b: f64| b + a);
 
+/// A compare-and-swap of one element at a window address: its old value into `old`, replaced
+/// by `swap` if it equals `compare` (bitwise, as MPI compares).
+type CasKernel = fn(usize, &[u8], &[u8], &mut [u8]);
+
+macro_rules! cas_kernel {
+    ($name:ident, $t:ty) => {
+        /// Compare-and-swap of one unaligned element (see [`CasKernel`]), under the same
+        /// conditions as the fetch-and-add kernels.
+        fn $name(at: usize, compare: &[u8], swap: &[u8], old: &mut [u8]) {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            let word = |b: &[u8]| <$t>::from_ne_bytes(b.try_into().unwrap_or([0; SIZE]));
+            let (compare, swap) = (word(compare), word(swap));
+            let p = at as *mut $t;
+            // SAFETY: as in the fetch-and-add kernels.
+            let now = unsafe { p.read_unaligned() };
+            if now == compare {
+                // SAFETY: as above, writing.
+                unsafe { p.write_unaligned(swap) };
+            }
+            old.copy_from_slice(&now.to_ne_bytes());
+        }
+    };
+}
+
+cas_kernel!(cas_u8, u8);
+cas_kernel!(cas_u16, u16);
+cas_kernel!(cas_u32, u32);
+cas_kernel!(cas_u64, u64);
+
+/// [`CasKernel`] of any length (16-byte and odd-sized predefined types).
+fn cas_bytes(at: usize, compare: &[u8], swap: &[u8], old: &mut [u8]) {
+    // SAFETY: as in the fetch-and-add kernels: the range is inside a member's memory, under
+    // its accumulate lock.
+    unsafe { std::ptr::copy(at as *const u8, old.as_mut_ptr(), old.len()) };
+    if old == compare {
+        // SAFETY: as above, writing.
+        unsafe { std::ptr::copy(swap.as_ptr(), at as *mut u8, swap.len()) };
+    }
+}
+
 impl DirectView {
     /// The address of `n` bytes at displacement `disp` of member `t`, if it is on this node
     /// and the range lies inside its memory.
@@ -560,15 +600,17 @@ impl DirectView {
         if swap.len() != len || old.len() != len {
             return false;
         }
+        let kernel: CasKernel = match len {
+            1 => cas_u8,
+            2 => cas_u16,
+            4 => cas_u32,
+            8 => cas_u64,
+            _ => cas_bytes,
+        };
         // SAFETY: as in `accumulate`.
         let lock = unsafe { &*(self.members[t as usize].acc as *const AtomicU32) };
         take_acc_lock(lock);
-        // SAFETY: as in `accumulate`: the range is inside member `t`'s memory, under its lock.
-        unsafe { std::ptr::copy(at as *const u8, old.as_mut_ptr(), len) };
-        if old == compare {
-            // SAFETY: as above, writing.
-            unsafe { std::ptr::copy(swap.as_ptr(), at as *mut u8, len) };
-        }
+        kernel(at, compare, swap, old);
         lock.store(0, Ordering::Release);
         true
     }
@@ -759,12 +801,12 @@ mod tests {
         assert_eq!(i64::from_ne_bytes(old), 7);
     }
 
-    /// `fetch_and_op`'s sum kernels against each other and the general accumulate on the
+    /// `fetch_and_op`'s sum kernels (and the compare-and-swap ones) against each other and the general accumulate on the
     /// same element, from two views in two threads: every fetched value is distinct (no
     /// increment lost or seen twice); unaligned elements, wrapping, floats, and the
     /// operations and lengths that fall back to (or are refused by) `accumulate`.
     #[test]
-    fn fetch_and_op_kernels_are_exact_and_fall_back_for_the_rest() {
+    fn fetch_and_op_and_cas_kernels_are_exact_and_fall_back_for_the_rest() {
         use crate::op::Op;
         let (a, b, _) = two_views(&[64], true);
         let (va, vb) = (a.view(&[1]), b.view(&[1]));
@@ -833,6 +875,29 @@ mod tests {
             &mut f
         ));
         assert_eq!(f32::from_ne_bytes(f), 3.75);
+        // Compare-and-swap of each kernel's width and of 16 bytes, unaligned: swapped only
+        // on an equal compare.
+        for len in [1usize, 2, 4, 8, 16] {
+            let (zero, ones, twos) = (vec![0u8; len], vec![1u8; len], vec![2u8; len]);
+            let mut prev = vec![9u8; len];
+            assert!(va.fetch_and_op(
+                0,
+                33,
+                AccOp::Replace,
+                Dtype::Opaque(len as u32),
+                &zero,
+                &mut prev.clone()
+            ));
+            assert!(vb.compare_and_swap(0, 33, &ones, &twos, &mut prev));
+            assert_eq!(prev, zero, "{len}: value before");
+            assert!(va.compare_and_swap(0, 33, &zero, &ones, &mut prev));
+            assert_eq!(prev, zero);
+            assert!(vb.compare_and_swap(0, 33, &zero, &twos, &mut prev));
+            assert_eq!(
+                prev, ones,
+                "{len}: the first swap happened, the second did not"
+            );
+        }
         // Refused as `accumulate` refuses: a range past the end, an operand of another length,
         // an operation not defined for the type.
         assert!(!va.fetch_and_op(0, 60, sum, Dtype::I64, &[0; 8], &mut old));
