@@ -220,9 +220,10 @@ fn check_data_movement(c: &SimpleCommunicator, count: usize) {
             if back != mine {
                 fail(me, format!("scatter from {root} x{count}"));
             }
-            c.process_at_rank(root).gather_into(&mine_var(me, count));
+            c.process_at_rank(root)
+                .gather_varcount_into(&mine_var(me, count));
             let mut vb = vec![0u64; count / 2 + me as usize];
-            c.process_at_rank(root).scatter_into(&mut vb);
+            c.process_at_rank(root).scatter_varcount_into(&mut vb);
             if vb != mine_var(me, count) {
                 fail(me, format!("scatterv from {root} (non-root)"));
             }

@@ -397,8 +397,12 @@ pub trait Root {
     fn reduce_into<T: Equivalence, O: Operation<T>>(&self, send: &[T], op: O);
     /// `MPI_Gather` at the root: `recv` holds `size` blocks.
     fn gather_into_root<T: Equivalence>(&self, send: &[T], recv: &mut [T]);
-    /// `MPI_Gather` from a non-root rank.
+    /// `MPI_Gather` from a non-root rank (whose root calls [`Root::gather_into_root`]: the
+    /// equal-block collective, which may take an algorithm of its own, so a `MPI_Gatherv`
+    /// root needs [`Root::gather_varcount_into`] on the others).
     fn gather_into<T: Equivalence>(&self, send: &[T]);
+    /// `MPI_Gatherv` from a non-root rank (the root calls [`Root::gather_varcount_into_root`]).
+    fn gather_varcount_into<T: Equivalence>(&self, send: &[T]);
     /// `MPI_Gatherv` at the root with per-rank element counts, stored contiguously.
     fn gather_varcount_into_root<T: Equivalence>(
         &self,
@@ -408,8 +412,12 @@ pub trait Root {
     );
     /// `MPI_Scatter` at the root: block r of `send` goes to rank r.
     fn scatter_into_root<T: Equivalence>(&self, send: &[T], recv: &mut [T]);
-    /// `MPI_Scatter` at a non-root rank.
+    /// `MPI_Scatter` at a non-root rank (whose root calls [`Root::scatter_into_root`]; a
+    /// `MPI_Scatterv` root needs [`Root::scatter_varcount_into`] on the others).
     fn scatter_into<T: Equivalence>(&self, recv: &mut [T]);
+    /// `MPI_Scatterv` at a non-root rank (the root calls
+    /// [`Root::scatter_varcount_into_root`]).
+    fn scatter_varcount_into<T: Equivalence>(&self, recv: &mut [T]);
     /// `MPI_Scatterv` at the root with per-rank element counts, taken contiguously.
     fn scatter_varcount_into_root<T: Equivalence>(
         &self,
@@ -474,6 +482,13 @@ impl Root for Process<'_> {
                 .coll_gather(c.ctx, self.rank as u32, send.as_bytes(), None);
         r.unwrap_or_else(|e| fail(c, e))
     }
+    fn gather_varcount_into<T: Equivalence>(&self, send: &[T]) {
+        let c = self.comm;
+        let mut e = c.inner.engine.borrow_mut();
+        let r = e.coll_gatherv(c.ctx, self.rank as u32, send.as_bytes(), None, &[], &[]);
+        drop(e);
+        r.unwrap_or_else(|e| fail(c, e))
+    }
     fn gather_varcount_into_root<T: Equivalence>(
         &self,
         send: &[T],
@@ -510,6 +525,13 @@ impl Root for Process<'_> {
             None,
             recv.as_bytes_mut(),
         );
+        r.unwrap_or_else(|e| fail(c, e))
+    }
+    fn scatter_varcount_into<T: Equivalence>(&self, recv: &mut [T]) {
+        let c = self.comm;
+        let mut e = c.inner.engine.borrow_mut();
+        let r = e.coll_scatterv(c.ctx, self.rank as u32, None, &[], &[], recv.as_bytes_mut());
+        drop(e);
         r.unwrap_or_else(|e| fail(c, e))
     }
     fn scatter_varcount_into_root<T: Equivalence>(

@@ -541,12 +541,15 @@ pub(crate) fn check_blocks(v: &VBuf, n: u32, what: &str) -> MpiResult<()> {
 }
 
 /// `MPI_Gather(v)`: `send` `None` for `MPI_IN_PLACE` (root); `recv` at the root.
+/// `equal`: `MPI_Gather`, whose blocks have one byte size on every rank, so every rank takes
+/// the engine's equal-block `coll_gather` (the node segment's one round for small blocks).
 pub fn gatherv(
     core: &mut Core,
     comm: c_int,
     send: Option<&Region>,
     recv: Option<&mut VBuf>,
     root: c_int,
+    equal: bool,
 ) -> MpiResult<()> {
     let (ctx, me, n) = ctx_of(core, comm)?;
     let root = check_root(root, n)?;
@@ -558,16 +561,31 @@ pub fn gatherv(
         } else {
             Cow::Owned(s.pack()?)
         };
-        return core
-            .engine
-            .coll_gatherv(ctx, root, &data, None, &[], &[])
-            .map_err(coll_err);
+        let r = if equal {
+            core.engine.coll_gather(ctx, root, &data, None)
+        } else {
+            core.engine.coll_gatherv(ctx, root, &data, None, &[], &[])
+        };
+        return r.map_err(coll_err);
     }
     let v =
         recv.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a receive buffer"))?;
     check_blocks(v, n, "gather")?;
     let own = own_block(send, v, me)?;
     let mut laid = lay_out(v, false)?;
+    if equal {
+        let target = match laid.packed.as_mut() {
+            Some(p) => &mut p[..],
+            None => hull_mut(v),
+        };
+        let (counts, displs) = (&laid.counts, &laid.displs);
+        equal_blocks("MPI_Gather", own.len(), counts, displs, target, |run| {
+            core.engine
+                .coll_gather(ctx, root, &own, Some(run))
+                .map_err(coll_err)
+        })?;
+        return store_blocks(v, &laid, None);
+    }
     match laid.packed.as_mut() {
         None => core
             .engine
@@ -589,28 +607,34 @@ pub fn gatherv(
 }
 
 /// `MPI_Scatter(v)`: `send` at the root; `recv` `None` for `MPI_IN_PLACE` (root).
+/// `equal`: `MPI_Scatter`, whose blocks have one byte size on every rank, so every rank takes
+/// the engine's equal-block `coll_scatter` (the node segment's one round for small blocks).
 pub fn scatterv(
     core: &mut Core,
     comm: c_int,
     send: Option<&VBuf>,
     mut recv: Option<&mut Region>,
     root: c_int,
+    equal: bool,
 ) -> MpiResult<()> {
     let (ctx, me, n) = ctx_of(core, comm)?;
     let root = check_root(root, n)?;
     if me != root {
         let r = recv
             .ok_or_else(|| MpiError::new(error::ERR_BUFFER, "MPI_IN_PLACE is only for the root"))?;
+        let run = |engine: &mut kestrel_pml::Engine, out: &mut [u8]| {
+            if equal {
+                engine.coll_scatter(ctx, root, None, out)
+            } else {
+                engine.coll_scatterv(ctx, root, None, &[], &[], out)
+            }
+            .map_err(coll_err)
+        };
         if r.is_contiguous() {
-            return core
-                .engine
-                .coll_scatterv(ctx, root, None, &[], &[], r.bytes_mut())
-                .map_err(coll_err);
+            return run(&mut core.engine, r.bytes_mut());
         }
         let mut data = vec![0u8; r.packed_len()];
-        core.engine
-            .coll_scatterv(ctx, root, None, &[], &[], &mut data)
-            .map_err(coll_err)?;
+        run(&mut core.engine, &mut data)?;
         return r.unpack(&data).map(|_| ());
     }
     let v = send.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a send buffer"))?;
@@ -621,6 +645,25 @@ pub fn scatterv(
         None => v.hull.as_slice(),
     };
     let mine = laid.counts[me as usize];
+    if equal {
+        let mut own = vec![0u8; mine];
+        let out = match recv.as_deref_mut() {
+            Some(r) if r.is_contiguous() && r.packed_len() == mine => r.bytes_mut(),
+            // In place (`None`): the root's own block stays where it is; the engine copies it
+            // into scratch, which tells it the block size.
+            _ => &mut own[..],
+        };
+        let (counts, displs) = (&laid.counts, &laid.displs);
+        let mut src_run = Vec::new();
+        let run = equal_run(mine, counts, displs, src, &mut src_run, "MPI_Scatter")?;
+        core.engine
+            .coll_scatter(ctx, root, Some(run), out)
+            .map_err(coll_err)?;
+        return match recv {
+            Some(r) if !(r.is_contiguous() && r.packed_len() == mine) => r.unpack(&own).map(|_| ()),
+            _ => Ok(()),
+        };
+    }
     if let Some(r) = recv.as_deref_mut().filter(|r| r.is_contiguous()) {
         if r.packed_len() == mine {
             // The root's own block goes straight into its receive buffer.
@@ -752,6 +795,66 @@ pub fn alltoallv(
             .map_err(coll_err)?,
     }
     store_blocks(recv, &laid, None)
+}
+
+/// Every block `b` bytes, as MPI requires of `MPI_Gather`/`MPI_Scatter` (the root checks what
+/// the others cannot see).
+fn check_equal(what: &str, b: usize, counts: &[usize]) -> MpiResult<()> {
+    if counts.iter().any(|&c| c != b) {
+        return Err(MpiError::new(
+            error::ERR_TRUNCATE,
+            format!(
+                "{what}: the root's blocks and a rank's block differ in size; every block must \
+                 carry the same type signature"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The root's `n` equal blocks of `b` bytes of `data` (at `displs`) as one run: borrowed when
+/// they lie so already, else gathered into `buf`.
+fn equal_run<'a>(
+    b: usize,
+    counts: &[usize],
+    displs: &[usize],
+    data: &'a [u8],
+    buf: &'a mut Vec<u8>,
+    what: &str,
+) -> MpiResult<&'a [u8]> {
+    check_equal(what, b, counts)?;
+    let total = b * counts.len();
+    if displs.iter().enumerate().all(|(r, &d)| d == r * b) && data.len() >= total {
+        return Ok(&data[..total]);
+    }
+    buf.clear();
+    for &d in displs {
+        buf.extend_from_slice(&data[d..d + b]);
+    }
+    Ok(&buf[..])
+}
+
+/// Runs `gather` into the root's `n` equal blocks of `b` bytes of `target` (at `displs`): in
+/// place when they lie as one run already, else through a run copied out after.
+fn equal_blocks(
+    what: &str,
+    b: usize,
+    counts: &[usize],
+    displs: &[usize],
+    target: &mut [u8],
+    gather: impl FnOnce(&mut [u8]) -> MpiResult<()>,
+) -> MpiResult<()> {
+    check_equal(what, b, counts)?;
+    let total = b * counts.len();
+    if displs.iter().enumerate().all(|(r, &d)| d == r * b) && target.len() >= total {
+        return gather(&mut target[..total]);
+    }
+    let mut run = vec![0u8; total];
+    gather(&mut run)?;
+    for (r, &d) in displs.iter().enumerate() {
+        target[d..d + b].copy_from_slice(&run[r * b..(r + 1) * b]);
+    }
+    Ok(())
 }
 
 /// `MPI_Alltoall` through the engine's equal-block algorithm: the blocks gathered into one

@@ -416,10 +416,14 @@ impl Engine {
         ctx: u16,
         root: u32,
         send: &[u8],
-        recv: Option<&mut [u8]>,
+        mut recv: Option<&mut [u8]>,
     ) -> Result<(), PmlError> {
         let (_, n) = self.comm_info(ctx)?;
         let len = send.len();
+        let dst = recv.as_deref_mut().unwrap_or_default();
+        if self.shm_scatter_gather(ctx, true, root, send, dst, len)? {
+            return Ok(());
+        }
         let counts = vec![len; n as usize];
         let displs: Vec<usize> = (0..n as usize).map(|r| r * len).collect();
         self.coll_gatherv(ctx, root, send, recv, &counts, &displs)
@@ -475,6 +479,9 @@ impl Engine {
     ) -> Result<(), PmlError> {
         let (_, n) = self.comm_info(ctx)?;
         let len = recv.len();
+        if self.shm_scatter_gather(ctx, false, root, send.unwrap_or_default(), recv, len)? {
+            return Ok(());
+        }
         let counts = vec![len; n as usize];
         let displs: Vec<usize> = (0..n as usize).map(|r| r * len).collect();
         self.coll_scatterv(ctx, root, send, &counts, &displs, recv)

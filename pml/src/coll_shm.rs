@@ -200,6 +200,55 @@ impl Engine {
         Ok(done.unwrap_or(false))
     }
 
+    /// `MPI_Scatter` (`gather` false) or `MPI_Gather` (true) of equal blocks of `block` bytes
+    /// as one round of the node segment, when all blocks together fit an inline line (the
+    /// same answer on every member: MPI makes the block size the same everywhere). A scatter
+    /// reads `src` (every block, at the root) and writes this member's block into `dst`; a
+    /// gather reads this member's block from `src` and writes every block into `dst` (at
+    /// the root). The root's own block is skipped when its `dst` (scatter) or `src` (gather)
+    /// is empty: in place. False: not taken, nothing done.
+    pub(crate) fn shm_scatter_gather(
+        &mut self,
+        ctx: u16,
+        gather: bool,
+        root: u32,
+        src: &[u8],
+        dst: &mut [u8],
+        block: usize,
+    ) -> Result<bool, PmlError> {
+        let (me, n) = self.comm_info(ctx)?;
+        let total = block.saturating_mul(n as usize);
+        if block == 0 {
+            return Ok(false);
+        }
+        let what = if gather { "gather" } else { "scatter" };
+        let root_buf = if gather { dst.len() } else { src.len() };
+        if me == root && root_buf < total {
+            // The members decide by the block size alone, so the root may not decline.
+            return Err(PmlError::Invalid(format!(
+                "{what}: the root's buffer holds {root_buf} bytes, not the {total} of {n} blocks"
+            )));
+        }
+        let done = self.with_segment(ctx, what, |seg| {
+            if !seg.flat(total) {
+                return false;
+            }
+            if gather {
+                let all = if me == root {
+                    &mut dst[..total]
+                } else {
+                    &mut [][..]
+                };
+                seg.flat_gather(root as usize, src, all, block);
+            } else {
+                let all = if me == root { &src[..total] } else { &[][..] };
+                seg.flat_scatter(root as usize, all, dst, block);
+            }
+            true
+        })?;
+        Ok(done.unwrap_or(false))
+    }
+
     /// Allgatherv through single copy on node-local communicators, for large blocks.
     pub(crate) fn shm_allgatherv(
         &mut self,

@@ -375,6 +375,47 @@ impl CollSegment {
         });
     }
 
+    /// Single-round scatter of `n` blocks of `block` bytes, at most [`INLINE_MAX`] in all
+    /// (small groups): the root publishes its whole `send` buffer and every other member copies
+    /// its block out of the root's line into `recv`. The root copies its own block unless
+    /// `recv` is empty (in place); `send` is read at the root only.
+    pub fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
+        let me = self.me;
+        let mine = me * block..(me + 1) * block;
+        if me == root {
+            if recv.len() == block {
+                recv.copy_from_slice(&send[mine]);
+            }
+            self.flat_round(send, 0, &mut |_, _| {});
+            return;
+        }
+        let total = block * self.geo.n;
+        self.flat_round(&[], total, &mut |r, bytes| {
+            if r == root {
+                recv.copy_from_slice(&bytes[mine.clone()]);
+            }
+        });
+    }
+
+    /// Single-round gather of blocks of `block` bytes, at most [`INLINE_MAX`] in all (small
+    /// groups): every member publishes its `send` block and the root copies the others' into
+    /// `recv` (`n` blocks), and its own too unless `send` is empty (in place: it is there).
+    pub fn flat_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
+        let me = self.me;
+        if me != root {
+            self.flat_round(send, 0, &mut |_, _| {});
+            return;
+        }
+        if send.len() == block {
+            recv[me * block..(me + 1) * block].copy_from_slice(send);
+        }
+        self.flat_round(&[], block, &mut |r, bytes| {
+            if r != me {
+                recv[r * block..(r + 1) * block].copy_from_slice(bytes);
+            }
+        });
+    }
+
     /// Single-round reduction of at most [`INLINE_MAX`] bytes (small groups): every rank
     /// combines all contributions itself, in rank order; `root` = `None` means all keep it.
     pub fn flat_reduce(
@@ -602,7 +643,7 @@ mod tests {
     }
 
     #[test]
-    fn threads_agree_on_bcast_and_ordered_reductions() {
+    fn threads_agree_on_bcast_scatter_gather_and_ordered_reductions() {
         for n in [1usize, 2, 3, 5] {
             let (_, segs) = group(n, 128);
             let handles: Vec<_> = segs
@@ -647,6 +688,38 @@ mod tests {
                             };
                             seg.flat_bcast(0, &mut fb);
                             assert!(fb.iter().all(|&x| x == round as u8 + 1), "flat bcast");
+                            // Scatter and gather of 7-byte blocks from rotating roots, the
+                            // root in place every other round.
+                            let root = round as usize % n;
+                            let in_place = round % 2 == 1;
+                            let blocks: Vec<u8> = (0..7 * n)
+                                .map(|i| (i as u8).wrapping_mul(round as u8))
+                                .collect();
+                            let mut mine = vec![0u8; 7];
+                            let send = if me == root { &blocks[..] } else { &[][..] };
+                            let dst = if me == root && in_place {
+                                &mut [][..]
+                            } else {
+                                &mut mine[..]
+                            };
+                            seg.flat_scatter(root, send, dst, 7);
+                            if !(me == root && in_place) {
+                                assert_eq!(mine, blocks[7 * me..7 * me + 7], "flat scatter");
+                            }
+                            let mut all = vec![0u8; if me == root { 7 * n } else { 0 }];
+                            if me == root && in_place {
+                                all[7 * me..7 * me + 7]
+                                    .copy_from_slice(&blocks[7 * me..7 * me + 7]);
+                            }
+                            let own = if me == root && in_place {
+                                &[][..]
+                            } else {
+                                &blocks[7 * me..7 * me + 7]
+                            };
+                            seg.flat_gather(root, own, &mut all, 7);
+                            if me == root {
+                                assert_eq!(all, blocks, "flat gather n {n} round {round}");
+                            }
                             let want: u64 = (0..n as u64).fold(0, |acc, r| acc * 10 + r + 1);
                             for c in recv.chunks_exact(8) {
                                 assert_eq!(

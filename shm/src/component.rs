@@ -215,6 +215,12 @@ impl NodeSegment for CollSegment {
     fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
         CollSegment::flat_alltoall(self, send, recv, block)
     }
+    fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
+        CollSegment::flat_scatter(self, root, send, recv, block)
+    }
+    fn flat_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
+        CollSegment::flat_gather(self, root, send, recv, block)
+    }
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>) {
         CollSegment::flat_reduce(self, root, send, recv, apply)
     }

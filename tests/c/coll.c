@@ -284,6 +284,66 @@ static void rooted(void)
     free(vback);
 }
 
+/* One gather and one scatter, three layouts: the root receives (and sends) pairs three ints
+ * apart (a resized type), even ranks send (and receive) pairs as a derived type, odd ranks
+ * plain ints (Kestrel's short path); small blocks (one round of the node segment) and blocks
+ * of 60 ints (messages). */
+static void rooted_mixed(void)
+{
+    MPI_Datatype pair, spaced, big, bigspaced;
+    OK(MPI_Type_contiguous(2, MPI_INT, &pair));
+    OK(MPI_Type_create_resized(pair, 0, 3 * sizeof(int), &spaced));
+    OK(MPI_Type_contiguous(60, MPI_INT, &big));
+    OK(MPI_Type_create_resized(big, 0, 61 * sizeof(int), &bigspaced));
+    OK(MPI_Type_commit(&pair));
+    OK(MPI_Type_commit(&spaced));
+    OK(MPI_Type_commit(&big));
+    OK(MPI_Type_commit(&bigspaced));
+    for (int k = 0; k < 2; k++) {
+        int w = k ? 60 : 2, root = k ? 0 : size - 1;
+        MPI_Datatype whole = k ? big : pair, apart = k ? bigspaced : spaced;
+        int *mine = malloc(sizeof(int) * w), *all = malloc(sizeof(int) * (w + 1) * size);
+        for (int i = 0; i < w; i++)
+            mine[i] = rank * 1000 + i;
+        for (int i = 0; i < (w + 1) * size; i++)
+            all[i] = -7;
+        if (rank == root)
+            OK(MPI_Gather(mine, 1, whole, all, 1, apart, root, MPI_COMM_WORLD));
+        else if (rank % 2 == 0)
+            OK(MPI_Gather(mine, 1, whole, NULL, 0, MPI_INT, root, MPI_COMM_WORLD));
+        else
+            OK(MPI_Gather(mine, w, MPI_INT, NULL, 0, MPI_INT, root, MPI_COMM_WORLD));
+        if (rank == root)
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i <= w; i++)
+                    CHECK(all[(w + 1) * r + i] == (i < w ? r * 1000 + i : -7),
+                          "mixed-layout gather of %d ints: rank %d item %d = %d", w, r, i,
+                          all[(w + 1) * r + i]);
+        /* Scatter it back, each block negated first. */
+        if (rank == root)
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < w; i++)
+                    all[(w + 1) * r + i] = -all[(w + 1) * r + i];
+        for (int i = 0; i < w; i++)
+            mine[i] = 5;
+        if (rank == root)
+            OK(MPI_Scatter(all, 1, apart, mine, 1, whole, root, MPI_COMM_WORLD));
+        else if (rank % 2 == 0)
+            OK(MPI_Scatter(NULL, 0, MPI_INT, mine, 1, whole, root, MPI_COMM_WORLD));
+        else
+            OK(MPI_Scatter(NULL, 0, MPI_INT, mine, w, MPI_INT, root, MPI_COMM_WORLD));
+        for (int i = 0; i < w; i++)
+            CHECK(mine[i] == -(rank * 1000 + i), "mixed-layout scatter of %d ints: item %d = %d",
+                  w, i, mine[i]);
+        free(mine);
+        free(all);
+    }
+    OK(MPI_Type_free(&pair));
+    OK(MPI_Type_free(&spaced));
+    OK(MPI_Type_free(&big));
+    OK(MPI_Type_free(&bigspaced));
+}
+
 static void alltoall(void)
 {
     int *s = malloc(sizeof(int) * size * 2), *r = malloc(sizeof(int) * size * 2);
@@ -549,6 +609,7 @@ int main(int argc, char **argv)
     basics();
     typed_reductions();
     rooted();
+    rooted_mixed();
     alltoall();
     reductions();
     derived();

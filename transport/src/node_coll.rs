@@ -157,6 +157,14 @@ pub trait NodeSegment: Send {
     /// member, `recv` gets block `me` of every member's `send` (the whole `send` must pass
     /// [`NodeSegment::flat`]).
     fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize);
+    /// A scatter of small equal blocks in one round: `send` (at the root) holds one
+    /// `block`-byte block per member, `recv` gets this member's (the root's own unless `recv`
+    /// is empty, in place); the whole `send` must pass [`NodeSegment::flat`].
+    fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize);
+    /// A gather of small equal blocks in one round: the root's `recv` gets every member's
+    /// `block`-byte `send` block in rank order (its own unless its `send` is empty, in
+    /// place); all blocks together must pass [`NodeSegment::flat`].
+    fn flat_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize);
     /// A reduction of a small block in one round (to `root`, or to all with `None`).
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>);
     /// The handle on the segment's posted rounds (call once per segment): the nonblocking

@@ -326,6 +326,25 @@ fn gather<T: Copy + Into<i64>>(
     }
     api::call(name, comm, |l| {
         let core = l.core()?;
+        if let Lay::Equal(rc) = lay {
+            // SAFETY: the buffers hold what the counts describe (entry points' contract).
+            let r = unsafe {
+                short::gather(
+                    core,
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    rc,
+                    recvtype,
+                    root,
+                    comm,
+                )
+            };
+            if let Some(r) = r {
+                return r;
+            }
+        }
         // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
         let mut a = unsafe {
             args::gather(
@@ -343,7 +362,15 @@ fn gather<T: Copy + Into<i64>>(
             );
             return blocking(l, rec);
         }
-        coll::gatherv(core, comm, a.single.as_ref(), a.blocks.as_mut(), root)
+        let equal = matches!(lay, Lay::Equal(_));
+        coll::gatherv(
+            core,
+            comm,
+            a.single.as_ref(),
+            a.blocks.as_mut(),
+            root,
+            equal,
+        )
     })
 }
 
@@ -389,6 +416,25 @@ fn scatter<T: Copy + Into<i64>>(
     }
     api::call(name, comm, |l| {
         let core = l.core()?;
+        if let Lay::Equal(sc) = lay {
+            // SAFETY: the buffers hold what the counts describe (entry points' contract).
+            let r = unsafe {
+                short::scatter(
+                    core,
+                    sendbuf,
+                    sc,
+                    sendtype,
+                    recvbuf,
+                    recvcount,
+                    recvtype,
+                    root,
+                    comm,
+                )
+            };
+            if let Some(r) = r {
+                return r;
+            }
+        }
         // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
         let mut a = unsafe {
             args::scatter(
@@ -406,7 +452,15 @@ fn scatter<T: Copy + Into<i64>>(
             );
             return blocking(l, rec);
         }
-        coll::scatterv(core, comm, a.blocks.as_ref(), a.single.as_mut(), root)
+        let equal = matches!(lay, Lay::Equal(_));
+        coll::scatterv(
+            core,
+            comm,
+            a.blocks.as_ref(),
+            a.single.as_mut(),
+            root,
+            equal,
+        )
     })
 }
 

@@ -1,5 +1,5 @@
-//! The short path of the blocking `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce` and
-//! `MPI_Alltoall` on intra-communicators: `count` elements of a predefined contiguous type (and a predefined
+//! The short path of the blocking `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`,
+//! `MPI_Alltoall`, `MPI_Gather` and `MPI_Scatter` on intra-communicators: `count` elements of a predefined contiguous type (and a predefined
 //! operation that applies to it) go to the engine as the program's bytes, with no `Region`,
 //! no reduction view and no copy. The engine calls are the very ones the general path
 //! (`crate::coll`) makes for such buffers, so members may take either path.
@@ -195,6 +195,105 @@ pub(super) unsafe fn alltoall(
         )
     };
     Some(core.engine.coll_alltoall(ctx, send, recv).map_err(coll_err))
+}
+
+/// `MPI_Gather` (not in place): `sendcount` elements of `sendtype` from every rank, into
+/// `recvbuf` at the root, whose `recvcount` elements of `recvtype` must be as many bytes.
+///
+/// # Safety
+/// `sendbuf` holds `sendcount` elements of `sendtype`, and `recvbuf` at the root `n` blocks
+/// of `recvcount` elements of `recvtype` (the contract of `MPI_Gather`).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gather(
+    core: &mut Core,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: c_int,
+    root: c_int,
+    comm: c_int,
+) -> Option<MpiResult<()>> {
+    let (block, _) = contiguous(sendcount, sendtype)?;
+    let (ctx, me, n) = intra(core, comm)?;
+    let root = u32::try_from(root).ok().filter(|&r| r < n)?;
+    if sendbuf.is_null() || in_place(sendbuf) {
+        return None;
+    }
+    // SAFETY: `block` bytes at `sendbuf` (caller), read during this call only.
+    let send = unsafe { std::slice::from_raw_parts(sendbuf.cast::<u8>(), block) };
+    if me != root {
+        return Some(
+            core.engine
+                .coll_gather(ctx, root, send, None)
+                .map_err(coll_err),
+        );
+    }
+    let total = block.checked_mul(n as usize)?;
+    if contiguous(recvcount, recvtype)?.0 != block || recvbuf.is_null() {
+        return None;
+    }
+    let recv_at = recvbuf as usize;
+    if (sendbuf as usize) < recv_at + total && recv_at < sendbuf as usize + block {
+        return None;
+    }
+    // SAFETY: `total` bytes at `recvbuf` (caller), not overlapping `send` (checked above),
+    // written during this call only.
+    let recv = unsafe { std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), total) };
+    Some(
+        core.engine
+            .coll_gather(ctx, root, send, Some(recv))
+            .map_err(coll_err),
+    )
+}
+
+/// `MPI_Scatter` (not in place): `sendcount` elements of `sendtype` per rank from `sendbuf` at
+/// the root, into every rank's `recvbuf` of `recvcount` elements of `recvtype`.
+///
+/// # Safety
+/// `sendbuf` at the root holds `n` blocks of `sendcount` elements of `sendtype`, and
+/// `recvbuf` `recvcount` elements of `recvtype` (the contract of `MPI_Scatter`).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn scatter(
+    core: &mut Core,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: c_int,
+    root: c_int,
+    comm: c_int,
+) -> Option<MpiResult<()>> {
+    let (block, _) = contiguous(recvcount, recvtype)?;
+    let (ctx, me, n) = intra(core, comm)?;
+    let root = u32::try_from(root).ok().filter(|&r| r < n)?;
+    if recvbuf.is_null() || in_place(recvbuf.cast_const()) {
+        return None;
+    }
+    let send = if me == root {
+        let total = block.checked_mul(n as usize)?;
+        if contiguous(sendcount, sendtype)?.0 != block || sendbuf.is_null() {
+            return None;
+        }
+        let send_at = sendbuf as usize;
+        if (recvbuf as usize) < send_at + total && send_at < recvbuf as usize + block {
+            return None;
+        }
+        // SAFETY: `total` bytes at `sendbuf` (caller), read during this call only and not
+        // overlapping `recvbuf` (checked above).
+        Some(unsafe { std::slice::from_raw_parts(sendbuf.cast::<u8>(), total) })
+    } else {
+        None
+    };
+    // SAFETY: `block` bytes at `recvbuf` (caller), written during this call only.
+    let recv = unsafe { std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), block) };
+    Some(
+        core.engine
+            .coll_scatter(ctx, root, send, recv)
+            .map_err(coll_err),
+    )
 }
 
 /// The largest in-place allreduce the short path copies on the stack.

@@ -61,15 +61,16 @@ impl Engine {
 
     /// `MPI_Win_fence` (collective over the window).
     pub fn win_fence(&mut self, win: u16) -> Result<(), PmlError> {
-        let all = self.all_ranks(win)?;
         if self.all_direct(win) {
             // Every operation of the epoch was a copy made before its origin got here: a
-            // barrier between two full memory fences is the whole fence.
+            // barrier between two full memory fences is the whole fence (and allocates
+            // nothing: this is the latency path of fence-synchronized codes).
             NodeMap::sync();
             self.coll_barrier(win)?;
             NodeMap::sync();
             return Ok(());
         }
+        let all = self.all_ranks(win)?;
         self.rma_fetched(win, &all);
         self.rma_tell(win, &all, |w, t| Msg::Fence {
             ops: w.sent[t as usize],
