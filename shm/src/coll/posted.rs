@@ -25,7 +25,7 @@
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 
-use super::single_copy::{chunk_size, reduce_chunk, Member, Own};
+use super::single_copy::{chunk_size, reduce_chunk, Member, Own, SHARED_CHUNK};
 use super::{CollGeometry, CollSegment, FLAT_MAX_RANKS, INLINE_LINE, INLINE_MAX, SINGLE_COPY_MIN};
 use crate::mem::{Mapping, SharedMem};
 
@@ -203,7 +203,7 @@ impl PostedRounds {
         true
     }
 
-    /// Works on shared round `g` (an allreduce of `len` bytes, every member arrived): claims chunks from member 0's counter, one at a time, and reduces
+    /// Works on shared round `g` (an allreduce of `len` bytes, every member arrived): claims chunks (`SHARED_CHUNK`) from member 0's counter, one at a time, and reduces
     /// each for all members ([`reduce_chunk`]), until none is left. Whoever is in the library
     /// does the work, so a member busy computing holds nobody back. `send` is this member's
     /// contribution (`None`: in place, in `recv`). True once every chunk is done, by anyone;
@@ -221,7 +221,7 @@ impl PostedRounds {
         let members: Vec<Member> = (0..self.geo.n)
             .map(|r| Member::decode(self.payload(g, r, Member::BYTES)))
             .collect();
-        let chunk = chunk_size(&members, len);
+        let chunk = chunk_size(&members, len, SHARED_CHUNK);
         let chunks = len.div_ceil(chunk) as u64;
         let counters = self.line(0, g);
         let mut own = Own {
@@ -345,7 +345,7 @@ mod tests {
             s.enable_single_copy(true);
         }
         let (mut a, mut b) = (segs[0].posted_rounds(), segs[1].posted_rounds());
-        let len = 3 * (64 << 10) + 24 * 100;
+        let len = 3 * super::SHARED_CHUNK + 24 * 100;
         assert!(a.shares(len) && !a.shares(1000));
         let send_a: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
         let mut recv_a = vec![0u8; len];
@@ -360,7 +360,7 @@ mod tests {
         let mut add = |x: &[u8], acc: &mut [u8]| {
             // Chunks end on both members' element boundaries (multiples of 24 bytes).
             assert!(
-                x.len().is_multiple_of(24) && x.len() <= 64 << 10,
+                x.len().is_multiple_of(24) && x.len() <= super::SHARED_CHUNK,
                 "chunk of {}",
                 x.len()
             );

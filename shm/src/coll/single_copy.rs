@@ -14,9 +14,17 @@
 use super::{CollSegment, FLAT_MAX_RANKS, SINGLE_COPY_MIN};
 use crate::cma;
 
-/// Bytes reduced per step of a single-copy reduction: the operands stay in cache between
-/// the copy and the reduction.
-pub(super) const SINGLE_COPY_CHUNK: usize = 64 << 10;
+/// Bytes reduced per step of a blocking single-copy reduction: the two operand buffers
+/// stay in the core's 1 MiB L2 between the copy and the reduction, and each step is one
+/// `process_vm_readv` (whose fixed cost made 64 KiB steps 10-25 % slower at 1 MiB on the
+/// test machine).
+pub(super) const REDUCE_CHUNK: usize = 512 << 10;
+
+/// Bytes per chunk of a shared round's reduction, the unit members claim: small enough that
+/// two members in the library share a 1 MiB allreduce (4 chunks), large enough for the
+/// syscall to matter little (64 KiB: 168-191 us pure at 1 MiB; 256 KiB: 150-170; one
+/// chunk: 250-380, no sharing).
+pub(super) const SHARED_CHUNK: usize = 256 << 10;
 
 /// A member's buffers as it published them.
 #[derive(Debug, Clone, Copy, Default)]
@@ -83,10 +91,11 @@ pub(super) fn common_unit(members: &[Member], len: usize) -> Option<usize> {
         .map(|l| l as usize)
 }
 
-/// Bytes per chunk of a single-copy reduction of `len` bytes among `members`.
-pub(super) fn chunk_size(members: &[Member], len: usize) -> usize {
+/// Bytes per chunk, at most about `most`, of a single-copy reduction of `len` bytes among
+/// `members`.
+pub(super) fn chunk_size(members: &[Member], len: usize, most: usize) -> usize {
     match common_unit(members, len) {
-        Some(unit) => (SINGLE_COPY_CHUNK / unit).max(1) * unit,
+        Some(unit) => (most / unit).max(1) * unit,
         None => len.max(1),
     }
 }
@@ -205,7 +214,7 @@ impl CollSegment {
         let units = len / unit;
         let bound = |i: usize| if i == n { len } else { units * i / n * unit };
         let (s0, s1) = (bound(me), bound(me + 1));
-        let chunk = chunk_size(&members, len);
+        let chunk = chunk_size(&members, len, REDUCE_CHUNK);
         let mut buffers = std::mem::take(&mut self.scratch);
         buffers.resize(2 * chunk, 0);
         let (acc, tmp) = buffers.split_at_mut(chunk);
