@@ -202,7 +202,8 @@ impl Engine {
 
     /// `MPI_Scatter` (`gather` false) or `MPI_Gather` (true) of equal blocks of `block` bytes
     /// as one round of the node segment, when all blocks together fit an inline line (the
-    /// same answer on every member: MPI makes the block size the same everywhere). A scatter
+    /// same answer on every member: MPI makes the block size the same everywhere) and
+    /// `coll_gather`/`coll_scatter` is `auto`. A scatter
     /// reads `src` (every block, at the root) and writes this member's block into `dst`; a
     /// gather reads this member's block from `src` and writes every block into `dst` (at
     /// the root). The root's own block is skipped when its `dst` (scatter) or `src` (gather)
@@ -218,7 +219,18 @@ impl Engine {
     ) -> Result<bool, PmlError> {
         let (me, n) = self.comm_info(ctx)?;
         let total = block.saturating_mul(n as usize);
-        if block == 0 {
+        let (gather_auto, scatter_auto) = match self.scatter_gather_auto {
+            Some(a) => a,
+            None => {
+                let a = (
+                    self.algorithm(&params::GATHER) == "auto",
+                    self.algorithm(&params::SCATTER) == "auto",
+                );
+                self.scatter_gather_auto = Some(a);
+                a
+            }
+        };
+        if block == 0 || !(if gather { gather_auto } else { scatter_auto }) {
             return Ok(false);
         }
         let what = if gather { "gather" } else { "scatter" };

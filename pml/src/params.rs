@@ -120,6 +120,24 @@ pub static ALLTOALL: Param<String> = Param::new(ParamSpec {
     description: "Alltoall algorithm; auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else pairwise exchange; pairwise or linear (all at once) force message algorithms.",
 });
 
+/// `KESTREL_COLL_GATHER`.
+pub static GATHER: Param<String> = Param::new(ParamSpec {
+    name: "coll_gather",
+    component: "coll",
+    kind: ParamKind::Choice(&["auto", "linear"]),
+    default: "auto",
+    description: "Gather algorithm (MPI_Gather; MPI_Gatherv is always linear); auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else linear (the root receives from each rank); linear forces messages.",
+});
+
+/// `KESTREL_COLL_SCATTER`.
+pub static SCATTER: Param<String> = Param::new(ParamSpec {
+    name: "coll_scatter",
+    component: "coll",
+    kind: ParamKind::Choice(&["auto", "linear"]),
+    default: "auto",
+    description: "Scatter algorithm (MPI_Scatter; MPI_Scatterv is always linear); auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else linear (the root sends to each rank); linear forces messages.",
+});
+
 /// `KESTREL_COLL_SHM`.
 pub static SHM: Param<bool> = Param::new(ParamSpec {
     name: "coll_shm",
@@ -179,6 +197,8 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         IALLREDUCE_DIRECT_MAX.spec(),
         ALLGATHER.spec(),
         ALLTOALL.spec(),
+        GATHER.spec(),
+        SCATTER.spec(),
         SHM.spec(),
         SHM_POSTED.spec(),
         SHM_FRAGMENT.spec(),

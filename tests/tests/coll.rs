@@ -53,6 +53,17 @@ fn forced_point_to_point_algorithms() {
     }
 }
 
+/// The node segment on, but gather and scatter forced to messages (`auto` takes one round of
+/// the segment for small blocks).
+#[test]
+fn forced_linear_gather_and_scatter_beside_the_segment() {
+    check(
+        4,
+        &[("coll_gather", "linear"), ("coll_scatter", "linear")],
+        &["full"],
+    );
+}
+
 #[test]
 fn user_defined_operations_commutative_or_not() {
     check(5, &[], &["user"]);

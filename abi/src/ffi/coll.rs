@@ -330,15 +330,7 @@ fn gather<T: Copy + Into<i64>>(
             // SAFETY: the buffers hold what the counts describe (entry points' contract).
             let r = unsafe {
                 short::gather(
-                    core,
-                    sendbuf,
-                    sendcount,
-                    sendtype,
-                    recvbuf,
-                    rc,
-                    recvtype,
-                    root,
-                    comm,
+                    core, sendbuf, sendcount, sendtype, recvbuf, rc, recvtype, root, comm,
                 )
             };
             if let Some(r) = r {
@@ -420,15 +412,7 @@ fn scatter<T: Copy + Into<i64>>(
             // SAFETY: the buffers hold what the counts describe (entry points' contract).
             let r = unsafe {
                 short::scatter(
-                    core,
-                    sendbuf,
-                    sc,
-                    sendtype,
-                    recvbuf,
-                    recvcount,
-                    recvtype,
-                    root,
-                    comm,
+                    core, sendbuf, sc, sendtype, recvbuf, recvcount, recvtype, root, comm,
                 )
             };
             if let Some(r) = r {

@@ -350,6 +350,8 @@ pub struct Engine {
     /// Whether `coll_alltoall` is `auto` (read once: the alltoall of small blocks checks it
     /// on every call).
     pub(crate) alltoall_auto: Option<bool>,
+    /// `coll_gather` and `coll_scatter` are `auto`, read once.
+    pub(crate) scatter_gather_auto: Option<(bool, bool)>,
     /// Nonblocking and persistent collective schedules.
     pub(crate) nbc: crate::engine::nbc::Table,
     /// One-sided windows (`rma`).

@@ -143,6 +143,7 @@ impl Engine {
             coll_segments: Vec::new(),
             coll_posted: Vec::new(),
             alltoall_auto: None,
+            scatter_gather_auto: None,
             nbc: Default::default(),
             rma: Default::default(),
             dpm: crate::procs::DpmState::new(&job_id, size),
