@@ -197,6 +197,43 @@ pub(super) unsafe fn alltoall(
     Some(core.engine.coll_alltoall(ctx, send, recv).map_err(coll_err))
 }
 
+/// A rooted collective's context, rank, size, root and this member's block.
+struct Rooted {
+    ctx: u16,
+    me: u32,
+    n: u32,
+    root: u32,
+    block: usize,
+}
+
+/// [`Rooted`] for `comm` and `root` with this member's block of `count` elements of
+/// `datatype` at `buf`, which must be a real buffer (not null, not in place).
+fn rooted(
+    core: &Core,
+    comm: c_int,
+    root: c_int,
+    count: i64,
+    datatype: c_int,
+    buf: *const c_void,
+) -> Option<Rooted> {
+    let (block, _) = contiguous(count, datatype)?;
+    let (ctx, me, n) = intra(core, comm)?;
+    let root = u32::try_from(root).ok().filter(|&r| r < n)?;
+    (!buf.is_null() && !in_place(buf)).then_some(Rooted {
+        ctx,
+        me,
+        n,
+        root,
+        block,
+    })
+}
+
+/// Whether two (address, length) ranges share a byte.
+fn overlap(a: (*const c_void, usize), b: (*const c_void, usize)) -> bool {
+    let (a0, b0) = (a.0 as usize, b.0 as usize);
+    a0 < b0 + b.1 && b0 < a0 + a.1
+}
+
 /// `MPI_Gather` (not in place): `sendcount` elements of `sendtype` from every rank, into
 /// `recvbuf` at the root, whose `recvcount` elements of `recvtype` must be as many bytes.
 ///
@@ -215,12 +252,13 @@ pub(super) unsafe fn gather(
     root: c_int,
     comm: c_int,
 ) -> Option<MpiResult<()>> {
-    let (block, _) = contiguous(sendcount, sendtype)?;
-    let (ctx, me, n) = intra(core, comm)?;
-    let root = u32::try_from(root).ok().filter(|&r| r < n)?;
-    if sendbuf.is_null() || in_place(sendbuf) {
-        return None;
-    }
+    let Rooted {
+        ctx,
+        me,
+        n,
+        root,
+        block,
+    } = rooted(core, comm, root, sendcount, sendtype, sendbuf)?;
     // SAFETY: `block` bytes at `sendbuf` (caller), read during this call only.
     let send = unsafe { std::slice::from_raw_parts(sendbuf.cast::<u8>(), block) };
     if me != root {
@@ -234,8 +272,7 @@ pub(super) unsafe fn gather(
     if contiguous(recvcount, recvtype)?.0 != block || recvbuf.is_null() {
         return None;
     }
-    let recv_at = recvbuf as usize;
-    if (sendbuf as usize) < recv_at + total && recv_at < sendbuf as usize + block {
+    if overlap((sendbuf, block), (recvbuf.cast_const(), total)) {
         return None;
     }
     // SAFETY: `total` bytes at `recvbuf` (caller), not overlapping `send` (checked above),
@@ -266,19 +303,19 @@ pub(super) unsafe fn scatter(
     root: c_int,
     comm: c_int,
 ) -> Option<MpiResult<()>> {
-    let (block, _) = contiguous(recvcount, recvtype)?;
-    let (ctx, me, n) = intra(core, comm)?;
-    let root = u32::try_from(root).ok().filter(|&r| r < n)?;
-    if recvbuf.is_null() || in_place(recvbuf.cast_const()) {
-        return None;
-    }
+    let Rooted {
+        ctx,
+        me,
+        n,
+        root,
+        block,
+    } = rooted(core, comm, root, recvcount, recvtype, recvbuf.cast_const())?;
     let send = if me == root {
         let total = block.checked_mul(n as usize)?;
         if contiguous(sendcount, sendtype)?.0 != block || sendbuf.is_null() {
             return None;
         }
-        let send_at = sendbuf as usize;
-        if (recvbuf as usize) < send_at + total && send_at < recvbuf as usize + block {
+        if overlap((sendbuf, total), (recvbuf.cast_const(), block)) {
             return None;
         }
         // SAFETY: `total` bytes at `sendbuf` (caller), read during this call only and not

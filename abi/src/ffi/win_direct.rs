@@ -77,6 +77,16 @@ fn bytes_mut<'a>(p: *mut c_void, n: usize) -> Option<&'a mut [u8]> {
     Some(unsafe { std::slice::from_raw_parts_mut(p as *mut u8, n) })
 }
 
+/// The origin's `n` bytes of an accumulate (none for `MPI_NO_OP`, whose origin buffer MPI
+/// ignores).
+fn operand<'a>(acc: AccOp, origin: *const c_void, n: usize) -> Option<&'a [u8]> {
+    if acc == AccOp::NoOp {
+        Some(&[])
+    } else {
+        bytes(origin, n)
+    }
+}
+
 /// The window's direct view and the bytes of a put or get that qualifies.
 fn transfer(
     core: &Core,
@@ -159,11 +169,7 @@ pub(super) fn accumulate(
         if acc == AccOp::NoOp && !fetch {
             return None;
         }
-        let data = if acc == AccOp::NoOp {
-            &[][..]
-        } else {
-            bytes(origin, n)?
-        };
+        let data = operand(acc, origin, n)?;
         let old = if fetch {
             Some(bytes_mut(result, n)?)
         } else {
@@ -191,11 +197,7 @@ pub(super) fn fetch_and_op(
         let view = core.win(win).ok()?.direct.as_ref()?;
         let (size, d) = types::contiguous_scalar(dt)?;
         let (acc, d) = acc_op(op, d, size)?;
-        let data = if acc == AccOp::NoOp {
-            &[][..]
-        } else {
-            bytes(origin, size)?
-        };
+        let data = operand(acc, origin, size)?;
         Some(view.fetch_and_op(target, disp, acc, d, data, bytes_mut(result, size)?))
     };
     fop().unwrap_or(false)
