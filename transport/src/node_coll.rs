@@ -186,7 +186,7 @@ pub trait NodeSegment: Send {
     ) -> Result<(), String>;
     /// A broadcast reading the root's buffer directly.
     fn single_copy_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), String>;
-    /// An allgatherv reading peers' blocks directly.
+    /// An allgatherv reading peers' blocks directly (`recv` holds this member's own already).
     fn single_copy_allgather(
         &mut self,
         send: &[u8],

@@ -382,5 +382,41 @@ mod tests {
         );
         a.finish(g);
         b.finish(g);
+        // Round two, the other way round: member 1 (the last rank, in place, so it builds the
+        // result in its own buffer) does every chunk, with an order-sensitive operation
+        // (result = member 1's * 3 + member 0's).
+        let g = a.draw();
+        assert_eq!(b.draw(), g);
+        let mut inplace_b: Vec<u8> = (0..len).map(|i| (i % 7) as u8).collect();
+        let want: Vec<u8> = (0..len)
+            .map(|i| {
+                ((i % 7) as u8)
+                    .wrapping_mul(3)
+                    .wrapping_add((i % 251) as u8)
+            })
+            .collect();
+        recv_a.fill(0);
+        assert!(a.publish_buffers(g, send_a.as_ptr() as u64, recv_a.as_mut_ptr() as u64, 8));
+        let b_addr = inplace_b.as_mut_ptr() as u64;
+        assert!(b.publish_buffers(g, b_addr, b_addr, 12));
+        let mut ordered = |x: &[u8], acc: &mut [u8]| {
+            for (a, x) in acc.iter_mut().zip(x) {
+                *a = a.wrapping_mul(3).wrapping_add(*x);
+            }
+        };
+        assert_eq!(
+            b.reduce_shared(g, len, None, &mut inplace_b, &mut ordered),
+            Ok(true)
+        );
+        assert_eq!(inplace_b, want);
+        assert_eq!(recv_a, want);
+        let mut untouched = |_: &[u8], _: &mut [u8]| panic!("no chunk was left for member 0");
+        let mut mine = recv_a.clone();
+        assert_eq!(
+            a.reduce_shared(g, len, Some(&send_a), &mut mine, &mut untouched),
+            Ok(true)
+        );
+        a.finish(g);
+        b.finish(g);
     }
 }

@@ -108,10 +108,12 @@ pub(super) struct Own<'a> {
 }
 
 /// Reduces bytes `at..at + w` of every member's contribution, in rank order (member `n - 1`
-/// first, then each lower rank's applied onto it, as the other reductions do), in `acc`, and
-/// writes the result into every member's result buffer. `tmp` holds one operand; both are at
-/// least `w` bytes. The members' buffers are read and written with single copy, this
-/// member's directly.
+/// first, then each lower rank's applied onto it, as the other reductions do), and writes
+/// the result into every member's result buffer. The members' buffers are read and written
+/// with single copy, this member's directly. The result is built in this member's own result
+/// buffer when it wants one and its contribution lies elsewhere, or lies there but comes first
+/// (this member is the last rank, in place): one copy of the chunk less than building it in
+/// `acc` and copying it over. `tmp` holds one operand; both are at least `w` bytes.
 pub(super) fn reduce_chunk(
     members: &[Member],
     me: usize,
@@ -126,42 +128,55 @@ pub(super) fn reduce_chunk(
         cma::read(members[r].pid, members[r].send + at as u64, dst)
             .map_err(|e| format!("shm coll: reading rank {r}'s buffer: {e}"))
     };
-    if n - 1 == me {
-        acc.copy_from_slice(own_bytes(own, at, w)?);
-    } else {
-        read(n - 1, acc)?;
-    }
-    for r in (0..n - 1).rev() {
-        if r == me {
-            apply(own_bytes(own, at, w)?, acc);
-        } else {
-            read(r, tmp)?;
-            apply(tmp, acc);
+    let last = me == n - 1;
+    let in_recv = own.recv.is_some() && (own.send.is_some() || last);
+    {
+        // The contribution (none: already at the start of the result, in place) and where
+        // the result is built.
+        let (contribution, result): (Option<&[u8]>, &mut [u8]) = match (own.send, &mut own.recv) {
+            (send, Some(recv)) if in_recv => (
+                send.map(|s| chunk(s, at, w)).transpose()?,
+                recv.get_mut(at..at + w).ok_or_else(|| outside(at, w))?,
+            ),
+            (Some(send), _) => (Some(chunk(send, at, w)?), &mut *acc),
+            (None, Some(recv)) => (Some(chunk(recv, at, w)?), &mut *acc),
+            (None, None) => return Err("shm coll: a reduction without a contribution".into()),
+        };
+        if !last {
+            read(n - 1, result)?;
+        } else if let Some(c) = contribution {
+            result.copy_from_slice(c);
+        }
+        for r in (0..n - 1).rev() {
+            if r == me {
+                apply(contribution.unwrap_or_default(), result);
+            } else {
+                read(r, tmp)?;
+                apply(tmp, result);
+            }
         }
     }
+    let result: &[u8] = match &mut own.recv {
+        Some(recv) if in_recv => chunk(recv, at, w)?,
+        Some(recv) => {
+            let dst = recv.get_mut(at..at + w).ok_or_else(|| outside(at, w))?;
+            dst.copy_from_slice(acc);
+            acc
+        }
+        None => acc,
+    };
     for (r, m) in members.iter().enumerate() {
-        if r == me {
-            if let Some(recv) = own.recv.as_deref_mut() {
-                recv.get_mut(at..at + w)
-                    .ok_or_else(|| outside(at, w))?
-                    .copy_from_slice(acc);
-            }
-        } else if m.recv != 0 {
-            cma::write(m.pid, m.recv + at as u64, acc)
+        if r != me && m.recv != 0 {
+            cma::write(m.pid, m.recv + at as u64, result)
                 .map_err(|e| format!("shm coll: writing rank {r}'s buffer: {e}"))?;
         }
     }
     Ok(())
 }
 
-/// This member's contribution at `at..at + w`.
-fn own_bytes<'b>(own: &'b Own<'_>, at: usize, w: usize) -> Result<&'b [u8], String> {
-    let whole = match (own.send, own.recv.as_deref()) {
-        (Some(s), _) => s,
-        (None, Some(r)) => r,
-        (None, None) => return Err("shm coll: a reduction without a contribution".into()),
-    };
-    whole.get(at..at + w).ok_or_else(|| outside(at, w))
+/// Bytes `at..at + w` of one of this member's buffers.
+fn chunk(b: &[u8], at: usize, w: usize) -> Result<&[u8], String> {
+    b.get(at..at + w).ok_or_else(|| outside(at, w))
 }
 
 fn outside(at: usize, w: usize) -> String {
@@ -183,7 +198,8 @@ impl CollSegment {
     }
 
     /// Reduction through the members' own buffers: one round publishes every member's send
-    /// and receive addresses; rank i then reduces slice i of the data, chunk by chunk
+    /// and receive addresses; rank i then reduces slice i of the data (the root's twice as
+    /// large as the others'), chunk by chunk
     /// ([`reduce_chunk`]), and writes the result into every receive buffer that wants it; a
     /// closing round keeps every buffer alive until all copies are done.
     pub fn single_copy_reduce(
@@ -209,10 +225,21 @@ impl CollSegment {
             members[r] = Member::decode(b)
         });
         let len = send.len();
-        // Rank i's slice, on boundaries that are element boundaries on every member.
+        // Rank i's slice, on boundaries that are element boundaries on every member. A root
+        // takes twice the share of the others: it writes its result locally, where they copy
+        // their contribution aside and write theirs into its buffer with single copy (at 2
+        // ranks, equal halves left the root waiting for a third of the time).
         let unit = common_unit(&members, len).unwrap_or(len.max(1));
         let units = len / unit;
-        let bound = |i: usize| if i == n { len } else { units * i / n * unit };
+        let weight = |i: usize| if root == Some(i) { 2 } else { 1 };
+        let total_weight: usize = (0..n).map(weight).sum();
+        let bound = |i: usize| {
+            if i == n {
+                len
+            } else {
+                units * (0..i).map(weight).sum::<usize>() / total_weight * unit
+            }
+        };
         let (s0, s1) = (bound(me), bound(me + 1));
         let chunk = chunk_size(&members, len, REDUCE_CHUNK);
         let mut buffers = std::mem::take(&mut self.scratch);
@@ -271,6 +298,7 @@ impl CollSegment {
     /// Allgather through the members' own buffers: one round publishes every send buffer's
     /// address; each member reads block r from member r's send buffer straight into
     /// `recv[displs[r]..]` with single copy; a closing round keeps every buffer alive.
+    /// `recv` already holds this member's own block (as for [`CollSegment::flat_allgatherv`]).
     pub fn single_copy_allgather(
         &mut self,
         send: &[u8],
@@ -290,8 +318,10 @@ impl CollSegment {
                 continue;
             };
             if r == self.me {
-                dst.copy_from_slice(&send[..len.min(send.len())]);
-            } else if let Err(e) = cma::read(members[r].1, members[r].0, dst) {
+                // The caller put this member's own block in place already.
+                continue;
+            }
+            if let Err(e) = cma::read(members[r].1, members[r].0, dst) {
                 result = Err(format!("shm coll: reading rank {r}'s buffer: {e}"));
             }
         }
