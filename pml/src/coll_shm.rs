@@ -261,7 +261,9 @@ impl Engine {
         Ok(done.unwrap_or(false))
     }
 
-    /// Allgatherv through single copy on node-local communicators, for large blocks.
+    /// Allgatherv on node-local communicators: one round of inline lines for the smallest
+    /// blocks, the fragment slots for blocks of up to a fragment, single copy for large
+    /// totals; false when none applies (messages then).
     pub(crate) fn shm_allgatherv(
         &mut self,
         ctx: u16,
@@ -276,6 +278,12 @@ impl Engine {
             // Small blocks: one round through the segment instead of log2(n) exchanges.
             if seg.flat(counts.iter().copied().max().unwrap_or(0)) {
                 seg.flat_allgatherv(send, recv, counts, displs);
+                return Ok(true);
+            }
+            // Blocks of up to a fragment: one barrier between a copy in and a copy out, instead
+            // of log2(n) message exchanges (2 ranks, 8 KiB: 6.2 -> 1.4-2.1 us) or the single
+            // copy's syscalls and rounds (32 KiB: 6.4-16.6 -> 2.2-4.2 us).
+            if seg.fragment_allgatherv(send, recv, counts, displs) {
                 return Ok(true);
             }
             if !seg.single_copy(total) {

@@ -215,6 +215,15 @@ impl NodeSegment for CollSegment {
     fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
         CollSegment::flat_alltoall(self, send, recv, block)
     }
+    fn fragment_allgatherv(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> bool {
+        CollSegment::fragment_allgatherv(self, send, recv, counts, displs)
+    }
     fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
         CollSegment::flat_scatter(self, root, send, recv, block)
     }

@@ -157,6 +157,16 @@ pub trait NodeSegment: Send {
     /// member, `recv` gets block `me` of every member's `send` (the whole `send` must pass
     /// [`NodeSegment::flat`]).
     fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize);
+    /// An allgatherv of blocks of at most a fragment (and 32 KiB) each through the segment's fragment
+    /// slots (`recv` holds this member's own block already); false, nothing done, when a block
+    /// is larger (the same answer on every member).
+    fn fragment_allgatherv(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> bool;
     /// A scatter of small equal blocks in one round: `send` (at the root) holds one
     /// `block`-byte block per member, `recv` gets this member's (the root's own unless `recv`
     /// is empty, in place); the whole `send` must pass [`NodeSegment::flat`].
