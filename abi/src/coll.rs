@@ -579,11 +579,23 @@ pub fn gatherv(
             None => hull_mut(v),
         };
         let (counts, displs) = (&laid.counts, &laid.displs);
-        equal_blocks("MPI_Gather", own.len(), counts, displs, target, |run| {
+        // The others send blocks of the receive type's size: the root takes part with a block
+        // of that size whatever its own (so that nobody waits for it), then reports the
+        // mismatch.
+        let b = counts.first().copied().unwrap_or(0);
+        let fitted: Cow<[u8]> = if own.len() == b {
+            Cow::Borrowed(&own)
+        } else {
+            let mut v = own.to_vec();
+            v.resize(b, 0);
+            Cow::Owned(v)
+        };
+        equal_blocks("MPI_Gather", b, counts, displs, target, |run| {
             core.engine
-                .coll_gather(ctx, root, &own, Some(run))
+                .coll_gather(ctx, root, &fitted, Some(run))
                 .map_err(coll_err)
         })?;
+        check_equal("MPI_Gather", b, &[own.len()])?;
         return store_blocks(v, &laid, None);
     }
     match laid.packed.as_mut() {

@@ -201,9 +201,10 @@ impl Engine {
     }
 
     /// `MPI_Scatter` (`gather` false) or `MPI_Gather` (true) of equal blocks of `block` bytes
-    /// as one round of the node segment, when all blocks together fit an inline line (the
-    /// same answer on every member: MPI makes the block size the same everywhere) and
-    /// `coll_gather`/`coll_scatter` is `auto`. A scatter
+    /// as one round of the node segment when all blocks together fit an inline line, or
+    /// through its fragment slots when a block fits one (up to 16 KiB), if
+    /// `coll_gather`/`coll_scatter` is `auto` (the same answer on every member: MPI makes the
+    /// block size the same everywhere). A scatter
     /// reads `src` (every block, at the root) and writes this member's block into `dst`; a
     /// gather reads this member's block from `src` and writes every block into `dst` (at
     /// the root). The root's own block is skipped when its `dst` (scatter) or `src` (gather)
@@ -242,21 +243,28 @@ impl Engine {
             )));
         }
         let done = self.with_segment(ctx, what, |seg| {
-            if !seg.flat(total) {
-                return false;
-            }
+            let flat = seg.flat(total);
+            let at_root = me == root;
+            let root = root as usize;
             if gather {
-                let all = if me == root {
+                let all = if at_root {
                     &mut dst[..total]
                 } else {
                     &mut [][..]
                 };
-                seg.flat_gather(root as usize, src, all, block);
+                if flat {
+                    seg.flat_gather(root, src, all, block);
+                    return true;
+                }
+                seg.fragment_gather(root, src, all, block)
             } else {
-                let all = if me == root { &src[..total] } else { &[][..] };
-                seg.flat_scatter(root as usize, all, dst, block);
+                let all = if at_root { &src[..total] } else { &[][..] };
+                if flat {
+                    seg.flat_scatter(root, all, dst, block);
+                    return true;
+                }
+                seg.fragment_scatter(root, all, dst, block)
             }
-            true
         })?;
         Ok(done.unwrap_or(false))
     }
@@ -280,9 +288,8 @@ impl Engine {
                 seg.flat_allgatherv(send, recv, counts, displs);
                 return Ok(true);
             }
-            // Blocks of up to a fragment: one barrier between a copy in and a copy out, instead
-            // of log2(n) message exchanges (2 ranks, 8 KiB: 6.2 -> 1.4-2.1 us) or the single
-            // copy's syscalls and rounds (32 KiB: 6.4-16.6 -> 2.2-4.2 us).
+            // Blocks of up to a fragment (and 16 KiB): one barrier between a copy in and a copy
+            // out, instead of log2(n) message exchanges (2 ranks, 8 KiB: 6.2 -> 1.4-2.1 us).
             if seg.fragment_allgatherv(send, recv, counts, displs) {
                 return Ok(true);
             }

@@ -62,10 +62,12 @@ pub const FLAT_MAX_RANKS: usize = 16;
 /// Smallest reduction that goes through the members' buffers with single copy.
 pub const SINGLE_COPY_MIN: usize = 64 << 10;
 
-/// Largest block of the allgather through fragment slots: above it, two copies of every
-/// block cost more than single copy's syscalls (2 ranks, 64 KiB: 13.3 us through the slots,
-/// 10.5-13 with single copy; 32 KiB: 6.6-7.0 against 6.4-16.6).
-pub const FRAGMENT_ALLGATHER_MAX: usize = 32 << 10;
+/// Largest block of the allgather, gather and scatter through fragment slots: above it, two
+/// copies of every block through lines another core just wrote cost more than single copy
+/// or a rendezvous (2 ranks: allgather 64 KiB 13.3 us through the slots, 10.5-13 with
+/// single copy; scatter 32 KiB 6.9 us in the fast core-to-core state but 22-52 in the slow
+/// one, where 16 KiB takes 11-12).
+pub const FRAGMENT_BLOCK_MAX: usize = 16 << 10;
 
 /// Polls of a wait before the poll hook is first called.
 pub const POLL_AFTER: u32 = 256;
@@ -484,7 +486,7 @@ impl CollSegment {
         }
     }
 
-    /// Allgather(v) of blocks of at most a fragment (and [`FRAGMENT_ALLGATHER_MAX`]) each, in
+    /// Allgather(v) of blocks of at most a fragment (and [`FRAGMENT_BLOCK_MAX`]) each, in
     /// one set of fragment slots: every
     /// member writes its block into its slot, one barrier, every member copies the others'
     /// slots into `recv` at `displs` (`recv` already holds its own block). False, nothing
@@ -498,7 +500,7 @@ impl CollSegment {
         counts: &[usize],
         displs: &[usize],
     ) -> bool {
-        let most = self.geo.frag.min(FRAGMENT_ALLGATHER_MAX);
+        let most = self.geo.frag.min(FRAGMENT_BLOCK_MAX);
         if counts.iter().any(|&c| c > most) {
             return false;
         }
@@ -512,6 +514,73 @@ impl CollSegment {
             if r != me {
                 self.map
                     .read_bytes(self.slot(set, r), &mut recv[at..at + len]);
+            }
+        }
+        true
+    }
+
+    /// Scatter of `n` blocks of `block` bytes (at most a fragment and [`FRAGMENT_BLOCK_MAX`])
+    /// through one set of fragment slots: the root writes block r into member r's slot, one
+    /// barrier, every other member copies its slot into `recv`. The root copies its own
+    /// block unless `recv` is empty (in place). False, nothing done, when the block is larger
+    /// (the same answer everywhere); the slots are reused as in
+    /// [`CollSegment::fragment_allgatherv`].
+    pub fn fragment_scatter(
+        &mut self,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> bool {
+        if block > self.geo.frag.min(FRAGMENT_BLOCK_MAX) {
+            return false;
+        }
+        let set = (self.fragments % self.geo.sets as u64) as usize;
+        self.fragments += 1;
+        let me = self.me;
+        if me == root {
+            for r in (0..self.geo.n).filter(|&r| r != me) {
+                self.map
+                    .write_bytes(self.slot(set, r), &send[r * block..(r + 1) * block]);
+            }
+            if recv.len() == block {
+                recv.copy_from_slice(&send[me * block..(me + 1) * block]);
+            }
+        }
+        self.barrier();
+        if me != root {
+            self.map.read_bytes(self.slot(set, me), recv);
+        }
+        true
+    }
+
+    /// Gather of blocks of `block` bytes (at most a fragment and [`FRAGMENT_BLOCK_MAX`])
+    /// through one set of fragment slots: every member writes its block into its slot, one
+    /// barrier, the root copies the others' into `recv` (and its own unless `send` is empty,
+    /// in place). False as [`CollSegment::fragment_scatter`].
+    pub fn fragment_gather(
+        &mut self,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> bool {
+        if block > self.geo.frag.min(FRAGMENT_BLOCK_MAX) {
+            return false;
+        }
+        let set = (self.fragments % self.geo.sets as u64) as usize;
+        self.fragments += 1;
+        let me = self.me;
+        if me != root {
+            self.map.write_bytes(self.slot(set, me), send);
+        } else if send.len() == block {
+            recv[me * block..(me + 1) * block].copy_from_slice(send);
+        }
+        self.barrier();
+        if me == root {
+            for r in (0..self.geo.n).filter(|&r| r != me) {
+                self.map
+                    .read_bytes(self.slot(set, r), &mut recv[r * block..(r + 1) * block]);
             }
         }
         true
@@ -781,6 +850,20 @@ mod tests {
                             if me == root {
                                 assert_eq!(all, blocks, "flat gather n {n} round {round}");
                             }
+                            // The same through the fragment slots (blocks of 40 bytes).
+                            let big: Vec<u8> = (0..40 * n)
+                                .map(|i| (i as u8).wrapping_add(round as u8))
+                                .collect();
+                            let mut mine = vec![0u8; 40];
+                            let send = if me == root { &big[..] } else { &[][..] };
+                            assert!(seg.fragment_scatter(root, send, &mut mine, 40));
+                            assert_eq!(mine, big[40 * me..40 * me + 40], "fragment scatter");
+                            let mut all = vec![0u8; if me == root { 40 * n } else { 0 }];
+                            assert!(seg.fragment_gather(root, &mine, &mut all, 40));
+                            if me == root {
+                                assert_eq!(all, big, "fragment gather n {n} round {round}");
+                            }
+                            assert!(!seg.fragment_gather(root, &[], &mut [], 1 << 20));
                             let want: u64 = (0..n as u64).fold(0, |acc, r| acc * 10 + r + 1);
                             for c in recv.chunks_exact(8) {
                                 assert_eq!(

@@ -224,6 +224,18 @@ impl NodeSegment for CollSegment {
     ) -> bool {
         CollSegment::fragment_allgatherv(self, send, recv, counts, displs)
     }
+    fn fragment_scatter(
+        &mut self,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> bool {
+        CollSegment::fragment_scatter(self, root, send, recv, block)
+    }
+    fn fragment_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) -> bool {
+        CollSegment::fragment_gather(self, root, send, recv, block)
+    }
     fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
         CollSegment::flat_scatter(self, root, send, recv, block)
     }

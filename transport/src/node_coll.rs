@@ -157,7 +157,7 @@ pub trait NodeSegment: Send {
     /// member, `recv` gets block `me` of every member's `send` (the whole `send` must pass
     /// [`NodeSegment::flat`]).
     fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize);
-    /// An allgatherv of blocks of at most a fragment (and 32 KiB) each through the segment's fragment
+    /// An allgatherv of blocks of at most a fragment (and 16 KiB) each through the segment's fragment
     /// slots (`recv` holds this member's own block already); false, nothing done, when a block
     /// is larger (the same answer on every member).
     fn fragment_allgatherv(
@@ -167,6 +167,14 @@ pub trait NodeSegment: Send {
         counts: &[usize],
         displs: &[usize],
     ) -> bool;
+    /// A scatter of equal blocks of up to a fragment (and 16 KiB) through the fragment slots
+    /// (arguments as [`NodeSegment::flat_scatter`]); false, nothing done, when the block is
+    /// larger (the same answer on every member).
+    fn fragment_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize)
+        -> bool;
+    /// A gather of equal blocks of up to a fragment (and 16 KiB) through the fragment slots
+    /// (arguments as [`NodeSegment::flat_gather`]); false as [`NodeSegment::fragment_scatter`].
+    fn fragment_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) -> bool;
     /// A scatter of small equal blocks in one round: `send` (at the root) holds one
     /// `block`-byte block per member, `recv` gets this member's (the root's own unless `recv`
     /// is empty, in place); the whole `send` must pass [`NodeSegment::flat`].
