@@ -486,6 +486,18 @@ impl CollSegment {
         }
     }
 
+    /// The fragment set of the next fragment operation whose largest block is `largest`
+    /// bytes, drawn now; `None`, nothing drawn, when that exceeds a fragment or
+    /// [`FRAGMENT_BLOCK_MAX`] (the same answer on every member).
+    fn fragment_set(&mut self, largest: usize) -> Option<usize> {
+        if largest > self.geo.frag.min(FRAGMENT_BLOCK_MAX) {
+            return None;
+        }
+        let set = (self.fragments % self.geo.sets as u64) as usize;
+        self.fragments += 1;
+        Some(set)
+    }
+
     /// Allgather(v) of blocks of at most a fragment (and [`FRAGMENT_BLOCK_MAX`]) each, in
     /// one set of fragment slots: every
     /// member writes its block into its slot, one barrier, every member copies the others'
@@ -500,12 +512,9 @@ impl CollSegment {
         counts: &[usize],
         displs: &[usize],
     ) -> bool {
-        let most = self.geo.frag.min(FRAGMENT_BLOCK_MAX);
-        if counts.iter().any(|&c| c > most) {
+        let Some(set) = self.fragment_set(counts.iter().copied().max().unwrap_or(0)) else {
             return false;
-        }
-        let set = (self.fragments % self.geo.sets as u64) as usize;
-        self.fragments += 1;
+        };
         let me = self.me;
         self.map
             .write_bytes(self.slot(set, me), &send[..counts[me]]);
@@ -532,11 +541,9 @@ impl CollSegment {
         recv: &mut [u8],
         block: usize,
     ) -> bool {
-        if block > self.geo.frag.min(FRAGMENT_BLOCK_MAX) {
+        let Some(set) = self.fragment_set(block) else {
             return false;
-        }
-        let set = (self.fragments % self.geo.sets as u64) as usize;
-        self.fragments += 1;
+        };
         let me = self.me;
         if me == root {
             for r in (0..self.geo.n).filter(|&r| r != me) {
@@ -565,11 +572,9 @@ impl CollSegment {
         recv: &mut [u8],
         block: usize,
     ) -> bool {
-        if block > self.geo.frag.min(FRAGMENT_BLOCK_MAX) {
+        let Some(set) = self.fragment_set(block) else {
             return false;
-        }
-        let set = (self.fragments % self.geo.sets as u64) as usize;
-        self.fragments += 1;
+        };
         let me = self.me;
         if me != root {
             self.map.write_bytes(self.slot(set, me), send);
