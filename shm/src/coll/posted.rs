@@ -218,10 +218,15 @@ impl PostedRounds {
         recv: &mut [u8],
         apply: &mut dyn FnMut(&[u8], &mut [u8]),
     ) -> Result<bool, String> {
-        let members: Vec<Member> = (0..self.geo.n)
-            .map(|r| Member::decode(self.payload(g, r, Member::BYTES)))
-            .collect();
-        let chunk = chunk_size(&members, len, SHARED_CHUNK);
+        // On the stack: this runs at every progress while others still work on their chunks
+        // (`shares` keeps the group within the flat size).
+        let mut all = [Member::default(); FLAT_MAX_RANKS];
+        let members = &mut all[..self.geo.n];
+        for (r, m) in members.iter_mut().enumerate() {
+            *m = Member::decode(self.payload(g, r, Member::BYTES));
+        }
+        let members = &*members;
+        let chunk = chunk_size(members, len, SHARED_CHUNK);
         let chunks = len.div_ceil(chunk) as u64;
         let counters = self.line(0, g);
         let mut own = Own {
@@ -240,7 +245,7 @@ impl PostedRounds {
                 let at = c as usize * chunk;
                 let w = chunk.min(len - at);
                 let step = (at, w);
-                if let Err(e) = reduce_chunk(&members, self.me, &mut own, step, (acc, tmp), apply) {
+                if let Err(e) = reduce_chunk(members, self.me, &mut own, step, (acc, tmp), apply) {
                     tracing::warn!(target: "coll", "posted round {g}: {e}");
                     let _ = self.map.compare_exchange(
                         counters + FAILED,
