@@ -742,7 +742,11 @@ mod tests {
             sets: 2,
             degree: 2,
         };
-        let name = format!("kestrel.colltest{}x{n}x{frag}", std::process::id());
+        // Tests run in parallel threads of one process and may ask for the same shape: a
+        // per-process serial keeps their segment names apart.
+        static SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("kestrel.colltest{}x{n}x{frag}.{serial}", std::process::id());
         let (path, first) =
             CollSegment::create(Path::new("/dev/shm"), &name, geo, 0, true).unwrap();
         let mut segs = vec![first];
