@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use kestrel_usnic::fabric::{dgram_interfaces, DgramEndpoint, FabricInterface, PeerAddr};
+use kestrel_usnic::fabric::{dgram_interfaces, FabricInterface, MsgEndpoint, PeerAddr};
 
 /// Send and receive buffers per endpoint: ping-pong keeps one in flight, a few spare cover
 /// completions not yet reaped.
@@ -99,7 +99,7 @@ fn hex_decode(text: &str) -> Result<Vec<u8>, String> {
 
 fn find_interface(o: &Options) -> Result<FabricInterface, String> {
     let want = o.interface.unwrap_or(Ipv4Addr::LOCALHOST);
-    dgram_interfaces(Some(&o.provider))
+    dgram_interfaces(kestrel_usnic::discovery::FABRIC_OWNER, Some(&o.provider))
         .map_err(|e| e.to_string())?
         .into_iter()
         .find(|i| i.ipv4() == Some(want))
@@ -112,7 +112,7 @@ fn find_interface(o: &Options) -> Result<FabricInterface, String> {
 }
 
 /// Sends one datagram of `size` bytes whose first byte is `tag`, retrying while slots are busy.
-fn send(ep: &mut DgramEndpoint, to: PeerAddr, size: usize, tag: u8) -> Result<(), String> {
+fn send(ep: &mut MsgEndpoint, to: PeerAddr, size: usize, tag: u8) -> Result<(), String> {
     let deadline = Instant::now() + LOSS_TIMEOUT;
     loop {
         match ep.send_with(to, |buf| {
@@ -132,7 +132,7 @@ fn send(ep: &mut DgramEndpoint, to: PeerAddr, size: usize, tag: u8) -> Result<()
 }
 
 /// Busy-polls until one datagram arrives; returns a copy of its first bytes.
-fn receive(ep: &mut DgramEndpoint, timeout: Duration) -> Result<Vec<u8>, String> {
+fn receive(ep: &mut MsgEndpoint, timeout: Duration) -> Result<Vec<u8>, String> {
     let deadline = Instant::now() + timeout;
     let mut got: Option<Vec<u8>> = None;
     loop {
@@ -152,7 +152,7 @@ fn receive(ep: &mut DgramEndpoint, timeout: Duration) -> Result<Vec<u8>, String>
 }
 
 /// The client side: `iters + warmup` round trips; returns the measured round-trip times.
-fn client(ep: &mut DgramEndpoint, server: PeerAddr, o: &Options) -> Result<Vec<Duration>, String> {
+fn client(ep: &mut MsgEndpoint, server: PeerAddr, o: &Options) -> Result<Vec<Duration>, String> {
     let mut rtts = Vec::with_capacity(o.iters);
     for i in 0..o.warmup + o.iters {
         let start = Instant::now();
@@ -166,7 +166,7 @@ fn client(ep: &mut DgramEndpoint, server: PeerAddr, o: &Options) -> Result<Vec<D
 }
 
 /// The server side: echoes `count` datagrams.
-fn echo(ep: &mut DgramEndpoint, client: PeerAddr, o: &Options, count: usize) -> Result<(), String> {
+fn echo(ep: &mut MsgEndpoint, client: PeerAddr, o: &Options, count: usize) -> Result<(), String> {
     for i in 0..count {
         receive(ep, LOSS_TIMEOUT * 10).map_err(|e| format!("ping {i}: {e}"))?;
         send(ep, client, o.size, 0)?;
@@ -197,8 +197,8 @@ fn report(iface: &FabricInterface, o: &Options, mut rtts: Vec<Duration>) {
 
 fn run_threads(o: Options) -> Result<(), String> {
     let iface = find_interface(&o)?;
-    let mut a = DgramEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
-    let mut b = DgramEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    let mut a = MsgEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    let mut b = MsgEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
     check_size(&a, &o)?;
     let b_at_a = a.insert_peer(&b.address()).map_err(|e| e.to_string())?;
     let a_at_b = b.insert_peer(&a.address()).map_err(|e| e.to_string())?;
@@ -215,7 +215,7 @@ fn run_threads(o: Options) -> Result<(), String> {
     Ok(())
 }
 
-fn check_size(ep: &DgramEndpoint, o: &Options) -> Result<(), String> {
+fn check_size(ep: &MsgEndpoint, o: &Options) -> Result<(), String> {
     if o.size == 0 || o.size > ep.max_datagram() {
         return Err(format!(
             "--size must be from 1 to {} (this endpoint's max_datagram)",
@@ -227,7 +227,7 @@ fn check_size(ep: &DgramEndpoint, o: &Options) -> Result<(), String> {
 
 fn run_serve(o: Options) -> Result<(), String> {
     let iface = find_interface(&o)?;
-    let mut ep = DgramEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    let mut ep = MsgEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
     check_size(&ep, &o)?;
     println!("address {}", hex_encode(&ep.address()));
     // The hello carries the client's address after its tag byte.
@@ -244,7 +244,7 @@ fn run_serve(o: Options) -> Result<(), String> {
 
 fn run_ping(o: Options, server_address: &[u8]) -> Result<(), String> {
     let iface = find_interface(&o)?;
-    let mut ep = DgramEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    let mut ep = MsgEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
     check_size(&ep, &o)?;
     let server = ep.insert_peer(server_address).map_err(|e| e.to_string())?;
     let own = ep.address();

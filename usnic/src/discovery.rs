@@ -21,6 +21,12 @@ use serde::Serialize;
 use crate::fabric::{self, FabricError, FabricInterface};
 use crate::params;
 
+/// How the fabric wrapper names this transport in its errors.
+pub const FABRIC_OWNER: fabric::Owner = fabric::Owner {
+    component: "usnic",
+    provider_variable: "KESTREL_USNIC_PROVIDER",
+};
+
 /// Where routes come from.
 const ROUTE_TABLE: &str = "/proc/net/route";
 
@@ -847,7 +853,7 @@ pub fn read_interfaces() -> Result<Vec<RawInterface>, UsnicError> {
 pub fn fabric_offers(choice: ProviderChoice) -> Result<Vec<FabricOffer>, UsnicError> {
     let mut offers = Vec::new();
     for provider in choice.providers() {
-        let list = match fabric::dgram_interfaces(Some(provider)) {
+        let list = match fabric::dgram_interfaces(FABRIC_OWNER, Some(provider)) {
             Ok(list) => list,
             Err(e) if e.is_no_data() => {
                 tracing::debug!(target: "usnic", provider, "provider serves no interface here");
@@ -914,6 +920,7 @@ pub fn discover(params: &Params) -> Result<Discovery, UsnicError> {
 pub fn fabric_interface(iface: &Interface) -> Result<FabricInterface, UsnicError> {
     let (Some(provider), Some(ip)) = (iface.provider.as_deref(), iface.ipv4) else {
         return Err(UsnicError::Fabric(FabricError {
+            component: "usnic",
             call: "fi_getinfo",
             provider: String::new(),
             interface: iface.name.clone(),
@@ -922,11 +929,12 @@ pub fn fabric_interface(iface: &Interface) -> Result<FabricInterface, UsnicError
             fix: Some("only interfaces with a Used verdict have endpoints".into()),
         }));
     };
-    fabric::dgram_interfaces(Some(provider))?
+    fabric::dgram_interfaces(FABRIC_OWNER, Some(provider))?
         .into_iter()
         .find(|f| f.ipv4() == Some(ip))
         .ok_or_else(|| {
             UsnicError::Fabric(FabricError {
+                component: "usnic",
                 call: "fi_getinfo",
                 provider: provider.to_string(),
                 interface: iface.name.clone(),
@@ -1522,8 +1530,8 @@ eth3\t000312C6\t00000000\t0000\t0\t0\t0\t00FFFFFF\t0\t0\t0
 
         // Endpoints work inside the namespace too.
         let iface = fabric_interface(&used).unwrap();
-        let mut a = crate::fabric::DgramEndpoint::open(&iface, 4).unwrap();
-        let mut b = crate::fabric::DgramEndpoint::open(&iface, 4).unwrap();
+        let mut a = crate::fabric::MsgEndpoint::open(&iface, 4).unwrap();
+        let mut b = crate::fabric::MsgEndpoint::open(&iface, 4).unwrap();
         assert_eq!(
             b.socket_addr().map(|s| *s.ip()),
             Some(Ipv4Addr::new(198, 18, 77, 2))

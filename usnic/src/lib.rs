@@ -10,8 +10,8 @@
 //! * [`matching`]: edge weights and the min-cost max-flow pairing of local and remote interfaces;
 //! * [`reliable`]: the sans-IO reliable-datagram core (wire header, window, ACKs, reassembly),
 //!   re-exported from the `kestrel-reliable` crate;
-//! * [`fabric`]: the safe wrapper over libfabric (with the `kestrel-libfabric-sys` crate, the
-//!   only place with libfabric `unsafe`);
+//! * [`fabric`]: the safe wrapper over libfabric, re-exported from the `kestrel-fabric` crate
+//!   (with `kestrel-libfabric-sys`, the only place with libfabric `unsafe`);
 //! * [`netdev`]: interface facts from the caller's own network namespace (one `ioctl`, the
 //!   crate's only other `unsafe`).
 
@@ -23,8 +23,10 @@ pub mod card;
 pub mod component;
 #[cfg(feature = "libfabric")]
 pub mod discovery;
+/// The safe wrapper over libfabric, its own crate (`kestrel-fabric`, shared with the `ofi`
+/// transport); kept here so `kestrel_usnic::fabric::...` paths keep working.
 #[cfg(feature = "libfabric")]
-pub mod fabric;
+pub use kestrel_fabric as fabric;
 #[cfg(feature = "libfabric")]
 pub mod fuzzing;
 #[cfg(feature = "libfabric")]

@@ -41,7 +41,7 @@ use kestrel_transport::params::Params;
 
 use crate::card::{CardInterface, HostCard, ModexCard, ModexInterface};
 use crate::discovery::{self, Verdict};
-use crate::fabric::{DgramEndpoint, PeerAddr};
+use crate::fabric::{MsgEndpoint, PeerAddr};
 use crate::matching::{self, ProcessCard};
 use crate::params;
 use crate::reliable::{Config, Connection};
@@ -80,13 +80,13 @@ struct Rail {
     ipv4: std::net::Ipv4Addr,
     /// Taken out while the endpoint is polled, so that the datagram handler can use the rest
     /// of the transport; present at every other time.
-    endpoint: Option<DgramEndpoint>,
+    endpoint: Option<MsgEndpoint>,
     max_datagram: usize,
     bad: BadDatagrams,
 }
 
 impl Rail {
-    fn ep(&mut self) -> &mut DgramEndpoint {
+    fn ep(&mut self) -> &mut MsgEndpoint {
         self.endpoint
             .as_mut()
             .expect("the endpoint is back in its rail outside polling")
@@ -215,7 +215,7 @@ impl UsnicBtl {
                 continue;
             }
             let fi = discovery::fabric_interface(iface).map_err(|e| e.to_string())?;
-            let ep = DgramEndpoint::open(&fi, depth).map_err(|e| e.to_string())?;
+            let ep = MsgEndpoint::open(&fi, depth).map_err(|e| e.to_string())?;
             let ipv4 = iface.ipv4.expect("a used interface has an IPv4 address");
             let max_datagram = ep.max_datagram();
             interfaces.push(ModexInterface {

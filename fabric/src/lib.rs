@@ -1,10 +1,14 @@
-//! The safe wrapper over libfabric datagram endpoints (`FI_EP_DGRAM`, `FI_MSG`).
+//! The safe wrapper over libfabric message endpoints: datagram (`FI_EP_DGRAM`, the usnic
+//! transport) and reliable-datagram (`FI_EP_RDM`, the ofi transport), both with `FI_MSG`.
 //!
 //! This module owns every libfabric object the transport uses (the `fi_info` of an interface,
 //! fabric, domain, completion queue, address vector, memory registrations, endpoint), closes
 //! them in dependency order on drop, and owns the pre-allocated send and receive buffer pools
 //! the provider reads from and writes into. It is, with `kestrel-libfabric-sys`, the only place
 //! allowed to use `unsafe` for libfabric; every block says why it is sound.
+//!
+//! Errors name the transport that uses the wrapper ([`Owner`]), so a user reads `usnic: ...`
+//! or `ofi: ...`; logs go to the `fabric` target.
 //!
 //! It must never interpret datagram contents: received bytes are handed up exactly as they
 //! arrived (a stranger's garbage included); the reliability layer above decodes and rejects.
@@ -22,9 +26,9 @@
 //! and makes progress inside `fi_cq_read` (one received datagram per call).
 //!
 //! Module map:
-//! * `info`: listing the provider interfaces that carry datagrams ([`FabricInterface`],
-//!   [`dgram_interfaces`]) and the `fi_info` copies behind them;
-//! * `endpoint`: one open datagram endpoint ([`DgramEndpoint`]): its address vector, sends,
+//! * `info`: listing the provider interfaces that carry messages ([`FabricInterface`],
+//!   [`dgram_interfaces`], [`rdm_interfaces`]) and the `fi_info` copies behind them;
+//! * `endpoint`: one open message endpoint ([`MsgEndpoint`]): its address vector, sends,
 //!   receives and completions; `endpoint::open` creates it (fabric, domain, completion queue,
 //!   address vector, endpoint, memory registrations);
 //! * `slots`: the page-aligned buffer pools and the per-slot operation contexts;
@@ -40,9 +44,11 @@ mod info;
 mod signals;
 mod slots;
 
-pub use endpoint::{DgramEndpoint, PeerAddr};
-pub use error::{FabricError, SendError};
-pub use info::{dgram_interfaces, sockaddr_in_from_bytes, FabricInterface};
+pub use endpoint::{MsgEndpoint, PeerAddr};
+pub use error::{FabricError, Owner, SendError};
+pub use info::{
+    dgram_interfaces, rdm_interfaces, sockaddr_in_from_bytes, EndpointKind, FabricInterface,
+};
 pub use signals::restore_crash_signals;
 
 #[cfg(test)]
@@ -53,8 +59,13 @@ mod tests {
     use std::net::{Ipv4Addr, SocketAddrV4};
     use std::time::{Duration, Instant};
 
+    const TEST_OWNER: Owner = Owner {
+        component: "usnic",
+        provider_variable: "KESTREL_USNIC_PROVIDER",
+    };
+
     fn loopback_udp() -> FabricInterface {
-        dgram_interfaces(Some("udp"))
+        dgram_interfaces(TEST_OWNER, Some("udp"))
             .expect("the udp provider lists interfaces")
             .into_iter()
             .find(|i| i.ipv4() == Some(Ipv4Addr::LOCALHOST))
@@ -62,7 +73,7 @@ mod tests {
     }
 
     /// Polls `ep` until `want` datagrams arrived or five seconds passed.
-    fn receive(ep: &mut DgramEndpoint, want: usize) -> Vec<Vec<u8>> {
+    fn receive(ep: &mut MsgEndpoint, want: usize) -> Vec<Vec<u8>> {
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut got = Vec::new();
         while got.len() < want {
@@ -82,10 +93,10 @@ mod tests {
             .collect()
     }
 
-    fn pair(depth: usize) -> (DgramEndpoint, DgramEndpoint, PeerAddr, PeerAddr) {
+    fn pair(depth: usize) -> (MsgEndpoint, MsgEndpoint, PeerAddr, PeerAddr) {
         let iface = loopback_udp();
-        let mut a = DgramEndpoint::open(&iface, depth).unwrap();
-        let mut b = DgramEndpoint::open(&iface, depth).unwrap();
+        let mut a = MsgEndpoint::open(&iface, depth).unwrap();
+        let mut b = MsgEndpoint::open(&iface, depth).unwrap();
         let b_at_a = a.insert_peer(&b.address()).unwrap();
         let a_at_b = b.insert_peer(&a.address()).unwrap();
         (a, b, b_at_a, a_at_b)
@@ -129,8 +140,8 @@ mod tests {
     #[test]
     fn a_full_send_queue_reports_full_then_recovers_after_poll() {
         let iface = loopback_udp();
-        let mut a = DgramEndpoint::open(&iface, 4).unwrap();
-        let mut b = DgramEndpoint::open(&iface, 64).unwrap();
+        let mut a = MsgEndpoint::open(&iface, 4).unwrap();
+        let mut b = MsgEndpoint::open(&iface, 64).unwrap();
         let to_b = a.insert_peer(&b.address()).unwrap();
         for i in 0..4u8 {
             a.send_with(to_b, |buf| {
@@ -165,7 +176,7 @@ mod tests {
     #[test]
     fn a_strangers_datagram_is_delivered_as_bytes() {
         let iface = loopback_udp();
-        let mut ep = DgramEndpoint::open(&iface, 8).unwrap();
+        let mut ep = MsgEndpoint::open(&iface, 8).unwrap();
         let target = ep
             .socket_addr()
             .expect("udp endpoints have sockaddr_in names");
@@ -193,8 +204,8 @@ mod tests {
     fn registered_pools_work_too() {
         // usnic requires FI_MR_LOCAL; udp does not, so force the registration path here.
         let iface = loopback_udp();
-        let mut a = DgramEndpoint::open_inner(&iface, 8, true).unwrap();
-        let mut b = DgramEndpoint::open_inner(&iface, 8, true).unwrap();
+        let mut a = MsgEndpoint::open_inner(&iface, 8, usize::MAX, true).unwrap();
+        let mut b = MsgEndpoint::open_inner(&iface, 8, usize::MAX, true).unwrap();
         assert!(a.is_registered() && b.is_registered());
         let to_b = a.insert_peer(&b.address()).unwrap();
         a.send_with(to_b, |buf| {
@@ -233,7 +244,7 @@ mod tests {
 
     #[test]
     fn an_unknown_provider_is_an_error_with_a_fix() {
-        let e = dgram_interfaces(Some("no-such-provider")).unwrap_err();
+        let e = dgram_interfaces(TEST_OWNER, Some("no-such-provider")).unwrap_err();
         assert!(e.is_no_data(), "{e:?}");
         let text = e.to_string();
         assert!(text.contains("fi_getinfo"), "{text}");
@@ -243,7 +254,7 @@ mod tests {
 
     #[test]
     fn zero_depth_is_refused() {
-        let e = DgramEndpoint::open(&loopback_udp(), 0).unwrap_err();
+        let e = MsgEndpoint::open(&loopback_udp(), 0).unwrap_err();
         assert!(e.to_string().contains("at least one"), "{e}");
     }
 

@@ -1,4 +1,4 @@
-//! Opening a [`DgramEndpoint`]: the fabric, domain, completion queue and address vector, the
+//! Opening a [`MsgEndpoint`]: the fabric, domain, completion queue and address vector, the
 //! endpoint bound to them, the buffer pools (registered when the provider asks for
 //! `FI_MR_LOCAL`), and every receive buffer posted.
 //!
@@ -11,26 +11,41 @@ use std::ptr;
 
 use kestrel_libfabric_sys as sys;
 
-use super::DgramEndpoint;
-use crate::fabric::error::{FabricError, Site};
-use crate::fabric::fid::Fid;
-use crate::fabric::info::{sockaddr_in_from_bytes, FabricInterface, OwnedInfo};
-use crate::fabric::slots::{Contexts, Pool};
+use super::MsgEndpoint;
+use crate::error::{FabricError, Site};
+use crate::fid::Fid;
+use crate::info::{sockaddr_in_from_bytes, EndpointKind, FabricInterface, OwnedInfo};
+use crate::slots::{Contexts, Pool};
 
 /// Initial address-vector size: a hint, the providers' AVs grow past it.
-pub(in crate::fabric) const AV_SIZE_HINT: usize = 256;
+pub(crate) const AV_SIZE_HINT: usize = 256;
 
-impl DgramEndpoint {
+/// Largest send slot or receive buffer: a bound on what one endpoint pins per slot.
+const MAX_BUFFER: usize = 16 << 20;
+
+impl MsgEndpoint {
     /// Opens an endpoint on `iface` with `depth` send slots and `depth` receive buffers (each
     /// clamped to what the provider allows), bound to the interface's address with a port the
     /// provider picks.
     pub fn open(iface: &FabricInterface, depth: usize) -> Result<Self, FabricError> {
-        Self::open_inner(iface, depth, false)
+        Self::open_inner(iface, depth, usize::MAX, false)
     }
 
-    pub(in crate::fabric) fn open_inner(
+    /// Opens an endpoint as [`MsgEndpoint::open`] does, with messages of at most
+    /// `max_message` bytes: every send slot and receive buffer has that size. A reliable
+    /// (`FI_EP_RDM`) endpoint needs this bound, its provider's own limit being unbounded.
+    pub fn open_sized(
         iface: &FabricInterface,
         depth: usize,
+        max_message: usize,
+    ) -> Result<Self, FabricError> {
+        Self::open_inner(iface, depth, max_message, false)
+    }
+
+    pub(crate) fn open_inner(
+        iface: &FabricInterface,
+        depth: usize,
+        max_message: usize,
         force_registration: bool,
     ) -> Result<Self, FabricError> {
         let site = iface.site();
@@ -64,7 +79,7 @@ impl DgramEndpoint {
         };
         if tx_depth < depth || rx_depth < depth {
             tracing::debug!(
-                target: "usnic",
+                target: "fabric",
                 interface = %site.interface,
                 requested = depth,
                 tx_depth,
@@ -74,8 +89,24 @@ impl DgramEndpoint {
         }
         let register = force_registration || mr_mode & sys::FI_MR_LOCAL as i32 != 0;
         let prefix = iface.prefix_size();
-        let max_datagram = iface.max_datagram();
-        let rx_capacity = iface.max_msg_size().max(max_datagram);
+        let max_datagram = iface.max_datagram().min(max_message);
+        if max_datagram > MAX_BUFFER {
+            return Err(FabricError::local(
+                "fi_endpoint",
+                &site,
+                format!(
+                    "messages of up to {max_datagram} bytes would need buffers larger than \
+                     {MAX_BUFFER} bytes each"
+                ),
+            )
+            .with_fix("open the endpoint with a smaller maximum message size"));
+        }
+        // A datagram provider may deliver up to its max_msg_size even when the link caps what we
+        // send; a reliable one delivers only what peers sent, which this bound caps.
+        let rx_capacity = match iface.kind() {
+            EndpointKind::Datagram => iface.max_msg_size().max(max_datagram),
+            EndpointKind::Reliable => max_datagram,
+        };
 
         let mut raw_fabric = ptr::null_mut();
         // SAFETY: fabric_attr belongs to our fi_info copy; raw_fabric receives a new object.
@@ -194,7 +225,7 @@ impl DgramEndpoint {
 
         let address = endpoint_name(&ep, &site)?;
 
-        let mut endpoint = DgramEndpoint {
+        let mut endpoint = MsgEndpoint {
             ep,
             av,
             cq,
@@ -223,7 +254,7 @@ impl DgramEndpoint {
             endpoint.post_receive(slot)?;
         }
         tracing::debug!(
-            target: "usnic",
+            target: "fabric",
             provider = %endpoint.site.provider,
             interface = %endpoint.site.interface,
             address = ?sockaddr_in_from_bytes(&endpoint.address),
@@ -232,7 +263,8 @@ impl DgramEndpoint {
             prefix,
             max_datagram,
             registered = endpoint.is_registered(),
-            "datagram endpoint open"
+            kind = ?iface.kind(),
+            "message endpoint open"
         );
         Ok(endpoint)
     }
@@ -248,7 +280,7 @@ fn register_pool(
     // Keys must be unique within a domain unless the provider picks them (FI_MR_PROV_KEY), so
     // the two pools ask for different ones.
     let mut raw = ptr::null_mut();
-    // SAFETY: the pool's memory outlives the registration (DgramEndpoint drops registrations
+    // SAFETY: the pool's memory outlives the registration (MsgEndpoint drops registrations
     // before pools); the domain is open.
     let ret = unsafe {
         sys::fi_mr_reg(

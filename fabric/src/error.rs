@@ -11,6 +11,8 @@ use kestrel_libfabric_sys as sys;
 /// A libfabric call failed, or a completion reported an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FabricError {
+    /// The transport that made the call (`usnic`, `ofi`): errors name it first.
+    pub component: &'static str,
     /// The libfabric call (or completion kind) that failed, e.g. `fi_endpoint`.
     pub call: &'static str,
     /// Provider name (`udp`, `usnic`), empty when no provider was involved yet.
@@ -29,6 +31,7 @@ impl FabricError {
     pub(super) fn from_code(call: &'static str, site: &Site, code: i64) -> Self {
         let errno = code.unsigned_abs().min(i32::MAX as u64) as i32;
         FabricError {
+            component: site.owner.component,
             call,
             provider: site.provider.clone(),
             interface: site.interface.clone(),
@@ -40,6 +43,7 @@ impl FabricError {
 
     pub(super) fn local(call: &'static str, site: &Site, message: String) -> Self {
         FabricError {
+            component: site.owner.component,
             call,
             provider: site.provider.clone(),
             interface: site.interface.clone(),
@@ -62,7 +66,7 @@ impl FabricError {
 
 impl fmt::Display for FabricError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "usnic: {} failed", self.call)?;
+        write!(f, "{}: {} failed", self.component, self.call)?;
         match (self.interface.is_empty(), self.provider.is_empty()) {
             (false, false) => write!(
                 f,
@@ -86,10 +90,10 @@ impl fmt::Display for FabricError {
 
 impl std::error::Error for FabricError {}
 
-/// Why [`crate::fabric::DgramEndpoint::send_with`] did not take a datagram.
+/// Why [`crate::MsgEndpoint::send_with`] did not take a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendError {
-    /// Every send slot is in flight: call [`crate::fabric::DgramEndpoint::poll`] to reap completions, then retry.
+    /// Every send slot is in flight: call [`crate::MsgEndpoint::poll`] to reap completions, then retry.
     /// The fill closure was not called.
     Full,
     /// The fill closure returned a length larger than the slice it was given.
@@ -108,13 +112,13 @@ impl fmt::Display for SendError {
         match self {
             SendError::Full => write!(
                 f,
-                "usnic: every send slot of the endpoint is in flight; poll the endpoint for \
+                "libfabric endpoint: every send slot is in flight; poll the endpoint for \
                  completions before sending more"
             ),
             SendError::Oversized { len, max } => write!(
                 f,
-                "usnic: a datagram of {len} bytes was written into a {max}-byte send slot; \
-                 the caller must fragment to max_datagram"
+                "libfabric endpoint: a message of {len} bytes was written into a {max}-byte \
+                 send slot; the caller must fragment to max_datagram"
             ),
             SendError::Fabric(e) => e.fmt(f),
         }
@@ -132,8 +136,28 @@ impl From<FabricError> for SendError {
 /// Where an error happened, for messages.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Site {
+    pub(super) owner: Owner,
     pub(super) provider: String,
     pub(super) interface: String,
+}
+
+/// The transport an interface or endpoint belongs to, for the wording of its errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    /// The component name errors start with (`usnic`, `ofi`).
+    pub component: &'static str,
+    /// The environment variable that chooses its provider (`KESTREL_USNIC_PROVIDER`), quoted
+    /// in fixes.
+    pub provider_variable: &'static str,
+}
+
+impl Default for Owner {
+    fn default() -> Self {
+        Owner {
+            component: "libfabric",
+            provider_variable: "the transport's provider parameter",
+        }
+    }
 }
 
 pub(super) fn strerror(errno: i32) -> String {

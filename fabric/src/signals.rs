@@ -53,7 +53,7 @@ pub fn restore_crash_signals() -> Vec<libc::c_int> {
             libc::sigaction(sig, &dfl, std::ptr::null_mut()) == 0
         };
         if ok {
-            tracing::debug!(target: "usnic", signal = sig, library = %file, "crash handler of a provider library removed; default action restored");
+            tracing::debug!(target: "fabric", signal = sig, library = %file, "crash handler of a provider library removed; default action restored");
             restored.push(sig);
         }
     }

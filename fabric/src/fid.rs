@@ -2,7 +2,7 @@
 //! closed with `fi_close` exactly once, on drop.
 //!
 //! This module owns the closing. It must never decide the order objects close in: the owner
-//! orders its fields so that dependents close first (see `DgramEndpoint`).
+//! orders its fields so that dependents close first (see `MsgEndpoint`).
 
 use std::ptr::{self, NonNull};
 
@@ -75,7 +75,7 @@ impl<T: HasFid> Drop for Fid<T> {
         let ret = unsafe { sys::fi_close(self.fid()) };
         if ret != 0 {
             tracing::warn!(
-                target: "usnic",
+                target: "fabric",
                 object = self.what,
                 error = %strerror(-ret),
                 "fi_close failed; the provider may leak this object"

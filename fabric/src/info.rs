@@ -1,6 +1,7 @@
-//! The provider interfaces that can carry `FI_EP_DGRAM` traffic: `fi_getinfo` with the hints
-//! this wrapper can honour, one [`FabricInterface`] per (provider, domain, IPv4 address), and
-//! the owned `fi_info` copies behind them.
+//! The provider interfaces that can carry `FI_MSG` traffic on datagram (`FI_EP_DGRAM`) or
+//! reliable-datagram (`FI_EP_RDM`) endpoints: `fi_getinfo` with the hints this wrapper can
+//! honour, one [`FabricInterface`] per (provider, domain, address), and the owned `fi_info`
+//! copies behind them.
 //!
 //! This module owns discovery through libfabric and the limits taken from each `fi_info`
 //! (datagram size, message prefix). It must never open a fabric, domain or endpoint: that is
@@ -14,7 +15,17 @@ use std::ptr::{self, NonNull};
 
 use kestrel_libfabric_sys as sys;
 
-use super::error::{c_string, FabricError, Site};
+use super::error::{c_string, FabricError, Owner, Site};
+
+/// The endpoint type an interface was listed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointKind {
+    /// `FI_EP_DGRAM`: unreliable, one network datagram per message (usnic, udp).
+    Datagram,
+    /// `FI_EP_RDM`: reliable, unconnected, messages of any size the provider allows
+    /// (`tcp;ofi_rxm`, `verbs;ofi_rxm`, efa, psm3, cxi).
+    Reliable,
+}
 
 /// The libfabric API version Kestrel is written against (the oldest it accepts at build time).
 const API_VERSION: u32 = sys::FI_VERSION(1, 11);
@@ -88,6 +99,8 @@ pub struct FabricInterface {
     provider: String,
     domain: String,
     fabric: String,
+    kind: EndpointKind,
+    owner: Owner,
 }
 
 impl fmt::Debug for FabricInterface {
@@ -104,7 +117,7 @@ impl fmt::Debug for FabricInterface {
 }
 
 impl FabricInterface {
-    fn from_entry(entry: *const sys::fi_info) -> Option<Self> {
+    fn from_entry(entry: *const sys::fi_info, kind: EndpointKind, owner: Owner) -> Option<Self> {
         let info = OwnedInfo::dup(entry)?;
         let i = info.get();
         if i.fabric_attr.is_null() || i.domain_attr.is_null() || i.ep_attr.is_null() {
@@ -124,6 +137,8 @@ impl FabricInterface {
             provider,
             domain,
             fabric,
+            kind,
+            owner,
         })
     }
 
@@ -224,6 +239,10 @@ impl FabricInterface {
     /// minus the IPv4 and UDP headers.
     pub fn max_datagram(&self) -> usize {
         let provider_max = self.max_msg_size();
+        if self.kind == EndpointKind::Reliable {
+            // A reliable endpoint segments by itself: the MTU does not bound a message.
+            return provider_max;
+        }
         match self.link_mtu() {
             Some(mtu) => provider_max.min(mtu.saturating_sub(IPV4_UDP_HEADERS)),
             None => provider_max,
@@ -232,17 +251,46 @@ impl FabricInterface {
 
     pub(super) fn site(&self) -> Site {
         Site {
+            owner: self.owner,
             provider: self.provider.clone(),
             interface: self.domain.clone(),
         }
     }
+
+    /// The endpoint type this interface was listed for.
+    pub fn kind(&self) -> EndpointKind {
+        self.kind
+    }
 }
 
 /// Lists the IPv4 interfaces on which `provider` (any provider when `None`) offers
-/// `FI_EP_DGRAM` endpoints with `FI_MSG`. An `FI_ENODATA` answer ("nothing matches") is an error
-/// whose fix says how to get a provider.
-pub fn dgram_interfaces(provider: Option<&str>) -> Result<Vec<FabricInterface>, FabricError> {
+/// `FI_EP_DGRAM` endpoints with `FI_MSG`, for `owner`. An `FI_ENODATA` answer ("nothing
+/// matches") is an error whose fix says how to get a provider.
+pub fn dgram_interfaces(
+    owner: Owner,
+    provider: Option<&str>,
+) -> Result<Vec<FabricInterface>, FabricError> {
+    interfaces(EndpointKind::Datagram, owner, provider)
+}
+
+/// Lists the domains on which `provider` (any provider when `None`; a layered name such as
+/// `tcp;ofi_rxm` selects that stack) offers `FI_EP_RDM` endpoints with `FI_MSG`, for `owner`.
+/// Unlike datagram interfaces, domains without an IPv4 address (efa, psm3, cxi) are listed
+/// too.
+pub fn rdm_interfaces(
+    owner: Owner,
+    provider: Option<&str>,
+) -> Result<Vec<FabricInterface>, FabricError> {
+    interfaces(EndpointKind::Reliable, owner, provider)
+}
+
+fn interfaces(
+    kind: EndpointKind,
+    owner: Owner,
+    provider: Option<&str>,
+) -> Result<Vec<FabricInterface>, FabricError> {
     let site = Site {
+        owner,
         provider: provider.unwrap_or("").to_string(),
         interface: String::new(),
     };
@@ -253,7 +301,10 @@ pub fn dgram_interfaces(provider: Option<&str>) -> Result<Vec<FabricInterface>, 
                 &site,
                 "the provider name contains a NUL byte".into(),
             )
-            .with_fix("set KESTREL_USNIC_PROVIDER to auto, usnic or udp")
+            .with_fix(format!(
+                "set {} to auto or a provider name",
+                owner.provider_variable
+            ))
         })?),
         None => None,
     };
@@ -269,8 +320,14 @@ pub fn dgram_interfaces(provider: Option<&str>) -> Result<Vec<FabricInterface>, 
         let h = hints.0.as_ptr();
         (*h).caps = sys::FI_MSG as u64;
         (*h).mode = SUPPORTED_MODE;
-        (*h).addr_format = sys::FI_SOCKADDR_IN;
-        (*(*h).ep_attr).type_ = sys::FI_EP_DGRAM;
+        match kind {
+            EndpointKind::Datagram => {
+                (*h).addr_format = sys::FI_SOCKADDR_IN;
+                (*(*h).ep_attr).type_ = sys::FI_EP_DGRAM;
+            }
+            // Any address format: the addresses are opaque bytes passed between peers.
+            EndpointKind::Reliable => (*(*h).ep_attr).type_ = sys::FI_EP_RDM,
+        }
         (*(*h).domain_attr).mr_mode = SUPPORTED_MR_MODE;
         if let Some(name) = &prov_name {
             (*(*h).fabric_attr).prov_name = libc::strdup(name.as_ptr());
@@ -293,17 +350,28 @@ pub fn dgram_interfaces(provider: Option<&str>) -> Result<Vec<FabricInterface>, 
     if ret != 0 {
         let err = FabricError::from_code("fi_getinfo", &site, ret.into());
         return Err(if err.is_no_data() {
-            let fix = match provider {
-                Some("usnic") => "the usnic provider needs a Cisco VIC with the usnic driver; \
-                                  set KESTREL_USNIC_PROVIDER=udp to use kernel UDP instead"
-                    .to_string(),
-                Some(p) => format!(
-                    "no DGRAM endpoint from provider {p}: install libfabric1 with the udp \
-                     provider (apt-get install libfabric1), or set KESTREL_USNIC_PROVIDER"
+            let var = owner.provider_variable;
+            let fix = match (kind, provider) {
+                (EndpointKind::Datagram, Some("usnic")) => format!(
+                    "the usnic provider needs a Cisco VIC with the usnic driver; set {var}=udp \
+                     to use kernel UDP instead"
                 ),
-                None => "no DGRAM provider: install libfabric1 with the udp provider \
-                         (apt-get install libfabric1), or set KESTREL_USNIC_PROVIDER"
-                    .to_string(),
+                (EndpointKind::Datagram, Some(p)) => format!(
+                    "no DGRAM endpoint from provider {p}: install libfabric1 with the udp \
+                     provider (apt-get install libfabric1), or set {var}"
+                ),
+                (EndpointKind::Datagram, None) => format!(
+                    "no DGRAM provider: install libfabric1 with the udp provider (apt-get \
+                     install libfabric1), or set {var}"
+                ),
+                (EndpointKind::Reliable, Some(p)) => format!(
+                    "no RDM endpoint with FI_MSG from provider {p} (is its device present and \
+                     its libfabric provider installed?); set {var}=auto to take any"
+                ),
+                (EndpointKind::Reliable, None) => format!(
+                    "no RDM provider: install libfabric1 (its tcp and ofi_rxm providers \
+                     work on any Ethernet), or set {var}"
+                ),
             };
             err.with_fix(fix)
         } else {
@@ -317,9 +385,13 @@ pub fn dgram_interfaces(provider: Option<&str>) -> Result<Vec<FabricInterface>, 
         // SAFETY: `cur` walks the list fi_getinfo returned, which stays alive until
         // fi_freeinfo below; each entry is read, and copied by from_entry, before that.
         let (format, next) = unsafe { ((*cur).addr_format, (*cur).next) };
-        if format == sys::FI_SOCKADDR_IN {
-            if let Some(iface) = FabricInterface::from_entry(cur) {
-                if iface.ipv4().is_some() {
+        let wanted = match kind {
+            EndpointKind::Datagram => format == sys::FI_SOCKADDR_IN,
+            EndpointKind::Reliable => true,
+        };
+        if wanted {
+            if let Some(iface) = FabricInterface::from_entry(cur, kind, owner) {
+                if kind == EndpointKind::Reliable || iface.ipv4().is_some() {
                     out.push(iface);
                 }
             }
@@ -329,10 +401,12 @@ pub fn dgram_interfaces(provider: Option<&str>) -> Result<Vec<FabricInterface>, 
     // SAFETY: the list came from fi_getinfo and is freed exactly once; our entries are copies.
     unsafe { sys::fi_freeinfo(list) };
     tracing::debug!(
-        target: "usnic",
+        target: "fabric",
+        component = owner.component,
+        kind = ?kind,
         provider = provider.unwrap_or("any"),
         found = out.len(),
-        "fi_getinfo listed DGRAM interfaces"
+        "fi_getinfo listed interfaces"
     );
     Ok(out)
 }

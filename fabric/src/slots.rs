@@ -63,7 +63,7 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout, freed once; the endpoint and memory
-        // registrations using it are closed before (field order in DgramEndpoint).
+        // registrations using it are closed before (field order in MsgEndpoint).
         unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) }
     }
 }

@@ -1,10 +1,10 @@
-//! One open datagram endpoint ([`DgramEndpoint`]): the address vector, the send slots (with
+//! One open datagram endpoint ([`MsgEndpoint`]): the address vector, the send slots (with
 //! the sends the provider refused for now, retried in order), the posted receive buffers, and
 //! the completion queue that returns both.
 //!
 //! This module owns the data path. It must never interpret datagram contents (received bytes
 //! go up exactly as they arrived), never block, and never leave a receive slot unposted
-//! outside [`DgramEndpoint::poll`]. Opening the endpoint is `open`'s concern.
+//! outside [`MsgEndpoint::poll`]. Opening the endpoint is `open`'s concern.
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -48,8 +48,8 @@ struct PendingSend {
 ///
 /// Send slots are indices `0..tx_depth` of the context array, receive slots
 /// `tx_depth..tx_depth + rx_depth`; every receive slot is posted while the endpoint is open,
-/// except while its payload is being handed to the caller inside [`DgramEndpoint::poll`].
-pub struct DgramEndpoint {
+/// except while its payload is being handed to the caller inside [`MsgEndpoint::poll`].
+pub struct MsgEndpoint {
     // Field order is drop order: the endpoint goes first (it references everything below), then
     // the AV and CQ bound to it, the registrations of the pools, the domain and the fabric.
     // The pools and contexts outlive every object that could still touch them.
@@ -81,11 +81,11 @@ pub struct DgramEndpoint {
 // SAFETY: libfabric objects have no thread affinity at any threading level; every call goes
 // through `&mut self` (or `&self` for read-only state), so the endpoint is used by one thread at
 // a time. The raw descriptors are provider handles with the same lifetime as the endpoint.
-unsafe impl Send for DgramEndpoint {}
+unsafe impl Send for MsgEndpoint {}
 
-impl fmt::Debug for DgramEndpoint {
+impl fmt::Debug for MsgEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DgramEndpoint")
+        f.debug_struct("MsgEndpoint")
             .field("provider", &self.site.provider)
             .field("interface", &self.site.interface)
             .field("address", &sockaddr_in_from_bytes(&self.address))
@@ -97,9 +97,9 @@ impl fmt::Debug for DgramEndpoint {
     }
 }
 
-impl DgramEndpoint {
+impl MsgEndpoint {
     /// The endpoint's address as the provider names it (`fi_getname`): opaque bytes that peers
-    /// pass to [`DgramEndpoint::insert_peer`].
+    /// pass to [`MsgEndpoint::insert_peer`].
     pub fn address(&self) -> Vec<u8> {
         self.address.clone()
     }
@@ -145,7 +145,7 @@ impl DgramEndpoint {
         self.max_datagram
     }
 
-    /// Adds a peer's address (bytes from its [`DgramEndpoint::address`]) to the address vector.
+    /// Adds a peer's address (bytes from its [`MsgEndpoint::address`]) to the address vector.
     /// The bytes come from another process, so their length and family are checked first.
     pub fn insert_peer(&mut self, raw: &[u8]) -> Result<PeerAddr, FabricError> {
         let bad = |msg: String| {
@@ -415,7 +415,7 @@ impl DgramEndpoint {
             Some(i) => {
                 let slot = i - self.tx_depth;
                 if let Err(e) = self.post_receive(slot) {
-                    tracing::warn!(target: "usnic", error = %e, "reposting a receive failed");
+                    tracing::warn!(target: "fabric", error = %e, "reposting a receive failed");
                 }
                 "receive completion"
             }
@@ -425,7 +425,7 @@ impl DgramEndpoint {
         if !provider_text.is_empty() {
             error.message = format!("{} ({provider_text})", error.message);
         }
-        tracing::debug!(target: "usnic", error = %error, "error completion");
+        tracing::debug!(target: "fabric", error = %error, "error completion");
         error
     }
 }
