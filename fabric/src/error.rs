@@ -16,9 +16,9 @@ pub struct FabricError {
     /// The libfabric call (or completion kind) that failed, e.g. `fi_endpoint`.
     pub call: &'static str,
     /// Provider name (`udp`, `usnic`), empty when no provider was involved yet.
-    pub provider: String,
+    pub provider: Box<str>,
     /// Interface (libfabric domain, the netdev for `udp`), empty when not known.
-    pub interface: String,
+    pub interface: Box<str>,
     /// The positive libfabric error number (`FI_E*`), 0 for checks made by this wrapper.
     pub errno: i32,
     /// `fi_strerror` text, plus the provider's own text for completion errors.
@@ -33,8 +33,8 @@ impl FabricError {
         FabricError {
             component: site.owner.component,
             call,
-            provider: site.provider.clone(),
-            interface: site.interface.clone(),
+            provider: site.provider.as_str().into(),
+            interface: site.interface.as_str().into(),
             errno,
             message: strerror(errno),
             fix: None,
@@ -45,8 +45,8 @@ impl FabricError {
         FabricError {
             component: site.owner.component,
             call,
-            provider: site.provider.clone(),
-            interface: site.interface.clone(),
+            provider: site.provider.as_str().into(),
+            interface: site.interface.as_str().into(),
             errno: 0,
             message,
             fix: None,

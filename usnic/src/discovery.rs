@@ -922,8 +922,8 @@ pub fn fabric_interface(iface: &Interface) -> Result<FabricInterface, UsnicError
         return Err(UsnicError::Fabric(FabricError {
             component: "usnic",
             call: "fi_getinfo",
-            provider: String::new(),
-            interface: iface.name.clone(),
+            provider: "".into(),
+            interface: iface.name.as_str().into(),
             errno: 0,
             message: "the interface has no provider".into(),
             fix: Some("only interfaces with a Used verdict have endpoints".into()),
@@ -936,8 +936,8 @@ pub fn fabric_interface(iface: &Interface) -> Result<FabricInterface, UsnicError
             UsnicError::Fabric(FabricError {
                 component: "usnic",
                 call: "fi_getinfo",
-                provider: provider.to_string(),
-                interface: iface.name.clone(),
+                provider: provider.into(),
+                interface: iface.name.as_str().into(),
                 errno: 0,
                 message: format!("provider {provider} no longer offers {ip}"),
                 fix: Some("the interface changed since discovery; check `ip addr`".into()),
