@@ -3,7 +3,7 @@
 //!
 //! Owns only the list; the components themselves live in their crates, and which of them a
 //! job uses is the transport set's decision (`kestrel_transport::set`). Transports that need
-//! a system library are behind a cargo feature (`usnic`: libfabric, on by default), so that
+//! a system library are behind a cargo feature (`usnic` and `ofi`: libfabric, on by default), so that
 //! `cargo build --no-default-features` builds on a machine without it.
 
 use kestrel_transport::component::{Component, SelfComponent};
@@ -14,6 +14,8 @@ pub static REGISTRY: &[&dyn Component] = &[
     &kestrel_shm::ShmComponent,
     #[cfg(feature = "usnic")]
     &kestrel_usnic::component::UsnicComponent,
+    #[cfg(feature = "ofi")]
+    &kestrel_ofi::component::OfiComponent,
 ];
 
 /// Lets every component undo what its system libraries changed in the process when they
@@ -43,6 +45,7 @@ mod tests {
         }
         assert_eq!(names[0], "self");
         assert_eq!(names.contains(&"usnic"), cfg!(feature = "usnic"));
+        assert_eq!(names.contains(&"ofi"), cfg!(feature = "ofi"));
     }
 
     /// The transport contract's conformance suite, against every component of this build:
@@ -56,7 +59,9 @@ mod tests {
                 ran.push(c.name());
             }
         }
-        // self and shm need nothing from the machine, so they always run.
+        // self and shm need nothing from the machine, so they always run; ofi's tcp provider
+        // needs only an interface (loopback will do), so it runs wherever libfabric is.
         assert!(ran.contains(&"self") && ran.contains(&"shm"), "{ran:?}");
+        assert_eq!(ran.contains(&"ofi"), cfg!(feature = "ofi"), "{ran:?}");
     }
 }

@@ -4,15 +4,15 @@ use crate::components::Selection;
 use crate::params::{Param, ParamKind, ParamSpec};
 
 /// Every BTL Kestrel knows, in default order of preference.
-pub const KNOWN_BTLS: &[&str] = &["self", "shm", "usnic"];
+pub const KNOWN_BTLS: &[&str] = &["self", "shm", "usnic", "ofi"];
 
 /// `KESTREL_BTL`: which byte-transfer layers may carry messages.
 pub static BTL: Param<Selection> = Param::new(ParamSpec {
     name: "btl",
     component: "btl",
     kind: ParamKind::Components(KNOWN_BTLS),
-    default: "self,shm,usnic",
-    description: "Transports to use: an include list (shm,self) or an exclude list (^usnic).",
+    default: "self,shm,usnic,ofi",
+    description: "Transports to use: an include list (shm,self) or an exclude list (^usnic,ofi).",
 });
 
 /// `KESTREL_VERBOSE`: per-component log levels.

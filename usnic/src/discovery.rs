@@ -183,7 +183,8 @@ pub enum Matcher {
 }
 
 impl Matcher {
-    fn matches(&self, name: &str, ipv4: Option<Ipv4Addr>) -> bool {
+    /// Whether the interface `name` (with its IPv4 address, if any) is this entry.
+    pub fn matches(&self, name: &str, ipv4: Option<Ipv4Addr>) -> bool {
         match self {
             Matcher::Name(n) => n == name,
             Matcher::Cidr {

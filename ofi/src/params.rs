@@ -1,0 +1,82 @@
+//! Parameters of the ofi transport (component `ofi`).
+//!
+//! This module owns the declarations only: names, types, defaults and descriptions. The
+//! provider word and the interface filters are interpreted by [`crate::select`]; this module
+//! must never read the environment itself (resolution goes through
+//! `kestrel_transport::params::Params`).
+
+use kestrel_transport::params::{Param, ParamKind, ParamSpec};
+
+/// `KESTREL_OFI_PROVIDER`: which libfabric RDM provider carries the messages.
+pub static PROVIDER: Param<String> = Param::new(ParamSpec {
+    name: "ofi_provider",
+    component: "ofi",
+    kind: ParamKind::Str,
+    default: "auto",
+    description: "libfabric RDM provider: auto (the best one offered: cxi, efa, psm3, verbs;ofi_rxm, then tcp;ofi_rxm; never sockets, udp;ofi_rxd or shm unless named), or a provider name as fi_info prints it (tcp;ofi_rxm, verbs;ofi_rxm, efa, psm3, cxi, ...).",
+});
+
+/// `KESTREL_OFI_IF_INCLUDE`: the only domains (interfaces) the transport may use.
+pub static IF_INCLUDE: Param<String> = Param::new(ParamSpec {
+    name: "ofi_if_include",
+    component: "ofi",
+    kind: ParamKind::Str,
+    default: "",
+    description: "Comma list of interface (libfabric domain) names or IPv4 CIDR blocks (eth1,198.18.1.0/24) the transport may use; empty = every domain but loopback (loopback only when it is the only one). Exclusive with ofi_if_exclude.",
+});
+
+/// `KESTREL_OFI_IF_EXCLUDE`: domains the transport must not use.
+pub static IF_EXCLUDE: Param<String> = Param::new(ParamSpec {
+    name: "ofi_if_exclude",
+    component: "ofi",
+    kind: ParamKind::Str,
+    default: "",
+    description: "Comma list of interface (libfabric domain) names or IPv4 CIDR blocks (eth0,10.0.0.0/8) the transport must not use. Exclusive with ofi_if_include.",
+});
+
+/// `KESTREL_OFI_EAGER_LIMIT`: largest message sent eagerly.
+pub static EAGER_LIMIT: Param<u64> = Param::new(ParamSpec {
+    name: "ofi_eager_limit",
+    component: "ofi",
+    kind: ParamKind::Size { min: 1024, max: 4 << 20 },
+    default: "64K",
+    description: "Largest message (with its header) sent eagerly over ofi; larger ones use the rendezvous pipeline (at most ofi_max_send).",
+});
+
+/// `KESTREL_OFI_MAX_SEND`: largest single send (pipeline fragment).
+pub static MAX_SEND: Param<u64> = Param::new(ParamSpec {
+    name: "ofi_max_send",
+    component: "ofi",
+    kind: ParamKind::Size { min: 4096, max: 4 << 20 },
+    default: "128K",
+    description: "Bytes per rendezvous pipeline fragment over ofi; every send slot and receive buffer holds this much (or ofi_eager_limit, if larger).",
+});
+
+/// `KESTREL_OFI_QUEUE_DEPTH`: send slots and posted receive buffers per endpoint.
+pub static QUEUE_DEPTH: Param<i64> = Param::new(ParamSpec {
+    name: "ofi_queue_depth",
+    component: "ofi",
+    kind: ParamKind::Int { min: 2, max: 4096 },
+    default: "32",
+    description: "Send slots and posted receive buffers of the endpoint (each of ofi_max_send bytes); clamped to what the provider allows.",
+});
+
+/// Every parameter of the component, for `Component::params`.
+pub fn specs() -> Vec<&'static ParamSpec> {
+    vec![
+        PROVIDER.spec(),
+        IF_INCLUDE.spec(),
+        IF_EXCLUDE.spec(),
+        EAGER_LIMIT.spec(),
+        MAX_SEND.spec(),
+        QUEUE_DEPTH.spec(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn specs_are_well_formed() {
+        kestrel_transport::params::check_specs(&super::specs()).unwrap();
+    }
+}

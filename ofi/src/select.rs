@@ -1,0 +1,258 @@
+//! Which provider and domain this process's ofi endpoint uses.
+//!
+//! `ofi_provider=auto` takes the first provider of [`AUTO_ORDER`] that offers a usable domain:
+//! the fabrics' native providers before the TCP fallback. Providers that exist for testing or
+//! would shadow another transport (`sockets`, `udp;ofi_rxd`, `shm`) are taken only when named.
+//! Among the chosen provider's domains the interface filters apply (`ofi_if_include` /
+//! `ofi_if_exclude`, names or IPv4 CIDR blocks, parsed as usnic parses its own); loopback is
+//! used only when nothing else is offered. This module owns that policy, on plain
+//! descriptions of what libfabric offered ([`Offer`]); it must never call libfabric.
+
+use std::net::Ipv4Addr;
+
+use kestrel_transport::params::Params;
+use kestrel_usnic::discovery::{parse_matchers, InterfaceFilter, Matcher};
+
+use crate::params;
+
+/// `auto`'s preference, best first.
+pub const AUTO_ORDER: &[&str] = &["cxi", "efa", "psm3", "verbs;ofi_rxm", "tcp;ofi_rxm"];
+
+/// One domain a provider offers RDM endpoints on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// Provider name (`tcp;ofi_rxm`).
+    pub provider: String,
+    /// Domain name (the interface for tcp).
+    pub domain: String,
+    /// The domain's IPv4 address, when its addresses are IPv4 socket addresses.
+    pub ipv4: Option<Ipv4Addr>,
+}
+
+impl Offer {
+    fn is_loopback(&self) -> bool {
+        self.domain == "lo" || self.ipv4.is_some_and(|ip| ip.is_loopback())
+    }
+
+    fn passes(&self, filter: &InterfaceFilter) -> bool {
+        let hit = |m: &Vec<Matcher>| m.iter().any(|m| m.matches(&self.domain, self.ipv4));
+        match filter {
+            InterfaceFilter::All => true,
+            InterfaceFilter::Include { entries, .. } => hit(entries),
+            InterfaceFilter::Exclude { entries, .. } => !hit(entries),
+        }
+    }
+}
+
+/// The provider word of `ofi_provider`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderChoice {
+    /// The best of [`AUTO_ORDER`] offered here.
+    Auto,
+    /// Exactly this provider.
+    Named(String),
+}
+
+impl ProviderChoice {
+    /// The provider name to ask `fi_getinfo` for, if any.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            ProviderChoice::Auto => None,
+            ProviderChoice::Named(n) => Some(n),
+        }
+    }
+}
+
+/// The operator's choices, parsed and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Provider choice.
+    pub provider: ProviderChoice,
+    /// Interface filter.
+    pub filter: InterfaceFilter,
+}
+
+impl Policy {
+    /// Reads the ofi parameters.
+    pub fn from_params(p: &Params) -> Result<Policy, String> {
+        Policy::parse(
+            &params::PROVIDER.get(p),
+            &params::IF_INCLUDE.get(p),
+            &params::IF_EXCLUDE.get(p),
+        )
+    }
+
+    /// Parses the three parameter values; errors name the parameter and the fix.
+    pub fn parse(provider: &str, include: &str, exclude: &str) -> Result<Policy, String> {
+        let word = provider.trim();
+        let provider = match word {
+            "" => {
+                return Err(format!(
+                    "ofi: {} is empty; set it to auto or a provider name (tcp;ofi_rxm, \
+                     verbs;ofi_rxm, efa, psm3, cxi)",
+                    params::PROVIDER.spec().env_var()
+                ))
+            }
+            "auto" => ProviderChoice::Auto,
+            w => ProviderChoice::Named(w.to_string()),
+        };
+        let inc = parse_matchers(params::IF_INCLUDE.spec(), include).map_err(|e| e.to_string())?;
+        let exc = parse_matchers(params::IF_EXCLUDE.spec(), exclude).map_err(|e| e.to_string())?;
+        let filter = match (inc.is_empty(), exc.is_empty()) {
+            (true, true) => InterfaceFilter::All,
+            (false, true) => InterfaceFilter::Include {
+                entries: inc,
+                raw: include.trim().to_string(),
+            },
+            (true, false) => InterfaceFilter::Exclude {
+                entries: exc,
+                raw: exclude.trim().to_string(),
+            },
+            (false, false) => {
+                return Err(format!(
+                    "ofi: {} and {} are both set ({include:?}, {exclude:?}); set only one",
+                    params::IF_INCLUDE.spec().env_var(),
+                    params::IF_EXCLUDE.spec().env_var()
+                ))
+            }
+        };
+        Ok(Policy { provider, filter })
+    }
+
+    /// Picks the offer to open, or says why none fits (quoted when the component declines).
+    pub fn choose<'a>(&self, offers: &'a [Offer]) -> Result<&'a Offer, String> {
+        let usable = |o: &&Offer| o.passes(&self.filter);
+        let pick = |provider: &str| -> Option<&'a Offer> {
+            let mine: Vec<&Offer> = offers
+                .iter()
+                .filter(|o| o.provider == provider)
+                .filter(usable)
+                .collect();
+            // Loopback only when nothing else is offered; IPv4 domains before the others (an
+            // IPv6 link-local address is not reachable from another host without a scope).
+            mine.iter()
+                .copied()
+                .filter(|o| !o.is_loopback())
+                .min_by_key(|o| o.ipv4.is_none())
+                .or_else(|| mine.first().copied())
+        };
+        let found = match &self.provider {
+            ProviderChoice::Named(name) => pick(name),
+            ProviderChoice::Auto => AUTO_ORDER.iter().find_map(|p| pick(p)),
+        };
+        found.ok_or_else(|| {
+            let offered: Vec<String> = offers
+                .iter()
+                .map(|o| format!("{} on {}", o.provider, o.domain))
+                .collect();
+            let wanted = match &self.provider {
+                ProviderChoice::Named(n) => format!("provider {n}"),
+                ProviderChoice::Auto => format!("any of {}", AUTO_ORDER.join(", ")),
+            };
+            let filtered = match &self.filter {
+                InterfaceFilter::All => String::new(),
+                InterfaceFilter::Include { raw, .. } => format!(" within ofi_if_include={raw}"),
+                InterfaceFilter::Exclude { raw, .. } => format!(" outside ofi_if_exclude={raw}"),
+            };
+            format!(
+                "no RDM domain of {wanted}{filtered}; libfabric offers: {}",
+                if offered.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    offered.join(", ")
+                }
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(provider: &str, domain: &str, ip: Option<[u8; 4]>) -> Offer {
+        Offer {
+            provider: provider.into(),
+            domain: domain.into(),
+            ipv4: ip.map(Ipv4Addr::from),
+        }
+    }
+
+    fn offers() -> Vec<Offer> {
+        vec![
+            offer("tcp;ofi_rxm", "lo", Some([127, 0, 0, 1])),
+            offer("tcp;ofi_rxm", "eth0", None),
+            offer("tcp;ofi_rxm", "eth0", Some([198, 18, 0, 2])),
+            offer("tcp;ofi_rxm", "eth1", Some([198, 18, 1, 2])),
+            offer("sockets", "eth1", Some([198, 18, 1, 2])),
+            offer("udp;ofi_rxd", "eth1", Some([198, 18, 1, 2])),
+        ]
+    }
+
+    #[test]
+    fn auto_takes_tcp_ipv4_and_skips_loopback_and_test_providers() {
+        let p = Policy::parse("auto", "", "").unwrap();
+        let o = offers();
+        assert_eq!(p.choose(&o).unwrap(), &o[2]);
+        let p = Policy::parse("auto", "", "198.18.0.0/24").unwrap();
+        assert_eq!(p.choose(&o).unwrap(), &o[3]);
+        let only_test = vec![o[4].clone(), o[5].clone()];
+        let e = Policy::parse("auto", "", "")
+            .unwrap()
+            .choose(&only_test)
+            .unwrap_err();
+        assert!(e.contains("sockets on eth1"), "{e}");
+    }
+
+    #[test]
+    fn auto_prefers_a_fabric_provider_over_tcp() {
+        let mut o = offers();
+        o.push(offer("verbs;ofi_rxm", "mlx5_0", Some([10, 0, 0, 2])));
+        o.push(offer("efa", "rdmap0s6-rdm", None));
+        assert_eq!(
+            Policy::parse("auto", "", "")
+                .unwrap()
+                .choose(&o)
+                .unwrap()
+                .provider,
+            "efa"
+        );
+    }
+
+    #[test]
+    fn a_named_provider_is_taken_even_when_auto_would_not() {
+        let o = offers();
+        let p = Policy::parse("sockets", "", "").unwrap();
+        assert_eq!(p.choose(&o).unwrap(), &o[4]);
+        let e = Policy::parse("psm3", "", "")
+            .unwrap()
+            .choose(&o)
+            .unwrap_err();
+        assert!(e.starts_with("no RDM domain of provider psm3"), "{e}");
+    }
+
+    #[test]
+    fn loopback_only_when_alone_or_included() {
+        let o = offers();
+        let p = Policy::parse("tcp;ofi_rxm", "lo", "").unwrap();
+        assert_eq!(p.choose(&o).unwrap().domain, "lo");
+        let alone = vec![o[0].clone()];
+        let p = Policy::parse("auto", "", "").unwrap();
+        assert_eq!(p.choose(&alone).unwrap().domain, "lo");
+    }
+
+    #[test]
+    fn bad_words_name_the_parameter() {
+        let e = Policy::parse(" ", "", "").unwrap_err();
+        assert!(e.contains("KESTREL_OFI_PROVIDER"), "{e}");
+        let e = Policy::parse("auto", "eth1", "eth0").unwrap_err();
+        assert!(
+            e.contains("KESTREL_OFI_IF_INCLUDE") && e.contains("KESTREL_OFI_IF_EXCLUDE"),
+            "{e}"
+        );
+        let e = Policy::parse("auto", "10.0.0.0/40", "").unwrap_err();
+        assert!(e.contains("ofi_if_include"), "{e}");
+        let e = Policy::parse("auto", "", "1.2.3/8").unwrap_err();
+        assert!(e.contains("ofi_if_exclude"), "{e}");
+    }
+}

@@ -1,0 +1,212 @@
+//! The frame in front of every ofi message: who sent it, for which set, with which
+//! active-message tag.
+//!
+//! ```text
+//! offset  size  field
+//!      0     1  version (1)
+//!      1     1  am: the active-message tag the sender's messaging layer chose
+//!      2     2  reserved, zero
+//!      4     4  sender: the sender's index in the set (little-endian)
+//!      8     8  key: the set's key (little-endian); a frame with another key is a stranger's
+//!     16     -  header and payload, as the sender's messaging layer handed them over
+//! ```
+//!
+//! The provider delivers messages whole, but anyone who can reach the endpoint's address
+//! (a TCP port, for `tcp;ofi_rxm`) can send one, so every received frame is decoded here with
+//! typed errors before anything above sees it. This module owns the layout; it must never
+//! decide what to do with a bad frame (the transport counts and drops it).
+
+use std::fmt;
+
+/// Bytes of the frame before the messaging layer's bytes.
+pub const FRAME_LEN: usize = 16;
+
+/// The frame version this build writes and reads.
+pub const VERSION: u8 = 1;
+
+/// A decoded frame: its fields and the messaging layer's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// Active-message tag.
+    pub am: u8,
+    /// The sender's index in the set.
+    pub sender: u32,
+    /// Header and payload.
+    pub data: &'a [u8],
+}
+
+/// Why a received message was not a frame of this set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameError {
+    /// Shorter than the frame header.
+    Short {
+        /// Bytes received.
+        len: usize,
+    },
+    /// Another frame version (a peer of another Kestrel build).
+    Version {
+        /// The version found.
+        found: u8,
+    },
+    /// The reserved bytes are not zero.
+    Reserved,
+    /// The key is not this set's: a stranger's message, or one from another job.
+    Key,
+    /// The sender index names no peer of this set.
+    Sender {
+        /// The index found.
+        sender: u32,
+    },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::Short { len } => write!(
+                f,
+                "ofi frame of {len} bytes is shorter than its {FRAME_LEN}-byte header"
+            ),
+            FrameError::Version { found } => write!(
+                f,
+                "ofi frame version {found}, this build speaks {VERSION} (mixed Kestrel versions?)"
+            ),
+            FrameError::Reserved => write!(f, "ofi frame with non-zero reserved bytes"),
+            FrameError::Key => write!(
+                f,
+                "ofi frame with another set's key (a stranger's message or another job's)"
+            ),
+            FrameError::Sender { sender } => {
+                write!(
+                    f,
+                    "ofi frame from index {sender}, which is no peer of this set"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// Writes the frame header for `am`, `sender` and `key` into the first [`FRAME_LEN`] bytes of
+/// `out`. Panics if `out` is shorter (a caller's bug: send slots are always larger).
+pub fn write_header(out: &mut [u8], am: u8, sender: u32, key: u64) {
+    let h = &mut out[..FRAME_LEN];
+    h[0] = VERSION;
+    h[1] = am;
+    h[2..4].copy_from_slice(&[0, 0]);
+    h[4..8].copy_from_slice(&sender.to_le_bytes());
+    h[8..16].copy_from_slice(&key.to_le_bytes());
+}
+
+/// Decodes a received message: checks length, version, reserved bytes, key, and that
+/// `is_peer(sender)` holds.
+pub fn decode(
+    bytes: &[u8],
+    key: u64,
+    is_peer: impl FnOnce(u32) -> bool,
+) -> Result<Frame<'_>, FrameError> {
+    if bytes.len() < FRAME_LEN {
+        return Err(FrameError::Short { len: bytes.len() });
+    }
+    if bytes[0] != VERSION {
+        return Err(FrameError::Version { found: bytes[0] });
+    }
+    if bytes[2] != 0 || bytes[3] != 0 {
+        return Err(FrameError::Reserved);
+    }
+    let sender = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+    let found_key = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    if found_key != key {
+        return Err(FrameError::Key);
+    }
+    if !is_peer(sender) {
+        return Err(FrameError::Sender { sender });
+    }
+    Ok(Frame {
+        am: bytes[1],
+        sender,
+        data: &bytes[FRAME_LEN..],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(am: u8, sender: u32, key: u64, data: &[u8]) -> Vec<u8> {
+        let mut v = vec![0u8; FRAME_LEN + data.len()];
+        write_header(&mut v, am, sender, key);
+        v[FRAME_LEN..].copy_from_slice(data);
+        v
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let v = frame(7, 3, 0xfeed_beef_0123_4567, b"hello");
+        let f = decode(&v, 0xfeed_beef_0123_4567, |s| s == 3).unwrap();
+        assert_eq!(
+            f,
+            Frame {
+                am: 7,
+                sender: 3,
+                data: b"hello"
+            }
+        );
+        let empty = frame(1, 0, 9, &[]);
+        assert_eq!(decode(&empty, 9, |_| true).unwrap().data, &[] as &[u8]);
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let good = frame(1, 2, 42, b"x");
+        assert_eq!(
+            decode(&good[..15], 42, |_| true),
+            Err(FrameError::Short { len: 15 })
+        );
+        let mut v = good.clone();
+        v[0] = 9;
+        assert_eq!(
+            decode(&v, 42, |_| true),
+            Err(FrameError::Version { found: 9 })
+        );
+        let mut v = good.clone();
+        v[3] = 1;
+        assert_eq!(decode(&v, 42, |_| true), Err(FrameError::Reserved));
+        assert_eq!(decode(&good, 43, |_| true), Err(FrameError::Key));
+        assert_eq!(
+            decode(&good, 42, |s| s != 2),
+            Err(FrameError::Sender { sender: 2 })
+        );
+        for e in [
+            FrameError::Short { len: 1 },
+            FrameError::Version { found: 2 },
+            FrameError::Reserved,
+            FrameError::Key,
+            FrameError::Sender { sender: 5 },
+        ] {
+            assert!(e.to_string().starts_with("ofi frame"), "{e}");
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A deterministic sweep of short and mutated inputs stands in for a fuzzer here.
+        let base = frame(3, 1, 77, &[5; 40]);
+        for len in 0..base.len() {
+            let _ = decode(&base[..len], 77, |s| s < 4);
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..10_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut v = base.clone();
+            let i = (state as usize) % v.len();
+            v[i] = (state >> 32) as u8;
+            if let Ok(f) = decode(&v, 77, |s| s < 4) {
+                assert!(f.sender < 4);
+                assert_eq!(f.data.len(), v.len() - FRAME_LEN);
+            }
+        }
+    }
+}
