@@ -162,3 +162,29 @@ fn a_stranger_on_the_host_can_neither_join_nor_disturb_a_two_host_job() {
         assert!(cluster.pids(host).is_empty(), "processes left in {host}");
     }
 }
+
+#[test]
+fn a_launcher_killed_outright_leaves_no_rank_running_on_any_host() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let mark = marker("lost-head");
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = kestrel_run(&["--host", &hosts, "--launch-agent", "ip netns exec"]);
+    cmd.arg(example("fail")).args(["spin", &mark]);
+    let mut launcher = start_spinning(cmd, &mark, DEADLINE);
+    // SIGKILL: the launcher cleans nothing up; each host's daemon sees its connection close.
+    launcher.kill().expect("kill the launcher");
+    let _ = launcher.wait();
+    let start = std::time::Instant::now();
+    loop {
+        let left: Vec<u32> = h.iter().flat_map(|host| cluster.pids(host)).collect();
+        if left.is_empty() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            kill_matching(&mark);
+            panic!("10 s after the launcher died, processes still run on the hosts: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -39,7 +39,9 @@ pub async fn run(opts: DaemonOptions) -> i32 {
     let (mut read, mut write) = stream.into_split();
     let (to_head, mut head_rx) = unbounded_channel::<ToHead>();
     let (to_agent, from_head) = unbounded_channel::<ToAgent>();
-    let to_agent_for_signals = to_agent.clone();
+    // Weak: the reader's sender must be the last strong one, so that the agent sees the
+    // channel close (and stops this host's ranks) when the head disappears.
+    let to_agent_for_signals = to_agent.downgrade();
     let mut buf = Vec::new();
     if let Err(e) = handshake(&secret, opts.host_index, &mut read, &mut write, &mut buf).await {
         eprintln!(
@@ -103,8 +105,10 @@ pub async fn run(opts: DaemonOptions) -> i32 {
             _ = hup.recv() => {}
             _ = int.recv() => {}
         }
-        let _ = signal_agent.send(ToAgent::Kill);
-        let _ = signal_agent.send(ToAgent::Shutdown);
+        if let Some(agent) = signal_agent.upgrade() {
+            let _ = agent.send(ToAgent::Kill);
+            let _ = agent.send(ToAgent::Shutdown);
+        }
     });
     run_agent(AgentLink { to_head, from_head }).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
