@@ -2,7 +2,8 @@
 //! job), `fail early-exit` (rank 1 leaves without finalizing while the others wait in a
 //! barrier), `fail spin` (every rank runs barriers forever, through the node's collective
 //! segment, and rank 0 prints `fail: spinning on N ranks` after the first: for tests that kill
-//! the launcher), `fail stop` (rank 1 stops itself with SIGSTOP
+//! the launcher), `fail segv` (rank 1 takes a segmentation fault after the first barrier,
+//! the others wait in a second one), `fail stop` (rank 1 stops itself with SIGSTOP
 //! before it sends rank 0 the message rank 0 waits for; the others wait in a barrier: for hang
 //! reports; a SIGCONT lets the job finish).
 
@@ -20,6 +21,23 @@ fn main() {
                 .unwrap_or(1);
             if rank == 1 {
                 u.abort(code, "rank 1 found inconsistent input");
+            }
+            let _ = u.barrier();
+        }
+        "segv" => {
+            // After start-up (every transport open, peers connected), so that a handler a
+            // transport's libraries installed would see the fault.
+            let _ = u.barrier();
+            if rank == 1 {
+                // A real fault, not a raised signal: Rust's own SIGSEGV handler swallows a
+                // signal that is not a fault, and a fault is what a provider's handler would
+                // turn into an exit status.
+                #[allow(unsafe_code)]
+                // SAFETY: not sound by design: the write to address 0 is the crash this mode
+                // exists to cause; nothing runs after it.
+                unsafe {
+                    std::ptr::null_mut::<u8>().write_volatile(1)
+                };
             }
             let _ = u.barrier();
         }

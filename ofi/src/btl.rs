@@ -1,5 +1,10 @@
-//! The ofi transport: one reliable-datagram endpoint per process, messages framed with the
-//! sender and the set's key.
+//! The ofi transport: one reliable-datagram endpoint per usable domain (a rail), messages
+//! framed with the sender and the set's key.
+//!
+//! Each peer is reached over one pair of rails: the first of this process's rails whose fabric
+//! (the subnet, for tcp) one of the peer's endpoints is on, else (a routed network) this
+//! process's first rail to the peer's first endpoint. Weighing pairs by speed and route as
+//! usnic does, striping over several and moving off a failed one are still to come.
 //!
 //! A send copies the frame header, the messaging layer's header and its payload into one of
 //! the endpoint's send slots and posts it (`fi_send`); the provider delivers it whole and
@@ -18,7 +23,7 @@ use kestrel_fabric::{
 use kestrel_transport::btl::{Btl, CounterSpec, Incoming, Limits, SendError};
 use kestrel_transport::params::Params;
 
-use crate::card::OfiCard;
+use crate::card::{CardEndpoint, OfiCard};
 use crate::params;
 use crate::select::{Offer, Policy};
 use crate::wire::{self, FRAME_LEN};
@@ -66,12 +71,26 @@ struct Counters {
     frames_dropped: u64,
 }
 
+/// One endpoint, on one domain.
+struct Rail {
+    endpoint: MsgEndpoint,
+    fabric: String,
+    domain: String,
+}
+
+/// How a peer is reached: over which rail, at which address in that rail's address vector.
+#[derive(Debug, Clone, Copy)]
+struct Route {
+    rail: usize,
+    addr: PeerAddr,
+}
+
 /// This process's ofi module.
 pub struct OfiBtl {
-    endpoint: MsgEndpoint,
+    rails: Vec<Rail>,
     me: u32,
     key: u64,
-    peers: Vec<Option<PeerAddr>>,
+    peers: Vec<Option<Route>>,
     card: OfiCard,
     eager_limit: usize,
     /// Header and payload bytes one send carries (the slot minus the frame).
@@ -106,7 +125,8 @@ impl OfiBtl {
     /// Opens this process's endpoint as the ofi parameters say. `Err` is a failure of
     /// something that should work (a bad parameter, a provider that lists a domain and then
     /// cannot open it).
-    pub fn open(params: &Params, me: u32) -> Result<Opened, String> {
+    /// `node_only`: every peer of the set is on this node (loopback may then serve).
+    pub fn open(params: &Params, me: u32, node_only: bool) -> Result<Opened, String> {
         let policy = Policy::from_params(params)?;
         let list = match rdm_interfaces(FABRIC_OWNER, policy.provider.name()) {
             Ok(list) => list,
@@ -121,52 +141,71 @@ impl OfiBtl {
                 ipv4: i.ipv4(),
             })
             .collect();
-        let chosen = match policy.choose(&offers) {
+        let chosen = match policy.choose(&offers, node_only) {
             Ok(o) => o,
             Err(why) => return Ok(Opened::Declined(why)),
         };
-        let iface = list
+        let ifaces: Vec<&FabricInterface> = chosen
             .iter()
-            .zip(&offers)
-            .find(|(_, o)| *o == chosen)
-            .map(|(i, _)| i)
-            .expect("the chosen offer is one of the list's");
-        Self::open_on(iface, params, me).map(|b| Opened::Ready(Box::new(b)))
+            .map(|c| {
+                list.iter()
+                    .zip(&offers)
+                    .find(|(_, o)| o == c)
+                    .map(|(i, _)| i)
+                    .expect("the chosen offers are the list's")
+            })
+            .collect();
+        Self::open_on(&ifaces, params, me).map(|b| Opened::Ready(Box::new(b)))
     }
 
-    fn open_on(iface: &FabricInterface, params: &Params, me: u32) -> Result<OfiBtl, String> {
+    fn open_on(ifaces: &[&FabricInterface], params: &Params, me: u32) -> Result<OfiBtl, String> {
         let eager = params::EAGER_LIMIT.get(params) as usize;
         let fragment = params::MAX_SEND.get(params) as usize;
         let depth = params::QUEUE_DEPTH.get(params) as usize;
         let slot = eager.max(fragment) + FRAME_LEN;
-        let endpoint = MsgEndpoint::open_sized(iface, depth, slot).map_err(|e| e.to_string())?;
+        let mut rails = Vec::with_capacity(ifaces.len());
+        let mut bandwidth_mbps = 0u32;
+        for iface in ifaces {
+            let endpoint =
+                MsgEndpoint::open_sized(iface, depth, slot).map_err(|e| e.to_string())?;
+            tracing::debug!(
+                target: "ofi",
+                provider = iface.provider(),
+                domain = iface.domain(),
+                fabric = iface.fabric(),
+                tx_depth = endpoint.tx_depth(),
+                rx_depth = endpoint.rx_depth(),
+                "endpoint open"
+            );
+            bandwidth_mbps = bandwidth_mbps.saturating_add(link_speed_mbps(iface));
+            rails.push(Rail {
+                endpoint,
+                fabric: iface.fabric().to_string(),
+                domain: iface.domain().to_string(),
+            });
+        }
         // The provider may cap messages below what was asked.
-        let max_send = endpoint.max_datagram() - FRAME_LEN;
+        let max_send = rails
+            .iter()
+            .map(|r| r.endpoint.max_datagram())
+            .min()
+            .expect("at least one rail")
+            - FRAME_LEN;
+        let provider = ifaces[0].provider().to_string();
         let card = OfiCard {
-            provider: iface.provider().to_string(),
-            fabric: iface.fabric().to_string(),
-            domain: iface.domain().to_string(),
-            address: endpoint.address(),
+            provider: provider.clone(),
+            endpoints: rails
+                .iter()
+                .map(|r| CardEndpoint {
+                    fabric: r.fabric.clone(),
+                    domain: r.domain.clone(),
+                    address: r.endpoint.address(),
+                })
+                .collect(),
         };
-        let tcp = iface.provider().starts_with("tcp") || iface.provider() == "sockets";
-        let bandwidth_mbps = iface
-            .netdev()
-            .and_then(|dev| std::fs::read_to_string(format!("/sys/class/net/{dev}/speed")).ok())
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|&s| s > 0)
-            .map_or(10_000, |s| s.min(u32::MAX as i64) as u32);
-        tracing::debug!(
-            target: "ofi",
-            provider = %card.provider,
-            domain = %card.domain,
-            fabric = %card.fabric,
-            tx_depth = endpoint.tx_depth(),
-            rx_depth = endpoint.rx_depth(),
-            max_send,
-            "endpoint open"
-        );
+        let tcp = provider.starts_with("tcp") || provider == "sockets";
         Ok(OfiBtl {
-            endpoint,
+            rails,
             me,
             key: 0,
             peers: Vec::new(),
@@ -191,7 +230,8 @@ impl OfiBtl {
         self.key = key;
     }
 
-    /// Adds `peer` from its card. Returns why it cannot be reached when it cannot.
+    /// Adds `peer` from its card: pairs one of this process's rails with one of its
+    /// endpoints. Returns why it cannot be reached when it cannot.
     pub fn add_peer(&mut self, peer: u32, card: &OfiCard) -> Result<(), String> {
         if card.provider != self.card.provider {
             return Err(format!(
@@ -200,15 +240,34 @@ impl OfiBtl {
                 self.card.provider, card.provider
             ));
         }
-        let addr = self
-            .endpoint
-            .insert_peer(&card.address)
-            .map_err(|e| format!("address of process {peer} on {}: {e}", card.domain))?;
+        let same_fabric = self.rails.iter().enumerate().find_map(|(i, r)| {
+            card.endpoints
+                .iter()
+                .find(|e| e.fabric == r.fabric)
+                .map(|e| (i, e))
+        });
+        let (rail, remote) = same_fabric.unwrap_or((0, &card.endpoints[0]));
+        let r = &mut self.rails[rail];
+        let addr = r.endpoint.insert_peer(&remote.address).map_err(|e| {
+            format!(
+                "cannot add the endpoint of process {peer} on {} to {}'s address vector: {e}",
+                remote.domain, r.domain
+            )
+        })?;
+        tracing::debug!(
+            target: "ofi",
+            peer,
+            local = %r.domain,
+            remote = %remote.domain,
+            fabric = %remote.fabric,
+            routed = same_fabric.is_none(),
+            "paired"
+        );
         let i = peer as usize;
         if self.peers.len() <= i {
             self.peers.resize(i + 1, None);
         }
-        self.peers[i] = Some(addr);
+        self.peers[i] = Some(Route { rail, addr });
         Ok(())
     }
 
@@ -227,10 +286,10 @@ impl OfiBtl {
     /// A completion failed outside finalize: a message was lost, and MPI has no way to go on.
     fn lost(&self, error: &kestrel_fabric::FabricError) -> ! {
         let msg = format!(
-            "ofi: process {} lost a message over {} on {}: {error}\nThe job cannot continue. \
-             Check that every peer is alive and reachable over this network (the domain is \
+            "ofi: process {} lost a message over {}: {error}\nThe job cannot continue. \
+             Check that every peer is alive and reachable over this network (the domains are \
              chosen with KESTREL_OFI_IF_INCLUDE / KESTREL_OFI_IF_EXCLUDE).",
-            self.me, self.card.provider, self.card.domain
+            self.me, self.card.provider
         );
         tracing::error!(target: "ofi", "{msg}");
         eprintln!("{msg}");
@@ -266,20 +325,22 @@ impl Btl for OfiBtl {
                 max: self.max_send,
             });
         }
-        let to = self
+        let route = self
             .peers
             .get(peer as usize)
             .copied()
             .flatten()
             .ok_or(SendError::Unreachable { peer })?;
         let (me, key) = (self.me, self.key);
-        let sent = self.endpoint.send_with(to, |slot| {
-            wire::write_header(slot, am, me, key);
-            let body = &mut slot[FRAME_LEN..FRAME_LEN + len];
-            body[..header.len()].copy_from_slice(header);
-            body[header.len()..].copy_from_slice(payload);
-            FRAME_LEN + len
-        });
+        let sent = self.rails[route.rail]
+            .endpoint
+            .send_with(route.addr, |slot| {
+                wire::write_header(slot, am, me, key);
+                let body = &mut slot[FRAME_LEN..FRAME_LEN + len];
+                body[..header.len()].copy_from_slice(header);
+                body[header.len()..].copy_from_slice(payload);
+                FRAME_LEN + len
+            });
         match sent {
             Ok(()) => {
                 self.counters.messages_sent += 1;
@@ -299,31 +360,39 @@ impl Btl for OfiBtl {
         let key = self.key;
         let peers = &self.peers;
         let counters = &mut self.counters;
-        let polled = self.endpoint.poll(|bytes| {
-            let is_peer = |s: u32| peers.get(s as usize).is_some_and(Option::is_some);
-            match wire::decode(bytes, key, is_peer) {
-                Ok(f) => {
-                    counters.messages_received += 1;
-                    counters.bytes_received += f.data.len() as u64;
-                    deliver(Incoming {
-                        peer: f.sender,
-                        am: f.am,
-                        data: f.data,
-                    });
+        let mut delivered = 0;
+        let mut failure = None;
+        for rail in &mut self.rails {
+            let polled = rail.endpoint.poll(|bytes| {
+                let is_peer = |s: u32| peers.get(s as usize).is_some_and(Option::is_some);
+                match wire::decode(bytes, key, is_peer) {
+                    Ok(f) => {
+                        counters.messages_received += 1;
+                        counters.bytes_received += f.data.len() as u64;
+                        deliver(Incoming {
+                            peer: f.sender,
+                            am: f.am,
+                            data: f.data,
+                        });
+                    }
+                    Err(e) => {
+                        counters.frames_dropped += 1;
+                        tracing::debug!(target: "ofi", error = %e, "frame dropped");
+                    }
                 }
-                Err(e) => {
-                    counters.frames_dropped += 1;
-                    tracing::debug!(target: "ofi", error = %e, "frame dropped");
-                }
+            });
+            match polled {
+                Ok(n) => delivered += n,
+                Err(e) => failure = Some(e),
             }
-        });
-        match polled {
-            Ok(n) => n,
-            Err(e) if self.finalizing => {
+        }
+        match failure {
+            None => delivered,
+            Some(e) if self.finalizing => {
                 tracing::debug!(target: "ofi", error = %e, "completion error while finalizing");
-                0
+                delivered
             }
-            Err(e) => self.lost(&e),
+            Some(e) => self.lost(&e),
         }
     }
 
@@ -334,7 +403,9 @@ impl Btl for OfiBtl {
     }
 
     fn quiet(&self) -> bool {
-        self.endpoint.free_tx_slots() == self.endpoint.tx_depth()
+        self.rails
+            .iter()
+            .all(|r| r.endpoint.free_tx_slots() == r.endpoint.tx_depth())
     }
 
     fn quiesce(&mut self) -> bool {
@@ -346,4 +417,14 @@ impl Btl for OfiBtl {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         self.counter_values()
     }
+}
+
+/// The link speed sysfs reports for the domain's interface, 10 Gb/s when it reports none.
+fn link_speed_mbps(iface: &FabricInterface) -> u32 {
+    iface
+        .netdev()
+        .and_then(|dev| std::fs::read_to_string(format!("/sys/class/net/{dev}/speed")).ok())
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .filter(|&s| s > 0)
+        .map_or(10_000, |s| s.min(u32::MAX as i64) as u32)
 }

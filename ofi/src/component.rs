@@ -35,7 +35,8 @@ impl Component for OfiComponent {
         kestrel_fabric::restore_crash_signals();
     }
     fn open(&self, params: &Params, cx: &OpenContext<'_>) -> Result<Box<dyn Module>, OpenError> {
-        match OfiBtl::open(params, cx.me) {
+        let node_only = cx.nodes.iter().all(|n| n == cx.my_node());
+        match OfiBtl::open(params, cx.me, node_only) {
             Ok(Opened::Ready(b)) => Ok(b),
             Ok(Opened::Declined(why)) => Err(OpenError::Declined(format!(
                 "{why} (on node {})",

@@ -5,7 +5,7 @@
 //! would shadow another transport (`sockets`, `udp;ofi_rxd`, `shm`) are taken only when named.
 //! Among the chosen provider's domains the interface filters apply (`ofi_if_include` /
 //! `ofi_if_exclude`, names or IPv4 CIDR blocks, parsed as usnic parses its own); loopback is
-//! used only when nothing else is offered. This module owns that policy, on plain
+//! used only when named, or when every peer is on this node and nothing else is offered. This module owns that policy, on plain
 //! descriptions of what libfabric offered ([`Offer`]); it must never call libfabric.
 
 use std::net::Ipv4Addr;
@@ -119,22 +119,49 @@ impl Policy {
         Ok(Policy { provider, filter })
     }
 
-    /// Picks the offer to open, or says why none fits (quoted when the component declines).
-    pub fn choose<'a>(&self, offers: &'a [Offer]) -> Result<&'a Offer, String> {
+    /// Picks the domains to open, one endpoint each, or says why none fits (quoted when the
+    /// component declines): every domain of the chosen provider that passes the filter, one
+    /// entry per domain (its IPv4 one when it has several). Loopback is taken only when the
+    /// filter names it, or when every peer is on this node (`node_only`) and nothing else is
+    /// offered: a peer on another host would reach a process of its own host through it.
+    pub fn choose<'a>(
+        &self,
+        offers: &'a [Offer],
+        node_only: bool,
+    ) -> Result<Vec<&'a Offer>, String> {
+        let named_loopback = matches!(&self.filter, InterfaceFilter::Include { .. });
         let usable = |o: &&Offer| o.passes(&self.filter);
-        let pick = |provider: &str| -> Option<&'a Offer> {
+        let pick = |provider: &str| -> Option<Vec<&'a Offer>> {
+            let theirs = |o: &&Offer| o.provider == provider;
+            // A domain with an IPv4 address is judged by it alone: its other entries (IPv6,
+            // which a CIDR filter cannot name) neither add it back nor stand in for it.
+            let has_ipv4 = |domain: &str| {
+                offers
+                    .iter()
+                    .any(|o| o.provider == provider && o.domain == domain && o.ipv4.is_some())
+            };
             let mine: Vec<&Offer> = offers
                 .iter()
-                .filter(|o| o.provider == provider)
+                .filter(theirs)
+                .filter(|o| o.ipv4.is_some() || !has_ipv4(&o.domain))
                 .filter(usable)
                 .collect();
-            // Loopback only when nothing else is offered; IPv4 domains before the others (an
-            // IPv6 link-local address is not reachable from another host without a scope).
-            mine.iter()
-                .copied()
-                .filter(|o| !o.is_loopback())
-                .min_by_key(|o| o.ipv4.is_none())
-                .or_else(|| mine.first().copied())
+            let mut chosen: Vec<&Offer> = Vec::new();
+            // IPv4 entries first: an IPv6 link-local address is not reachable from another
+            // host without a scope, so a domain's IPv6 entry is taken only when it has no other.
+            let mut ordered = mine.clone();
+            ordered.sort_by_key(|o| o.ipv4.is_none());
+            for o in ordered {
+                if (!o.is_loopback() || named_loopback)
+                    && !chosen.iter().any(|c| c.domain == o.domain)
+                {
+                    chosen.push(o);
+                }
+            }
+            if chosen.is_empty() && node_only {
+                chosen.extend(mine.first().copied());
+            }
+            (!chosen.is_empty()).then_some(chosen)
         };
         let found = match &self.provider {
             ProviderChoice::Named(name) => pick(name),
@@ -193,13 +220,15 @@ mod tests {
     fn auto_takes_tcp_ipv4_and_skips_loopback_and_test_providers() {
         let p = Policy::parse("auto", "", "").unwrap();
         let o = offers();
-        assert_eq!(p.choose(&o).unwrap(), &o[2]);
+        assert_eq!(p.choose(&o, false).unwrap(), vec![&o[2], &o[3]]);
         let p = Policy::parse("auto", "", "198.18.0.0/24").unwrap();
-        assert_eq!(p.choose(&o).unwrap(), &o[3]);
+        assert_eq!(p.choose(&o, false).unwrap(), vec![&o[3]]);
+        let p = Policy::parse("auto", "", "198.18.0.0/24,198.18.1.2").unwrap();
+        assert!(p.choose(&o, false).is_err());
         let only_test = vec![o[4].clone(), o[5].clone()];
         let e = Policy::parse("auto", "", "")
             .unwrap()
-            .choose(&only_test)
+            .choose(&only_test, false)
             .unwrap_err();
         assert!(e.contains("sockets on eth1"), "{e}");
     }
@@ -209,24 +238,22 @@ mod tests {
         let mut o = offers();
         o.push(offer("verbs;ofi_rxm", "mlx5_0", Some([10, 0, 0, 2])));
         o.push(offer("efa", "rdmap0s6-rdm", None));
-        assert_eq!(
-            Policy::parse("auto", "", "")
-                .unwrap()
-                .choose(&o)
-                .unwrap()
-                .provider,
-            "efa"
-        );
+        let chosen = Policy::parse("auto", "", "")
+            .unwrap()
+            .choose(&o, false)
+            .unwrap();
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(chosen[0].provider, "efa");
     }
 
     #[test]
     fn a_named_provider_is_taken_even_when_auto_would_not() {
         let o = offers();
         let p = Policy::parse("sockets", "", "").unwrap();
-        assert_eq!(p.choose(&o).unwrap(), &o[4]);
+        assert_eq!(p.choose(&o, false).unwrap(), vec![&o[4]]);
         let e = Policy::parse("psm3", "", "")
             .unwrap()
-            .choose(&o)
+            .choose(&o, false)
             .unwrap_err();
         assert!(e.starts_with("no RDM domain of provider psm3"), "{e}");
     }
@@ -235,10 +262,14 @@ mod tests {
     fn loopback_only_when_alone_or_included() {
         let o = offers();
         let p = Policy::parse("tcp;ofi_rxm", "lo", "").unwrap();
-        assert_eq!(p.choose(&o).unwrap().domain, "lo");
+        assert_eq!(p.choose(&o, false).unwrap(), vec![&o[0]]);
         let alone = vec![o[0].clone()];
         let p = Policy::parse("auto", "", "").unwrap();
-        assert_eq!(p.choose(&alone).unwrap().domain, "lo");
+        assert_eq!(p.choose(&alone, true).unwrap(), vec![&alone[0]]);
+        assert!(
+            p.choose(&alone, false).is_err(),
+            "never loopback unprompted when a peer is on another host"
+        );
     }
 
     #[test]

@@ -1,0 +1,156 @@
+//! The ofi transport (libfabric RDM endpoints, issue 18) between namespace hosts: the
+//! point-to-point and collective suites over 2 hosts x 1 rank, 2 hosts x 2 ranks (shared memory
+//! inside a host) and 4 hosts x 1 rank, with the provider named and chosen automatically; a
+//! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal.
+//!
+//! Every job excludes the management network (198.18.0.0/24), so the endpoint opens on a data
+//! network, where the loss rules apply.
+
+use std::process::Command;
+use std::time::Duration;
+
+use kestrel_tests::netns::Cluster;
+use kestrel_tests::*;
+
+const DEADLINE: Duration = Duration::from_secs(240);
+const DATA_ONLY: &str = "KESTREL_OFI_IF_EXCLUDE=198.18.0.0/24";
+
+fn netns_script() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster.sh")
+}
+
+/// `kestrel-run` over `hosts` ("h0:1,h1:1") with `btl`, data networks only, plus `extra`.
+fn job(hosts: &str, btl: &str, extra: &[&str]) -> Command {
+    let mut args = vec![
+        "--host",
+        hosts,
+        "--launch-agent",
+        "ip netns exec",
+        "-x",
+        DATA_ONLY,
+        "--mca",
+        "btl",
+        btl,
+    ];
+    args.extend_from_slice(extra);
+    kestrel_run(&args)
+}
+
+fn assert_hosts_empty(cluster: &Cluster) {
+    std::thread::sleep(Duration::from_millis(100));
+    for h in cluster.hosts() {
+        assert!(cluster.pids(h).is_empty(), "processes left in {h}");
+    }
+}
+
+const SUITES: [&[&str]; 8] = [
+    &["p2p_check", "random", "4000"],
+    &["p2p_check", "wildcard"],
+    &["p2p_check", "truncate"],
+    &["p2p_check", "probe"],
+    &["p2p_check", "sizes"],
+    &["p2p_check", "sync"],
+    &["p2p_check", "alltoall", "4"],
+    &["coll_check"],
+];
+
+fn run_suites(hosts: &str, btl: &str, extra: &[&str]) {
+    for suite in SUITES {
+        let mut cmd = job(hosts, btl, extra);
+        cmd.arg(example(suite[0])).args(&suite[1..]);
+        let out = run(cmd, DEADLINE);
+        assert!(
+            out.success(),
+            "{suite:?} on {hosts} ({btl} {extra:?}): {}",
+            out.show()
+        );
+        // p2p_check names its transports; across hosts they must include ofi.
+        assert!(
+            out.stdout.contains("passed")
+                && (suite[0] != "p2p_check" || out.stdout.contains("ofi")),
+            "{suite:?} on {hosts}: {}",
+            out.show()
+        );
+    }
+}
+
+#[test]
+fn suites_pass_over_ofi_on_two_hosts_by_one_and_two_and_four_hosts_by_one() {
+    let cluster = Cluster::up(4);
+    let h = cluster.hosts();
+    let two_by_one = format!("{}:1,{}:1", h[0], h[1]);
+    let two_by_two = format!("{}:2,{}:2", h[0], h[1]);
+    let four = format!("{}:1,{}:1,{}:1,{}:1", h[0], h[1], h[2], h[3]);
+    let named = ["-x", "KESTREL_OFI_PROVIDER=tcp;ofi_rxm"];
+    run_suites(&two_by_one, "self,ofi", &named);
+    run_suites(&two_by_two, "self,shm,ofi", &named);
+    // The provider chosen automatically (tcp;ofi_rxm is the only one a namespace host offers).
+    run_suites(&four, "self,ofi", &[]);
+    assert_hosts_empty(&cluster);
+}
+
+#[test]
+fn messages_arrive_intact_and_in_order_through_five_percent_loss() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    for host in h {
+        let st = Command::new(netns_script())
+            .args(["loss", host, "5"])
+            .status()
+            .expect("run netns-cluster.sh loss");
+        assert!(st.success(), "could not install the loss rule on {host}");
+    }
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    // CI runs 20,000 messages; the closing measurements run 100,000 (KESTREL_TEST_OFI_LOSS_N).
+    let n = std::env::var("KESTREL_TEST_OFI_LOSS_N").unwrap_or_else(|_| "20000".into());
+    let mut cmd = job(&hosts, "self,ofi", &[]);
+    cmd.arg(example("p2p_check")).args(["random", &n, "4m"]);
+    let out = run(cmd, Duration::from_secs(600));
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.stdout
+            .contains("p2p_check random: passed on 2 ranks over ofi"),
+        "{}",
+        out.show()
+    );
+    assert_hosts_empty(&cluster);
+}
+
+#[test]
+fn osu_latency_and_bw_complete_over_ofi() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    for (name, args) in [
+        (
+            "osu_latency",
+            vec!["-m", "0:65536", "-i", "200", "-x", "20"],
+        ),
+        ("osu_bw", vec!["-m", "1:4194304", "-i", "20", "-x", "2"]),
+    ] {
+        let mut cmd = job(&hosts, "self,ofi", &[]);
+        cmd.arg(bin(name)).args(&args);
+        let out = run(cmd, DEADLINE);
+        assert!(out.success(), "{name}: {}", out.show());
+        let rows = out
+            .stdout
+            .lines()
+            .filter(|l| l.split_whitespace().count() == 2 && !l.starts_with('#'))
+            .count();
+        assert!(rows >= 10, "{name} printed {rows} rows: {}", out.show());
+    }
+    assert_hosts_empty(&cluster);
+}
+
+#[test]
+fn a_ranks_segfault_over_ofi_is_reported_as_signal_11() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = job(&hosts, "self,ofi", &[]);
+    cmd.arg(example("fail")).arg("segv");
+    let out = run(cmd, DEADLINE);
+    assert!(!out.success(), "{}", out.show());
+    assert!(out.stderr.contains("killed by signal 11"), "{}", out.show());
+    assert_hosts_empty(&cluster);
+}
