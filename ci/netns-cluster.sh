@@ -4,7 +4,7 @@
 #   ci/netns-cluster.sh up [PREFIX [N]]         create hosts PREFIXh0 .. PREFIXh(N-1) (default: h0..h3)
 #   ci/netns-cluster.sh down [PREFIX]           remove them, their bridges and their loss rules
 #   ci/netns-cluster.sh list                    namespaces and bridges that look like ours
-#   ci/netns-cluster.sh loss HOST PERCENT [IF]  drop PERCENT % of the UDP datagrams HOST receives
+#   ci/netns-cluster.sh loss HOST PERCENT [IF]  drop PERCENT % of the UDP and TCP packets HOST receives
 #                                               on its data interfaces (or only on IF); 0 removes it
 #   ci/netns-cluster.sh link HOST IF up|down    set one of HOST's interfaces up or down
 #
@@ -103,7 +103,7 @@ loss() {
 table inet kestrel_loss {
   chain input {
     type filter hook input priority 0; policy accept;
-    $match meta l4proto udp numgen random mod 100 < $percent counter drop
+    $match meta l4proto { udp, tcp } numgen random mod 100 < $percent counter drop
   }
 }
 EOF

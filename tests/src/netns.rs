@@ -56,6 +56,29 @@ impl Cluster {
         .unwrap_or_default()
     }
 
+    /// Packets the loss rule of `host` (`ci/netns-cluster.sh loss`) dropped so far.
+    pub fn loss_drops(&self, host: &str) -> u64 {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                host,
+                "nft",
+                "list",
+                "table",
+                "inet",
+                "kestrel_loss",
+            ])
+            .output()
+            .expect("run nft");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace()
+            .skip_while(|w| *w != "packets")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Host names (= namespace names = node ids).
     pub fn hosts(&self) -> &[String] {
         &self.hosts

@@ -158,6 +158,11 @@ fn separately_launched_jobs_connect_over_the_network_transport() {
 }
 
 #[test]
+fn separately_launched_jobs_connect_over_ofi() {
+    server_and_client(&["--mca", "btl", "self,ofi"]);
+}
+
+#[test]
 fn a_parent_of_two_spawns_three_children_that_compute_and_answer() {
     let mark = marker("dpm-spawn");
     let p = prog();
@@ -245,6 +250,11 @@ fn a_crashing_child_is_an_error_in_the_parent_and_nothing_is_left() {
 #[test]
 fn a_crashing_child_over_the_network_transport_is_an_error_too() {
     crashing_child(&["--mca", "btl", "self,usnic"]);
+}
+
+#[test]
+fn a_crashing_child_over_ofi_is_an_error_too() {
+    crashing_child(&["--mca", "btl", "self,ofi"]);
 }
 
 #[test]

@@ -122,7 +122,7 @@ fn a_hundred_thousand_messages_arrive_intact_through_five_percent_loss() {
         out.show()
     );
     // The loss rule really dropped traffic, and the transport really resent it.
-    let dropped = nft_drops(&h[0]) + nft_drops(&h[1]);
+    let dropped = cluster.loss_drops(&h[0]) + cluster.loss_drops(&h[1]);
     assert!(
         dropped > 1000,
         "only {dropped} datagrams dropped: is the rule active?"
@@ -135,29 +135,6 @@ fn a_hundred_thousand_messages_arrive_intact_through_five_percent_loss() {
     );
     eprintln!("5 % loss: {dropped} datagrams dropped, {resent} resent");
     assert_hosts_empty(&cluster);
-}
-
-/// Packets the loss rule of `host` dropped.
-fn nft_drops(host: &str) -> u64 {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            host,
-            "nft",
-            "list",
-            "table",
-            "inet",
-            "kestrel_loss",
-        ])
-        .output()
-        .expect("run nft");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace()
-        .skip_while(|w| *w != "packets")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Sum over the stats lines of column `resent` ("T+F" summed) of the `usnic_stats` report.
