@@ -1,8 +1,9 @@
-//! Raw libfabric ping-pong over one DGRAM interface: the floor the usnic transport's latency is
-//! compared against (no reliability, no matching, just `fi_send` and a busy-polled CQ).
+//! Raw libfabric ping-pong over one DGRAM interface, or with `--rdm` one reliable-datagram
+//! (`FI_EP_RDM`) domain: the floor the usnic and ofi transports' latencies are compared against
+//! (no reliability of ours, no matching, just `fi_send` and a busy-polled CQ).
 //!
 //! ```text
-//! raw_pingpong [--interface IPV4] [--provider udp|usnic] [--size N] [--iters N] [--warmup N]
+//! raw_pingpong [--interface IPV4] [--provider udp|usnic|'tcp;ofi_rxm' --rdm] [--size N] [--iters N] [--warmup N]
 //!     two threads of this process, one endpoint each (default interface 127.0.0.1)
 //! raw_pingpong serve --interface IPV4 [...]
 //!     prints its address, answers one client, exits
@@ -17,7 +18,9 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use kestrel_usnic::fabric::{dgram_interfaces, FabricInterface, MsgEndpoint, PeerAddr};
+use kestrel_usnic::fabric::{
+    dgram_interfaces, rdm_interfaces, FabricInterface, MsgEndpoint, PeerAddr,
+};
 
 /// Send and receive buffers per endpoint: ping-pong keeps one in flight, a few spare cover
 /// completions not yet reaped.
@@ -32,6 +35,7 @@ struct Options {
     mode: Mode,
     interface: Option<Ipv4Addr>,
     provider: String,
+    rdm: bool,
     size: usize,
     iters: usize,
     warmup: usize,
@@ -45,7 +49,7 @@ enum Mode {
 
 fn usage() -> String {
     "usage: raw_pingpong [serve | ping ADDRESS_HEX] [--interface IPV4] [--provider udp|usnic] \
-     [--size BYTES] [--iters N] [--warmup N]"
+     [--rdm] [--size BYTES] [--iters N] [--warmup N]"
         .into()
 }
 
@@ -55,6 +59,7 @@ fn parse_args() -> Result<Options, String> {
         mode: Mode::Threads,
         interface: None,
         provider: "udp".into(),
+        rdm: false,
         size: 8,
         iters: 10_000,
         warmup: 1_000,
@@ -69,6 +74,7 @@ fn parse_args() -> Result<Options, String> {
                 o.interface = Some(v.parse().map_err(|_| format!("bad IPv4 address {v}"))?)
             }
             "--provider" => o.provider = value("--provider")?,
+            "--rdm" => o.rdm = true,
             "--size" => o.size = number(&value("--size")?)?,
             "--iters" => o.iters = number(&value("--iters")?)?.max(1),
             "--warmup" => o.warmup = number(&value("--warmup")?)?,
@@ -99,8 +105,13 @@ fn hex_decode(text: &str) -> Result<Vec<u8>, String> {
 
 fn find_interface(o: &Options) -> Result<FabricInterface, String> {
     let want = o.interface.unwrap_or(Ipv4Addr::LOCALHOST);
-    dgram_interfaces(kestrel_usnic::discovery::FABRIC_OWNER, Some(&o.provider))
-        .map_err(|e| e.to_string())?
+    let owner = kestrel_usnic::discovery::FABRIC_OWNER;
+    let list = if o.rdm {
+        rdm_interfaces(owner, Some(&o.provider))
+    } else {
+        dgram_interfaces(owner, Some(&o.provider))
+    };
+    list.map_err(|e| e.to_string())?
         .into_iter()
         .find(|i| i.ipv4() == Some(want))
         .ok_or_else(|| {
@@ -109,6 +120,16 @@ fn find_interface(o: &Options) -> Result<FabricInterface, String> {
                 o.provider
             )
         })
+}
+
+/// An endpoint on `iface`; a reliable one's buffers hold the run's messages (at least 64 bytes).
+fn open(iface: &FabricInterface, o: &Options) -> Result<MsgEndpoint, String> {
+    let opened = if o.rdm {
+        MsgEndpoint::open_sized(iface, DEPTH, o.size.max(64))
+    } else {
+        MsgEndpoint::open(iface, DEPTH)
+    };
+    opened.map_err(|e| e.to_string())
 }
 
 /// Sends one datagram of `size` bytes whose first byte is `tag`, retrying while slots are busy.
@@ -197,8 +218,8 @@ fn report(iface: &FabricInterface, o: &Options, mut rtts: Vec<Duration>) {
 
 fn run_threads(o: Options) -> Result<(), String> {
     let iface = find_interface(&o)?;
-    let mut a = MsgEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
-    let mut b = MsgEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    let mut a = open(&iface, &o)?;
+    let mut b = open(&iface, &o)?;
     check_size(&a, &o)?;
     let b_at_a = a.insert_peer(&b.address()).map_err(|e| e.to_string())?;
     let a_at_b = b.insert_peer(&a.address()).map_err(|e| e.to_string())?;
@@ -227,7 +248,7 @@ fn check_size(ep: &MsgEndpoint, o: &Options) -> Result<(), String> {
 
 fn run_serve(o: Options) -> Result<(), String> {
     let iface = find_interface(&o)?;
-    let mut ep = MsgEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    let mut ep = open(&iface, &o)?;
     check_size(&ep, &o)?;
     println!("address {}", hex_encode(&ep.address()));
     // The hello carries the client's address after its tag byte.
@@ -244,7 +265,7 @@ fn run_serve(o: Options) -> Result<(), String> {
 
 fn run_ping(o: Options, server_address: &[u8]) -> Result<(), String> {
     let iface = find_interface(&o)?;
-    let mut ep = MsgEndpoint::open(&iface, DEPTH).map_err(|e| e.to_string())?;
+    let mut ep = open(&iface, &o)?;
     check_size(&ep, &o)?;
     let server = ep.insert_peer(server_address).map_err(|e| e.to_string())?;
     let own = ep.address();
