@@ -471,6 +471,7 @@ fn a_peer_no_transport_reaches_is_named_in_the_error() {
                 btls: vec![Box::new(SelfBtl::new(0))],
                 names: vec!["self"],
                 route: vec![0, u8::MAX],
+                bulk_route: vec![0, u8::MAX],
                 unreachable: vec![
                     None,
                     Some("shm: other node; usnic: excluded by the btl parameter".into()),

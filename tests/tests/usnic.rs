@@ -19,6 +19,8 @@ fn netns_script() -> std::path::PathBuf {
 }
 
 /// `kestrel-run` over `hosts` ("h0:1,h1:1"), data networks only, plus `extra` launcher args.
+/// The transports are self, shm and usnic unless `extra` names others: by default the ofi
+/// transport would carry the large messages these tests send through usnic.
 fn job(hosts: &str, extra: &[&str]) -> Command {
     let mut args = vec![
         "--host",
@@ -28,6 +30,9 @@ fn job(hosts: &str, extra: &[&str]) -> Command {
         "-x",
         DATA_ONLY,
     ];
+    if !extra.contains(&"btl") {
+        args.extend_from_slice(&["--mca", "btl", "self,shm,usnic"]);
+    }
     args.extend_from_slice(extra);
     kestrel_run(&args)
 }

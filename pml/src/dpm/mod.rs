@@ -169,6 +169,10 @@ impl Engine {
         if let Some(r) = self.route.get_mut(p as usize) {
             *r = NO_ROUTE;
         }
+        if let Some(r) = self.bulk_route.get_mut(p as usize) {
+            *r = NO_ROUTE;
+        }
+        self.refresh_polling();
         let mut broken = Vec::new();
         if failed {
             for (i, c) in self.st.ctxs.iter_mut().enumerate() {
@@ -204,6 +208,7 @@ impl Engine {
     fn add_process(&mut self, info: &ProcInfo) -> u32 {
         let idx = self.route.len() as u32;
         self.route.push(NO_ROUTE);
+        self.bulk_route.push(NO_ROUTE);
         self.nodes.push(info.node.clone());
         self.unreachable.push(None);
         self.dpm.foreign.push((info.job.clone(), info.rank));

@@ -66,13 +66,20 @@ impl Engine {
         for (i, btl) in attached.btls.into_iter().enumerate() {
             let pairs: Vec<(u32, u32)> = new_remote
                 .iter()
-                .filter(|&&(_, u)| attached.route[u] == i as u8)
+                .filter(|&&(_, u)| {
+                    attached.route[u] == i as u8 || attached.bulk_route[u] == i as u8
+                })
                 .map(|&(p, u)| (p, u as u32))
                 .collect();
             let slot = self.btls.len();
             self.btls.push(Box::new(Remapped::new(btl, &pairs)));
-            for &(p, _) in &pairs {
-                self.route[p as usize] = slot as u8;
+            for &(p, u) in &pairs {
+                if attached.route[u as usize] == i as u8 {
+                    self.route[p as usize] = slot as u8;
+                }
+                if attached.bulk_route[u as usize] == i as u8 {
+                    self.bulk_route[p as usize] = slot as u8;
+                }
             }
             slots.push(slot);
         }
@@ -86,6 +93,7 @@ impl Engine {
                 ));
             }
         }
+        self.refresh_polling();
         tracing::debug!(target: "dpm", conn = format_args!("{conn:x}"), slots = ?slots, "connection transports attached");
         Ok(slots)
     }

@@ -311,6 +311,12 @@ pub(crate) use kestrel_transport::component::file_safe;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageHandle(usize);
 
+/// [`Engine::poll_skip`] of a transport polled on every call.
+pub(crate) const ALWAYS_POLLED: u8 = u8::MAX;
+
+/// How often a quiet bulk-only transport is polled (see [`Engine::poll_skip`]).
+pub(crate) const BULK_IDLE_POLLS: u8 = 16;
+
 /// The messaging engine of one process.
 pub struct Engine {
     rank: u32,
@@ -320,6 +326,15 @@ pub struct Engine {
     pub(crate) btls: Vec<Box<dyn Btl>>,
     /// The transport (index into `btls`) of each process, `NO_ROUTE` when none.
     pub(crate) route: Vec<u8>,
+    /// The transport of each process's rendezvous data (the stream of large messages): the
+    /// highest-bandwidth one that reaches it (see `kestrel_transport::set::Attached`).
+    pub(crate) bulk_route: Vec<u8>,
+    /// Per transport, polls still to skip while it stays quiet; [`ALWAYS_POLLED`] for the
+    /// transports that carry some process's messages. One that carries only rendezvous data
+    /// (a bulk route), or nothing, is polled every [`BULK_IDLE_POLLS`]th time while nothing
+    /// arrives on it and the outbox is empty: polling a kernel TCP provider costs a system
+    /// call, about a sixth of a small message's network latency.
+    pub(crate) poll_skip: Vec<u8>,
     /// The node id of each process.
     pub(crate) nodes: Vec<String>,
     /// Why no transport reaches a process, every component's reason (for the no-route error).

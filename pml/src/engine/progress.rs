@@ -115,13 +115,41 @@ impl Engine {
         n
     }
 
+    /// Recomputes which transports are polled on every call (see [`Engine::poll_skip`]): those
+    /// that carry some process's messages; the others (rendezvous data only, or nothing) are
+    /// polled when busy and otherwise every [`BULK_IDLE_POLLS`]th call. Called whenever
+    /// routes change.
+    pub(crate) fn refresh_polling(&mut self) {
+        let n = self.btls.len();
+        let mut carries_messages = vec![false; n];
+        for &r in &self.route {
+            if let Some(c) = carries_messages.get_mut(r as usize) {
+                *c = true;
+            }
+        }
+        self.poll_skip = carries_messages
+            .into_iter()
+            .map(|m| if m { ALWAYS_POLLED } else { 0 })
+            .collect();
+    }
+
     /// [`Engine::progress`] without the collective schedules (which never start a blocking
     /// segment operation, so a shared-memory collective's wait runs them too: see
     /// `crate::segment_poll`).
     pub(crate) fn progress_transports(&mut self) -> usize {
         let mut n = 0;
         let st = &mut self.st;
-        for b in self.btls.iter_mut() {
+        let outbox_busy = !st.outbox.is_empty();
+        for (i, b) in self.btls.iter_mut().enumerate() {
+            let skip = &mut self.poll_skip[i];
+            if *skip != ALWAYS_POLLED {
+                if *skip > 0 && !outbox_busy {
+                    *skip -= 1;
+                    continue;
+                }
+                *skip = BULK_IDLE_POLLS - 1;
+            }
+            let before = n;
             n += b.progress(&mut |m| {
                 if m.am == AM_PML {
                     st.on_message(m.peer, m.data);
@@ -132,6 +160,10 @@ impl Engine {
                     tracing::error!(target: "pml", "dropped a message with unknown active-message tag {} from rank {}", m.am, m.peer);
                 }
             });
+            // A bulk-only transport that delivered stays polled on every call.
+            if n > before && self.poll_skip[i] != ALWAYS_POLLED {
+                self.poll_skip[i] = 0;
+            }
         }
         if !self.st.rma_inbox.is_empty() {
             n += self.rma_deliver();
@@ -380,7 +412,9 @@ impl Engine {
                     len,
                     completes,
                 } => {
-                    let b = self.route[peer as usize];
+                    // Rendezvous data takes the peer's bulk route (the highest-bandwidth
+                    // transport); the headers around it take its message route.
+                    let b = self.bulk_route[peer as usize];
                     if b == NO_ROUTE {
                         // The peer failed: its request was failed with it.
                         continue;

@@ -98,6 +98,7 @@ impl Engine {
             btls,
             names,
             route,
+            bulk_route,
             unreachable,
         } = transports;
         let selected = names.join(",");
@@ -109,6 +110,8 @@ impl Engine {
             size,
             btls,
             route,
+            bulk_route,
+            poll_skip: Vec::new(),
             nodes,
             unreachable,
             network_flush,
@@ -150,6 +153,7 @@ impl Engine {
         };
         e.add_context(CTX_WORLD, (0..size).collect());
         e.add_context(CTX_SELF, vec![rank]);
+        e.refresh_polling();
         e
     }
 

@@ -239,7 +239,7 @@ impl Cluster {
                         net: net.clone(),
                     }),
                 ];
-                let route = (0..n).map(|r| if r == rank { 0 } else { 1 }).collect();
+                let route: Vec<u8> = (0..n).map(|r| if r == rank { 0 } else { 1 }).collect();
                 Engine::with_transports(
                     &p,
                     EngineSetup {
@@ -250,6 +250,7 @@ impl Cluster {
                         transports: Attached {
                             btls,
                             names: vec!["self", "sim"],
+                            bulk_route: route.clone(),
                             route,
                             unreachable: vec![None; n as usize],
                         },

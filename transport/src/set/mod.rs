@@ -233,6 +233,12 @@ impl Opening {
         let mut modules = self.modules;
         modules.sort_by_key(|(c, m)| std::cmp::Reverse((m.limits().exclusivity, c.priority())));
         let mut route = vec![NO_ROUTE; n];
+        // Whether a peer's route is a network module: the other network modules still add
+        // such a peer (the bulk route may be one of them), never one a node or process
+        // module reaches.
+        let mut route_is_network = vec![false; n];
+        // Per peer, every module (by slot in `modules` order) that reaches it.
+        let mut reached_by: Vec<Vec<usize>> = vec![Vec::new(); n];
         // Per peer, the opened modules' reasons; joined with `not_open` only for peers no
         // module reaches.
         let mut reasons: Vec<Vec<String>> = vec![Vec::new(); n];
@@ -251,9 +257,11 @@ impl Opening {
                             PeerCard::Skip
                         };
                     }
+                    let taken = route[p] != NO_ROUTE
+                        && !(route_is_network[p] && c.reach() == Reach::Network);
                     if c.reach() == Reach::Process
                         || !self.wanted.get(p).copied().unwrap_or(false)
-                        || route[p] != NO_ROUTE
+                        || taken
                     {
                         return PeerCard::Skip;
                     }
@@ -269,7 +277,13 @@ impl Opening {
                     continue;
                 }
                 match results.get(p) {
-                    Some(Ok(())) => route[p] = slot as u8,
+                    Some(Ok(())) => {
+                        if route[p] == NO_ROUTE {
+                            route[p] = slot as u8;
+                            route_is_network[p] = c.reach() == Reach::Network;
+                        }
+                        reached_by[p].push(slot);
+                    }
                     Some(Err(why)) => reasons[p].push(format!("{name}: {why}")),
                     None => reasons[p].push(format!("{name}: gave no answer for this process")),
                 }
@@ -290,6 +304,20 @@ impl Opening {
         for (new, &old) in order.iter().enumerate() {
             slot_of[old] = new as u8;
         }
+        // Bulk data (the rendezvous stream) goes over the module of highest bandwidth among
+        // those that reach the peer; ties keep the message route (first in exclusivity order).
+        let bulk_route: Vec<u8> = (0..n)
+            .map(|p| {
+                let best = reached_by[p].iter().copied().reduce(|a, b| {
+                    if btls[b].limits().bandwidth_mbps > btls[a].limits().bandwidth_mbps {
+                        b
+                    } else {
+                        a
+                    }
+                });
+                best.map_or(NO_ROUTE, |s| slot_of[s])
+            })
+            .collect();
         for r in route.iter_mut().filter(|r| **r != NO_ROUTE) {
             *r = slot_of[*r as usize];
         }
@@ -298,7 +326,18 @@ impl Opening {
             .iter()
             .map(|&i| taken[i].take().expect("each module once") as Box<dyn Btl>)
             .collect();
-        let names = order.iter().map(|&i| names[i]).collect();
+        let names: Vec<&'static str> = order.iter().map(|&i| names[i]).collect();
+        for p in 0..n {
+            if route[p] != NO_ROUTE && bulk_route[p] != route[p] {
+                tracing::info!(
+                    target: "btl",
+                    peer = p,
+                    messages = names[route[p] as usize],
+                    bulk = names[bulk_route[p] as usize],
+                    "messages and rendezvous data take different transports"
+                );
+            }
+        }
         let unreachable = (0..n)
             .map(|p| {
                 (route[p] == NO_ROUTE).then(|| {
@@ -316,6 +355,7 @@ impl Opening {
             btls,
             names,
             route,
+            bulk_route,
             unreachable,
         })
     }
@@ -330,6 +370,10 @@ pub struct Attached {
     /// Per peer, the index into `btls` of the module that carries its messages, or
     /// [`NO_ROUTE`].
     pub route: Vec<u8>,
+    /// Per peer, the module that carries its rendezvous data (the pipelined fragments of
+    /// large messages): of the modules that reach it, the one of highest advertised
+    /// bandwidth (`route` when no other does); [`NO_ROUTE`] with `route`.
+    pub bulk_route: Vec<u8>,
     /// Per peer without a route, every component's reason; `None` for routed peers.
     pub unreachable: Vec<Option<String>>,
 }
@@ -339,6 +383,7 @@ impl fmt::Debug for Attached {
         f.debug_struct("Attached")
             .field("modules", &self.names)
             .field("route", &self.route)
+            .field("bulk_route", &self.bulk_route)
             .finish()
     }
 }

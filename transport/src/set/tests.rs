@@ -11,11 +11,13 @@ struct Fake {
     priority: u32,
     decline: Option<&'static str>,
     fail: bool,
+    bandwidth_mbps: u32,
 }
 
 struct FakeModule {
     name: &'static str,
     exclusivity: u32,
+    bandwidth_mbps: u32,
     reached: Vec<u32>,
 }
 
@@ -28,7 +30,7 @@ impl Btl for FakeModule {
             eager_limit: 64,
             max_send: 64,
             latency_ns: 1,
-            bandwidth_mbps: 1,
+            bandwidth_mbps: self.bandwidth_mbps,
             exclusivity: self.exclusivity,
             get: false,
         }
@@ -88,6 +90,7 @@ impl Component for Fake {
         Ok(Box::new(FakeModule {
             name: self.name,
             exclusivity: self.exclusivity,
+            bandwidth_mbps: self.bandwidth_mbps,
             reached: Vec::new(),
         }))
     }
@@ -101,6 +104,7 @@ fn fake(name: &'static str, reach: Reach, exclusivity: u32) -> &'static Fake {
         priority: 0,
         decline: None,
         fail: false,
+        bandwidth_mbps: 1,
     }))
 }
 
@@ -177,6 +181,44 @@ fn a_peer_a_better_module_reaches_is_skipped_by_the_others() {
 }
 
 #[test]
+fn rendezvous_data_takes_the_fastest_network_module_and_messages_the_most_exclusive() {
+    let shm = fake("shm", Reach::Node, 1000);
+    let datagrams = fake("usnic", Reach::Network, 10);
+    let stream = Box::leak(Box::new(Fake {
+        name: "ofi",
+        reach: Reach::Network,
+        exclusivity: 5,
+        priority: 0,
+        decline: None,
+        fail: false,
+        bandwidth_mbps: 10_000,
+    }));
+    let registry: Vec<&'static dyn Component> = vec![&SelfComponent, shm, datagrams, stream];
+    let n = nodes(&["a", "a", "b"]);
+    let sets = attach_all(&registry, "self,shm,usnic,ofi", &n);
+    let a0 = sets[0].as_ref().unwrap();
+    let name = |r: &Vec<u8>, p: usize| a0.names[r[p] as usize];
+    assert_eq!(name(&a0.route, 2), "usnic");
+    assert_eq!(name(&a0.bulk_route, 2), "ofi");
+    // Both network modules hold the remote peer; neither holds the node-local one.
+    for net in ["usnic", "ofi"] {
+        let slot = a0.names.iter().position(|&x| x == net).unwrap();
+        assert!(a0.btls[slot].reaches(2), "{net}");
+        assert!(
+            !a0.btls[slot].reaches(1),
+            "{net} was given a node-local peer"
+        );
+    }
+    assert_eq!(name(&a0.route, 1), "shm");
+    assert_eq!(name(&a0.bulk_route, 1), "shm");
+    assert_eq!(name(&a0.bulk_route, 0), "self");
+    // Forcing one network transport leaves it both routes.
+    let forced = attach_all(&registry, "self,usnic", &n);
+    let f = forced[0].as_ref().unwrap();
+    assert_eq!(f.names[f.bulk_route[2] as usize], "usnic");
+}
+
+#[test]
 fn priority_breaks_a_tie_in_exclusivity() {
     let low = fake("usnic", Reach::Network, 10);
     let high = Box::leak(Box::new(Fake {
@@ -186,6 +228,7 @@ fn priority_breaks_a_tie_in_exclusivity() {
         priority: 5,
         decline: None,
         fail: false,
+        bandwidth_mbps: 1,
     }));
     let registry: Vec<&'static dyn Component> = vec![&SelfComponent, low, high];
     let n = nodes(&["a", "b"]);
@@ -204,6 +247,7 @@ fn an_unreachable_peer_carries_every_components_reason() {
         priority: 0,
         decline: Some("no usable network interface"),
         fail: false,
+        bandwidth_mbps: 1,
     }));
     let registry: Vec<&'static dyn Component> = vec![&SelfComponent, shm, net];
     let n = nodes(&["a", "b"]);
@@ -255,6 +299,7 @@ fn a_failed_component_stops_the_set_naming_it() {
         priority: 0,
         decline: None,
         fail: true,
+        bandwidth_mbps: 1,
     }));
     let registry: Vec<&'static dyn Component> = vec![&SelfComponent, bad];
     let n = nodes(&["a", "a"]);
