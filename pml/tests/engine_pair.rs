@@ -472,6 +472,7 @@ fn a_peer_no_transport_reaches_is_named_in_the_error() {
                 names: vec!["self"],
                 route: vec![0, u8::MAX],
                 bulk_route: vec![0, u8::MAX],
+                bulk_from: vec![u32::MAX; 2],
                 unreachable: vec![
                     None,
                     Some("shm: other node; usnic: excluded by the btl parameter".into()),

@@ -154,3 +154,49 @@ fn a_ranks_segfault_over_ofi_is_reported_as_signal_11() {
     assert!(out.stderr.contains("killed by signal 11"), "{}", out.show());
     assert_hosts_empty(&cluster);
 }
+
+#[test]
+fn by_default_messages_take_usnic_and_large_data_takes_ofi() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:2,{}:2", h[0], h[1]);
+    for suite in [
+        &["p2p_check", "sizes"][..],
+        &["p2p_check", "random", "4000", "1m"],
+        &["coll_check"],
+    ] {
+        // No btl choice: shm inside a host, usnic and ofi between them.
+        let args = [
+            "--host",
+            &hosts,
+            "--launch-agent",
+            "ip netns exec",
+            "-x",
+            DATA_ONLY,
+            "-x",
+            "KESTREL_USNIC_IF_EXCLUDE=198.18.0.0/24",
+            "-x",
+            "KESTREL_VERBOSE=btl:info",
+        ];
+        let mut cmd = kestrel_run(&args);
+        cmd.arg(example(suite[0])).args(&suite[1..]);
+        let out = run(cmd, DEADLINE);
+        assert!(out.success(), "{suite:?}: {}", out.show());
+        assert!(out.stdout.contains("passed"), "{suite:?}: {}", out.show());
+        if suite[0] == "p2p_check" {
+            assert!(
+                out.stdout.contains("ofi") && out.stdout.contains("usnic"),
+                "{suite:?} does not use both network transports: {}",
+                out.show()
+            );
+        }
+        // The transport set says which peers split messages and rendezvous data.
+        assert!(
+            out.stderr
+                .contains("messages and rendezvous data take different transports"),
+            "{suite:?}: {}",
+            out.show()
+        );
+    }
+    assert_hosts_empty(&cluster);
+}

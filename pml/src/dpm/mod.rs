@@ -172,6 +172,9 @@ impl Engine {
         if let Some(r) = self.bulk_route.get_mut(p as usize) {
             *r = NO_ROUTE;
         }
+        if let Some(f) = self.bulk_from.get_mut(p as usize) {
+            *f = u32::MAX;
+        }
         self.refresh_polling();
         let mut broken = Vec::new();
         if failed {
@@ -209,6 +212,7 @@ impl Engine {
         let idx = self.route.len() as u32;
         self.route.push(NO_ROUTE);
         self.bulk_route.push(NO_ROUTE);
+        self.bulk_from.push(u32::MAX);
         self.nodes.push(info.node.clone());
         self.unreachable.push(None);
         self.dpm.foreign.push((info.job.clone(), info.rank));

@@ -79,6 +79,7 @@ impl Engine {
                 }
                 if attached.bulk_route[u as usize] == i as u8 {
                     self.bulk_route[p as usize] = slot as u8;
+                    self.bulk_from[p as usize] = attached.bulk_from[u as usize];
                 }
             }
             slots.push(slot);

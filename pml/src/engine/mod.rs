@@ -312,10 +312,13 @@ pub(crate) use kestrel_transport::component::file_safe;
 pub struct MessageHandle(usize);
 
 /// [`Engine::poll_skip`] of a transport polled on every call.
-pub(crate) const ALWAYS_POLLED: u8 = u8::MAX;
+pub(crate) const ALWAYS_POLLED: u16 = u16::MAX;
 
-/// How often a quiet bulk-only transport is polled (see [`Engine::poll_skip`]).
-pub(crate) const BULK_IDLE_POLLS: u8 = 16;
+/// How often a cold bulk-only transport is polled (see [`Engine::poll_skip`]).
+pub(crate) const BULK_IDLE_POLLS: u16 = 16;
+
+/// How many polls a bulk-only transport stays hot (polled on every call) after it delivered.
+pub(crate) const BULK_HOT_POLLS: u16 = 4096;
 
 /// The messaging engine of one process.
 pub struct Engine {
@@ -329,12 +332,18 @@ pub struct Engine {
     /// The transport of each process's rendezvous data (the stream of large messages): the
     /// highest-bandwidth one that reaches it (see `kestrel_transport::set::Attached`).
     pub(crate) bulk_route: Vec<u8>,
-    /// Per transport, polls still to skip while it stays quiet; [`ALWAYS_POLLED`] for the
-    /// transports that carry some process's messages. One that carries only rendezvous data
-    /// (a bulk route), or nothing, is polled every [`BULK_IDLE_POLLS`]th time while nothing
-    /// arrives on it and the outbox is empty: polling a kernel TCP provider costs a system
-    /// call, about a sixth of a small message's network latency.
-    pub(crate) poll_skip: Vec<u8>,
+    /// Per process, the message size (header included) from which whole messages take the
+    /// bulk route too (`u32::MAX`: never; see `kestrel_transport::set::Attached`).
+    pub(crate) bulk_from: Vec<u32>,
+    /// Per transport, [`ALWAYS_POLLED`] for the transports that carry some process's small
+    /// messages. One that is only a bulk route (rendezvous data and messages from
+    /// `bulk_from` bytes), or nothing, is polled on every call while the outbox is busy and
+    /// for [`BULK_HOT_POLLS`] calls after it delivered (`poll_hot`), otherwise every
+    /// [`BULK_IDLE_POLLS`]th call (this counts the calls still to skip): polling a kernel TCP
+    /// provider costs a system call, about a sixth of a small message's network latency.
+    pub(crate) poll_skip: Vec<u16>,
+    /// Per transport, the calls it stays hot (see `poll_skip`).
+    pub(crate) poll_hot: Vec<u16>,
     /// The node id of each process.
     pub(crate) nodes: Vec<String>,
     /// Why no transport reaches a process, every component's reason (for the no-route error).

@@ -80,7 +80,12 @@ impl Engine {
         let (peer, me, b, seq) = match self.st.ctxs.get_mut(ctx as usize) {
             Some(Some(c)) if c.broken.is_none() && (dest as usize) < c.group.len() => {
                 let peer = c.group[dest as usize];
-                let b = self.route[peer as usize];
+                // Large enough messages go whole over the peer's bulk route.
+                let b = if buf.len() + hdr::MATCH_LEN >= self.bulk_from[peer as usize] as usize {
+                    self.bulk_route[peer as usize]
+                } else {
+                    self.route[peer as usize]
+                };
                 if b == NO_ROUTE {
                     return Err(self.send_route_error(peer));
                 }

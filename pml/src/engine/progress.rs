@@ -131,6 +131,7 @@ impl Engine {
             .into_iter()
             .map(|m| if m { ALWAYS_POLLED } else { 0 })
             .collect();
+        self.poll_hot = vec![0; n];
     }
 
     /// [`Engine::progress`] without the collective schedules (which never start a blocking
@@ -143,11 +144,15 @@ impl Engine {
         for (i, b) in self.btls.iter_mut().enumerate() {
             let skip = &mut self.poll_skip[i];
             if *skip != ALWAYS_POLLED {
-                if *skip > 0 && !outbox_busy {
+                let hot = &mut self.poll_hot[i];
+                if *hot > 0 {
+                    *hot -= 1;
+                } else if *skip > 0 && !outbox_busy {
                     *skip -= 1;
                     continue;
+                } else {
+                    *skip = BULK_IDLE_POLLS - 1;
                 }
-                *skip = BULK_IDLE_POLLS - 1;
             }
             let before = n;
             n += b.progress(&mut |m| {
@@ -162,7 +167,7 @@ impl Engine {
             });
             // A bulk-only transport that delivered stays polled on every call.
             if n > before && self.poll_skip[i] != ALWAYS_POLLED {
-                self.poll_skip[i] = 0;
+                self.poll_hot[i] = BULK_HOT_POLLS;
             }
         }
         if !self.st.rma_inbox.is_empty() {
@@ -387,7 +392,12 @@ impl Engine {
                     }
                 }
                 Out::Msg { peer, hdr, data } => {
-                    let b = self.route[peer as usize];
+                    // The same choice as the send made: by size, message or bulk route.
+                    let b = if hdr.len() + data.len() >= self.bulk_from[peer as usize] as usize {
+                        self.bulk_route[peer as usize]
+                    } else {
+                        self.route[peer as usize]
+                    };
                     if b == NO_ROUTE {
                         self.st.protocol_errors += 1;
                         continue;

@@ -99,6 +99,7 @@ impl Engine {
             names,
             route,
             bulk_route,
+            bulk_from,
             unreachable,
         } = transports;
         let selected = names.join(",");
@@ -111,7 +112,9 @@ impl Engine {
             btls,
             route,
             bulk_route,
+            bulk_from,
             poll_skip: Vec::new(),
+            poll_hot: Vec::new(),
             nodes,
             unreachable,
             network_flush,

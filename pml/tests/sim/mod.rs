@@ -251,6 +251,7 @@ impl Cluster {
                             btls,
                             names: vec!["self", "sim"],
                             bulk_route: route.clone(),
+                            bulk_from: vec![u32::MAX; route.len()],
                             route,
                             unreachable: vec![None; n as usize],
                         },

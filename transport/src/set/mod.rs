@@ -20,7 +20,7 @@ pub mod remap;
 
 use std::fmt;
 
-use crate::btl::Btl;
+use crate::btl::{Btl, Limits};
 use crate::codec::{DecodeError, Reader, Writer};
 pub use crate::component::PeerCard;
 use crate::component::{Component, Module, OpenContext, OpenError, Reach};
@@ -318,6 +318,17 @@ impl Opening {
                 best.map_or(NO_ROUTE, |s| slot_of[s])
             })
             .collect();
+        // The size from which a whole message is faster over the bulk route: where the two
+        // transports' advertised latency plus size over bandwidth cross.
+        let bulk_from: Vec<u32> = (0..n)
+            .map(|p| match reached_by[p].first() {
+                Some(&r) if slot_of[r] != bulk_route[p] => {
+                    let b = order[bulk_route[p] as usize];
+                    crossover(&btls[r].limits(), &btls[b].limits())
+                }
+                _ => u32::MAX,
+            })
+            .collect();
         for r in route.iter_mut().filter(|r| **r != NO_ROUTE) {
             *r = slot_of[*r as usize];
         }
@@ -356,9 +367,27 @@ impl Opening {
             names,
             route,
             bulk_route,
+            bulk_from,
             unreachable,
         })
     }
+}
+
+/// The message size from which `bulk` (more bandwidth) beats `messages` (less latency): where
+/// latency + size / bandwidth cross; 0 when `bulk` is not slower to start, `u32::MAX` when it
+/// is never faster.
+pub fn crossover(messages: &Limits, bulk: &Limits) -> u32 {
+    if bulk.latency_ns <= messages.latency_ns {
+        return 0;
+    }
+    if bulk.bandwidth_mbps <= messages.bandwidth_mbps {
+        return u32::MAX;
+    }
+    // ns per byte = 8000 / Mb/s.
+    let per_byte = |mbps: u32| 8000.0 / f64::from(mbps.max(1));
+    let gain = per_byte(messages.bandwidth_mbps) - per_byte(bulk.bandwidth_mbps);
+    let bytes = f64::from(bulk.latency_ns - messages.latency_ns) / gain;
+    bytes.min(f64::from(u32::MAX - 1)) as u32
 }
 
 /// The modules of a set with a route per peer.
@@ -374,6 +403,10 @@ pub struct Attached {
     /// large messages): of the modules that reach it, the one of highest advertised
     /// bandwidth (`route` when no other does); [`NO_ROUTE`] with `route`.
     pub bulk_route: Vec<u8>,
+    /// Per peer, the message size (header included) from which whole messages, eager ones
+    /// too, take the bulk route: where the two routes' advertised latency plus size over
+    /// bandwidth cross; `u32::MAX` when the routes are the same module.
+    pub bulk_from: Vec<u32>,
     /// Per peer without a route, every component's reason; `None` for routed peers.
     pub unreachable: Vec<Option<String>>,
 }

@@ -211,6 +211,10 @@ fn rendezvous_data_takes_the_fastest_network_module_and_messages_the_most_exclus
     }
     assert_eq!(name(&a0.route, 1), "shm");
     assert_eq!(name(&a0.bulk_route, 1), "shm");
+    // Same advertised latency (1 ns), more bandwidth: whole messages go over ofi from 0 bytes;
+    // peers with one module never switch.
+    assert_eq!(a0.bulk_from[2], 0);
+    assert_eq!(a0.bulk_from[1], u32::MAX);
     assert_eq!(name(&a0.bulk_route, 0), "self");
     // Forcing one network transport leaves it both routes.
     let forced = attach_all(&registry, "self,usnic", &n);
@@ -386,4 +390,29 @@ fn job_keys_are_non_zero_and_differ() {
     let a = new_job_key();
     let b = new_job_key();
     assert!(a != 0 && b != 0 && a != b);
+}
+
+#[test]
+fn the_crossover_is_where_latency_plus_size_over_bandwidth_meet() {
+    let limits = |latency_ns, bandwidth_mbps| Limits {
+        eager_limit: 1 << 16,
+        max_send: 1 << 16,
+        latency_ns,
+        bandwidth_mbps,
+        exclusivity: 1,
+        get: false,
+    };
+    // usnic over udp against ofi over tcp: 2 µs more to start, 1 ns/B less per byte
+    // (2 ns/B at 4,000 Mb/s, 0.8 ns/B at 10,000): they meet at 1,666 bytes.
+    let x = crossover(&limits(20_000, 4_000), &limits(22_000, 10_000));
+    assert!((1_660..=1_670).contains(&x), "{x}");
+    // Faster to start and no slower: always the bulk module; slower in both: never.
+    assert_eq!(
+        crossover(&limits(20_000, 4_000), &limits(3_000, 100_000)),
+        0
+    );
+    assert_eq!(
+        crossover(&limits(3_000, 100_000), &limits(20_000, 4_000)),
+        u32::MAX
+    );
 }
