@@ -13,7 +13,8 @@ pub struct Cluster {
     _lock: File,
 }
 
-fn script() -> PathBuf {
+/// `ci/netns-cluster.sh`.
+pub fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster.sh")
 }
 
@@ -56,6 +57,26 @@ impl Cluster {
         .unwrap_or_default()
     }
 
+    /// Makes every data interface of every host drop `percent` % of the UDP and TCP packets
+    /// it receives (`ci/netns-cluster.sh loss`).
+    pub fn lose(&self, percent: u32) {
+        for host in &self.hosts {
+            let st = Command::new(script())
+                .args(["loss", host, &percent.to_string()])
+                .status()
+                .expect("run netns-cluster.sh loss");
+            assert!(st.success(), "could not install the loss rule on {host}");
+        }
+    }
+
+    /// Asserts, after a short grace period, that no process is left in any host.
+    pub fn assert_empty(&self) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        for h in &self.hosts {
+            assert!(self.pids(h).is_empty(), "processes left in {h}");
+        }
+    }
+
     /// Packets the loss rule of `host` (`ci/netns-cluster.sh loss`) dropped so far.
     pub fn loss_drops(&self, host: &str) -> u64 {
         let out = Command::new("ip")
@@ -77,6 +98,31 @@ impl Cluster {
             .nth(1)
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
+    }
+
+    /// Runs the quick OSU latency and bandwidth sweeps with `job` (a launcher command for the
+    /// two ranks, to which the benchmark and its arguments are appended) and asserts each
+    /// completed with at least ten result rows.
+    pub fn assert_osu_sweeps_complete(
+        &self,
+        job: impl Fn() -> Command,
+        deadline: std::time::Duration,
+    ) {
+        for (name, args) in [
+            ("osu_latency", ["-m", "0:65536", "-i", "200", "-x", "20"]),
+            ("osu_bw", ["-m", "1:4194304", "-i", "20", "-x", "2"]),
+        ] {
+            let mut cmd = job();
+            cmd.arg(crate::bin(name)).args(args);
+            let out = crate::run(cmd, deadline);
+            assert!(out.success(), "{name}: {}", out.show());
+            let rows = out
+                .stdout
+                .lines()
+                .filter(|l| l.split_whitespace().count() == 2 && !l.starts_with('#'))
+                .count();
+            assert!(rows >= 10, "{name} printed {rows} rows: {}", out.show());
+        }
     }
 
     /// Host names (= namespace names = node ids).

@@ -15,10 +15,6 @@ use kestrel_tests::*;
 const DEADLINE: Duration = Duration::from_secs(240);
 const DATA_ONLY: &str = "KESTREL_OFI_IF_EXCLUDE=198.18.0.0/24";
 
-fn netns_script() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster.sh")
-}
-
 /// `kestrel-run` over `hosts` ("h0:1,h1:1") with `btl`, data networks only, plus `extra`.
 fn job(hosts: &str, btl: &str, extra: &[&str]) -> Command {
     let mut args = vec![
@@ -34,13 +30,6 @@ fn job(hosts: &str, btl: &str, extra: &[&str]) -> Command {
     ];
     args.extend_from_slice(extra);
     kestrel_run(&args)
-}
-
-fn assert_hosts_empty(cluster: &Cluster) {
-    std::thread::sleep(Duration::from_millis(100));
-    for h in cluster.hosts() {
-        assert!(cluster.pids(h).is_empty(), "processes left in {h}");
-    }
 }
 
 const SUITES: [&[&str]; 8] = [
@@ -86,20 +75,14 @@ fn suites_pass_over_ofi_on_two_hosts_by_one_and_two_and_four_hosts_by_one() {
     run_suites(&two_by_two, "self,shm,ofi", &named);
     // The provider chosen automatically (tcp;ofi_rxm is the only one a namespace host offers).
     run_suites(&four, "self,ofi", &[]);
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }
 
 #[test]
 fn messages_arrive_intact_and_in_order_through_five_percent_loss() {
     let cluster = Cluster::up(2);
     let h = cluster.hosts();
-    for host in h {
-        let st = Command::new(netns_script())
-            .args(["loss", host, "5"])
-            .status()
-            .expect("run netns-cluster.sh loss");
-        assert!(st.success(), "could not install the loss rule on {host}");
-    }
+    cluster.lose(5);
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
     // CI runs 20,000 messages; the closing measurements run 100,000 (KESTREL_TEST_OFI_LOSS_N).
     let n = std::env::var("KESTREL_TEST_OFI_LOSS_N").unwrap_or_else(|_| "20000".into());
@@ -113,7 +96,7 @@ fn messages_arrive_intact_and_in_order_through_five_percent_loss() {
         "{}",
         out.show()
     );
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }
 
 #[test]
@@ -121,25 +104,8 @@ fn osu_latency_and_bw_complete_over_ofi() {
     let cluster = Cluster::up(2);
     let h = cluster.hosts();
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
-    for (name, args) in [
-        (
-            "osu_latency",
-            vec!["-m", "0:65536", "-i", "200", "-x", "20"],
-        ),
-        ("osu_bw", vec!["-m", "1:4194304", "-i", "20", "-x", "2"]),
-    ] {
-        let mut cmd = job(&hosts, "self,ofi", &[]);
-        cmd.arg(bin(name)).args(&args);
-        let out = run(cmd, DEADLINE);
-        assert!(out.success(), "{name}: {}", out.show());
-        let rows = out
-            .stdout
-            .lines()
-            .filter(|l| l.split_whitespace().count() == 2 && !l.starts_with('#'))
-            .count();
-        assert!(rows >= 10, "{name} printed {rows} rows: {}", out.show());
-    }
-    assert_hosts_empty(&cluster);
+    cluster.assert_osu_sweeps_complete(|| job(&hosts, "self,ofi", &[]), DEADLINE);
+    cluster.assert_empty();
 }
 
 #[test]
@@ -152,7 +118,7 @@ fn a_ranks_segfault_over_ofi_is_reported_as_signal_11() {
     let out = run(cmd, DEADLINE);
     assert!(!out.success(), "{}", out.show());
     assert!(out.stderr.contains("killed by signal 11"), "{}", out.show());
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }
 
 #[test]
@@ -198,5 +164,5 @@ fn by_default_messages_take_usnic_and_large_data_takes_ofi() {
             out.show()
         );
     }
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }

@@ -14,10 +14,6 @@ use kestrel_tests::*;
 const DEADLINE: Duration = Duration::from_secs(240);
 const DATA_ONLY: &str = "KESTREL_USNIC_IF_EXCLUDE=198.18.0.0/24";
 
-fn netns_script() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster.sh")
-}
-
 /// `kestrel-run` over `hosts` ("h0:1,h1:1"), data networks only, plus `extra` launcher args.
 /// The transports are self, shm and usnic unless `extra` names others: by default the ofi
 /// transport would carry the large messages these tests send through usnic.
@@ -37,37 +33,13 @@ fn job(hosts: &str, extra: &[&str]) -> Command {
     kestrel_run(&args)
 }
 
-fn assert_hosts_empty(cluster: &Cluster) {
-    std::thread::sleep(Duration::from_millis(100));
-    for h in cluster.hosts() {
-        assert!(cluster.pids(h).is_empty(), "processes left in {h}");
-    }
-}
-
 #[test]
 fn osu_latency_and_bw_complete_between_two_hosts() {
     let cluster = Cluster::up(2);
     let h = cluster.hosts();
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
-    for (name, args) in [
-        (
-            "osu_latency",
-            vec!["-m", "0:65536", "-i", "200", "-x", "20"],
-        ),
-        ("osu_bw", vec!["-m", "1:4194304", "-i", "20", "-x", "2"]),
-    ] {
-        let mut cmd = job(&hosts, &["--mca", "btl", "self,usnic"]);
-        cmd.arg(bin(name)).args(&args);
-        let out = run(cmd, DEADLINE);
-        assert!(out.success(), "{name}: {}", out.show());
-        let rows = out
-            .stdout
-            .lines()
-            .filter(|l| l.split_whitespace().count() == 2 && !l.starts_with('#'))
-            .count();
-        assert!(rows >= 10, "{name} printed {rows} rows: {}", out.show());
-    }
-    assert_hosts_empty(&cluster);
+    cluster.assert_osu_sweeps_complete(|| job(&hosts, &["--mca", "btl", "self,usnic"]), DEADLINE);
+    cluster.assert_empty();
 }
 
 #[test]
@@ -101,20 +73,14 @@ fn p2p_and_collective_suites_pass_on_four_ranks_over_two_and_four_hosts() {
             );
         }
     }
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }
 
 #[test]
 fn a_hundred_thousand_messages_arrive_intact_through_five_percent_loss() {
     let cluster = Cluster::up(2);
     let h = cluster.hosts();
-    for host in h {
-        let st = Command::new(netns_script())
-            .args(["loss", host, "5"])
-            .status()
-            .expect("run netns-cluster.sh loss");
-        assert!(st.success(), "could not install the loss rule on {host}");
-    }
+    cluster.lose(5);
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
     let mut cmd = job(&hosts, &["-x", "KESTREL_USNIC_STATS=1"]);
     cmd.arg(example("p2p_check"))
@@ -139,7 +105,7 @@ fn a_hundred_thousand_messages_arrive_intact_through_five_percent_loss() {
         out.show()
     );
     eprintln!("5 % loss: {dropped} datagrams dropped, {resent} resent");
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }
 
 /// Sum over the stats lines of column `resent` ("T+F" summed) of the `usnic_stats` report.
@@ -172,9 +138,31 @@ fn a_rail_going_down_mid_transfer_moves_the_traffic_to_the_other() {
     );
     cmd.arg(example("p2p_check"))
         .args(["random", "20000", "4m"]);
-    let (h1, script) = (h[1].clone(), netns_script());
+    let (h1, script) = (h[1].clone(), kestrel_tests::netns::script());
     let cutter = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1500));
+        // Cut once the transfer is well under way on eth1 (50 MB received there), not after a
+        // fixed delay: a fast machine could finish before it.
+        let start = std::time::Instant::now();
+        let received = || -> u64 {
+            let out = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &h1,
+                    "cat",
+                    "/sys/class/net/eth1/statistics/rx_bytes",
+                ])
+                .output()
+                .expect("read eth1's counter");
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(0)
+        };
+        let base = received();
+        while received() < base + 50_000_000 && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         Command::new(script)
             .args(["link", &h1, "eth1", "down"])
             .status()
@@ -194,7 +182,7 @@ fn a_rail_going_down_mid_transfer_moves_the_traffic_to_the_other() {
         out.show()
     );
     assert!(out.stderr.contains(" dead "), "{}", out.show());
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }
 
 #[test]
@@ -214,7 +202,7 @@ fn a_path_that_drops_large_datagrams_is_diagnosed_as_an_mtu_mismatch() {
     let out = run(cmd, DEADLINE);
     assert!(out.success(), "{}", out.show());
     assert!(out.stderr.contains("MTU mismatch"), "{}", out.show());
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }
 
 #[test]
@@ -244,7 +232,7 @@ fn datagrams_from_a_stranger_only_move_the_bad_datagram_counter() {
         out.show()
     );
     eprintln!("stranger sent {sent} datagrams, {bad} counted as bad");
-    assert_hosts_empty(&cluster);
+    cluster.assert_empty();
 }
 
 /// From inside host `from` (a stranger to the job), sends random datagrams to every UDP port

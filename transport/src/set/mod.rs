@@ -345,6 +345,7 @@ impl Opening {
                     peer = p,
                     messages = names[route[p] as usize],
                     bulk = names[bulk_route[p] as usize],
+                    whole_messages_from = bulk_from[p],
                     "messages and rendezvous data take different transports"
                 );
             }
