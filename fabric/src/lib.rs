@@ -37,6 +37,8 @@
 //! * `signals`: the crash-signal handlers provider libraries install at load time, put back
 //!   to the default ([`restore_crash_signals`]).
 
+#![cfg(feature = "libfabric")]
+
 mod endpoint;
 mod error;
 mod fid;
