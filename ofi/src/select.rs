@@ -11,7 +11,7 @@
 use std::net::Ipv4Addr;
 
 use kestrel_transport::params::Params;
-use kestrel_usnic::discovery::{parse_matchers, InterfaceFilter, Matcher};
+use kestrel_usnic::discovery::{parse_filter, InterfaceFilter, Matcher};
 
 use crate::params;
 
@@ -96,26 +96,13 @@ impl Policy {
             "auto" => ProviderChoice::Auto,
             w => ProviderChoice::Named(w.to_string()),
         };
-        let inc = parse_matchers(params::IF_INCLUDE.spec(), include).map_err(|e| e.to_string())?;
-        let exc = parse_matchers(params::IF_EXCLUDE.spec(), exclude).map_err(|e| e.to_string())?;
-        let filter = match (inc.is_empty(), exc.is_empty()) {
-            (true, true) => InterfaceFilter::All,
-            (false, true) => InterfaceFilter::Include {
-                entries: inc,
-                raw: include.trim().to_string(),
-            },
-            (true, false) => InterfaceFilter::Exclude {
-                entries: exc,
-                raw: exclude.trim().to_string(),
-            },
-            (false, false) => {
-                return Err(format!(
-                    "ofi: {} and {} are both set ({include:?}, {exclude:?}); set only one",
-                    params::IF_INCLUDE.spec().env_var(),
-                    params::IF_EXCLUDE.spec().env_var()
-                ))
-            }
-        };
+        let filter = parse_filter(
+            params::IF_INCLUDE.spec(),
+            include,
+            params::IF_EXCLUDE.spec(),
+            exclude,
+        )
+        .map_err(|e| e.to_string())?;
         Ok(Policy { provider, filter })
     }
 

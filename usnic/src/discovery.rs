@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::Ipv4Addr;
 
-use kestrel_transport::params::{ParamSpec, Params};
+use kestrel_transport::params::{env_var_for, ParamSpec, Params};
 use nix::net::if_::InterfaceFlags;
 use serde::Serialize;
 
@@ -51,8 +51,14 @@ pub enum UsnicError {
     },
     /// Both an include and an exclude list were given.
     ConflictingFilters {
+        /// The component whose parameters they are (`usnic`, `ofi`).
+        component: &'static str,
+        /// The include parameter's name (`usnic_if_include`, `ofi_if_include`).
+        include_param: &'static str,
         /// The include list.
         include: String,
+        /// The exclude parameter's name.
+        exclude_param: &'static str,
         /// The exclude list.
         exclude: String,
     },
@@ -90,11 +96,18 @@ impl fmt::Display for UsnicError {
                 }
                 write!(f, ": {reason}")
             }
-            UsnicError::ConflictingFilters { include, exclude } => write!(
+            UsnicError::ConflictingFilters {
+                component,
+                include_param,
+                include,
+                exclude_param,
+                exclude,
+            } => write!(
                 f,
-                "usnic: both KESTREL_USNIC_IF_INCLUDE='{include}' and \
-                 KESTREL_USNIC_IF_EXCLUDE='{exclude}' are set (or --mca usnic_if_include and \
-                 usnic_if_exclude); set only one of them"
+                "{component}: both {}='{include}' and {}='{exclude}' are set (or --mca \
+                 {include_param} and {exclude_param}); set only one of them",
+                env_var_for(include_param),
+                env_var_for(exclude_param)
             ),
             UsnicError::Interfaces { error } => write!(
                 f,
@@ -279,9 +292,32 @@ impl Policy {
                 "expected auto, usnic or udp".into(),
             )
         })?;
-        let include_entries = parse_matchers(params::IF_INCLUDE.spec(), include)?;
-        let exclude_entries = parse_matchers(params::IF_EXCLUDE.spec(), exclude)?;
-        let filter = match (include_entries.is_empty(), exclude_entries.is_empty()) {
+        let filter = parse_filter(
+            params::IF_INCLUDE.spec(),
+            include,
+            params::IF_EXCLUDE.spec(),
+            exclude,
+        )?;
+        Ok(Policy {
+            provider,
+            filter,
+            speed_overrides: parse_speed_overrides(link_speed)?,
+        })
+    }
+}
+
+/// Parses an include and an exclude list (each a parameter's value, named in errors) into one
+/// filter; both non-empty is an error. Shared by every transport with interface filters.
+pub fn parse_filter(
+    include_spec: &'static ParamSpec,
+    include: &str,
+    exclude_spec: &'static ParamSpec,
+    exclude: &str,
+) -> Result<InterfaceFilter, UsnicError> {
+    let include_entries = parse_matchers(include_spec, include)?;
+    let exclude_entries = parse_matchers(exclude_spec, exclude)?;
+    Ok(
+        match (include_entries.is_empty(), exclude_entries.is_empty()) {
             (true, true) => InterfaceFilter::All,
             (false, true) => InterfaceFilter::Include {
                 entries: include_entries,
@@ -293,17 +329,15 @@ impl Policy {
             },
             (false, false) => {
                 return Err(UsnicError::ConflictingFilters {
+                    component: include_spec.component,
+                    include_param: include_spec.name,
                     include: include.trim().to_string(),
+                    exclude_param: exclude_spec.name,
                     exclude: exclude.trim().to_string(),
                 })
             }
-        };
-        Ok(Policy {
-            provider,
-            filter,
-            speed_overrides: parse_speed_overrides(link_speed)?,
-        })
-    }
+        },
+    )
 }
 
 fn bad_param(
