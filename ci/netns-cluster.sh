@@ -51,6 +51,10 @@ up() {
     [ "$i" = $((n - 1)) ] && last=3
     ip netns add "$ns"
     ip -n "$ns" link set lo up
+    # A connection a killed rank left half-closed keeps retransmitting to a host that is gone,
+    # and holds its namespace (and the root-side veth names) alive for minutes after `down`:
+    # give up on such orphans at once.
+    ip netns exec "$ns" sh -c 'echo 1 >/proc/sys/net/ipv4/tcp_orphan_retries' 2>/dev/null || true
     for ((j = 0; j <= last; j++)); do
       local outer="kv${prefix}h${i}e$j" br
       if [ "$j" = 0 ]; then br=$(bridge "$prefix" m); else br=$(bridge "$prefix" "d$j"); fi

@@ -289,6 +289,8 @@ fn interfaces(
     owner: Owner,
     provider: Option<&str>,
 ) -> Result<Vec<FabricInterface>, FabricError> {
+    // libfabric reads its environment in the process's first fi_getinfo.
+    super::environment::apply_before_first_use();
     let site = Site {
         owner,
         provider: provider.unwrap_or("").to_string(),

@@ -32,6 +32,8 @@
 //!   receives and completions; `endpoint::open` creates it (fabric, domain, completion queue,
 //!   address vector, endpoint, memory registrations);
 //! * `slots`: the page-aligned buffer pools and the per-slot operation contexts;
+//! * `environment`: what libfabric reads from the environment when it starts (the provider
+//!   filter and provider defaults the transports request), set once before the first listing;
 //! * `fid`: libfabric objects closed on drop;
 //! * `error`: [`FabricError`], [`SendError`] and the helpers that word them;
 //! * `signals`: the crash-signal handlers provider libraries install at load time, put back
@@ -40,6 +42,7 @@
 #![cfg(feature = "libfabric")]
 
 mod endpoint;
+mod environment;
 mod error;
 mod fid;
 mod info;
@@ -47,6 +50,7 @@ mod signals;
 mod slots;
 
 pub use endpoint::{MsgEndpoint, PeerAddr};
+pub use environment::{core_provider, request_default, request_providers};
 pub use error::{FabricError, Owner, SendError};
 pub use info::{
     dgram_interfaces, rdm_interfaces, sockaddr_in_from_bytes, EndpointKind, FabricInterface,

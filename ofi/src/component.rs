@@ -34,6 +34,19 @@ impl Component for OfiComponent {
         // The same libfabric as usnic's: a rank's segfault must stay a segfault.
         kestrel_fabric::restore_crash_signals();
     }
+    fn before_open(&self, params: &Params) {
+        // A bad provider word is reported by `open`; here it just requests nothing.
+        if let Ok(policy) = crate::select::Policy::from_params(params) {
+            match policy.provider.name() {
+                Some(name) => kestrel_fabric::request_providers([name]),
+                None => {
+                    kestrel_fabric::request_providers(crate::select::AUTO_ORDER.iter().copied())
+                }
+            }
+        }
+        let shared = params::RXM_SHARED_RX.get(params);
+        kestrel_fabric::request_default("FI_OFI_RXM_USE_SRX", if shared { "1" } else { "0" });
+    }
     fn open(&self, params: &Params, cx: &OpenContext<'_>) -> Result<Box<dyn Module>, OpenError> {
         let node_only = cx.nodes.iter().all(|n| n == cx.my_node());
         match OfiBtl::open(params, cx.me, node_only) {

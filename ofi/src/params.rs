@@ -61,6 +61,15 @@ pub static QUEUE_DEPTH: Param<i64> = Param::new(ParamSpec {
     description: "Send slots and posted receive buffers of the endpoint (each of ofi_max_send bytes); clamped to what the provider allows.",
 });
 
+/// `KESTREL_OFI_RXM_SHARED_RX`: whether `ofi_rxm` shares one receive context among connections.
+pub static RXM_SHARED_RX: Param<bool> = Param::new(ParamSpec {
+    name: "ofi_rxm_shared_rx",
+    component: "ofi",
+    kind: ParamKind::Bool,
+    default: "false",
+    description: "Whether the ofi_rxm layer (tcp;ofi_rxm, verbs;ofi_rxm) receives every connection through one shared receive context (libfabric's FI_OFI_RXM_USE_SRX). Off: each connection receives on its own, about 0.4 us less one-way latency over tcp;ofi_rxm (bench/RESULTS.md); on: less receive memory per connected peer in large jobs. An FI_OFI_RXM_USE_SRX in the environment wins.",
+});
+
 /// Every parameter of the component, for `Component::params`.
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
@@ -70,6 +79,7 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         EAGER_LIMIT.spec(),
         MAX_SEND.spec(),
         QUEUE_DEPTH.spec(),
+        RXM_SHARED_RX.spec(),
     ]
 }
 

@@ -25,7 +25,15 @@ impl Cluster {
         crate::tool("ip", "iproute2");
         let lock = File::create("/tmp/kestrel-netns.lock").expect("create the netns lock file");
         lock.lock().expect("lock the netns lock file");
-        let prefix = format!("k{}", std::process::id() % 10_000_000);
+        // Unique per cluster, not just per test process: a namespace deleted by `down` can
+        // linger in the kernel for a while (with the root-side interface names).
+        static SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let prefix = format!(
+            "k{}{}",
+            std::process::id() % 100_000,
+            (b'a' + (serial % 26) as u8) as char
+        );
         // A cluster of ours from a killed earlier run would hold the subnet: remove it.
         let _ = Command::new(script()).args(["down", &prefix]).status();
         let out = Command::new(script())

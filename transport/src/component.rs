@@ -142,6 +142,11 @@ pub trait Component: Sync {
     /// libfabric: crash-signal handlers). Called once per process, before anything else of
     /// Kestrel runs, whether or not the component is later opened.
     fn prepare_process(&self) {}
+    /// Tells the component's system libraries, before any component opens, what this process
+    /// will ask of them (for libfabric: the providers to initialise and their defaults).
+    /// Called by [`crate::set::open`] for every component the `btl` parameter allows, needed
+    /// now or not (a later connection between jobs may open it). Default: nothing.
+    fn before_open(&self, _params: &Params) {}
     /// The shared-memory collective engine this transport offers node-local communicators.
     fn node_collectives(&self) -> Option<&'static dyn NodeCollectives> {
         None

@@ -2,8 +2,12 @@
 //! (`FI_EP_RDM`) domain: the floor the usnic and ofi transports' latencies are compared against
 //! (no reliability of ours, no matching, just `fi_send` and a busy-polled CQ).
 //!
+//! With `--bw WINDOW` it measures bandwidth instead, as `osu_bw` does: the client sends WINDOW
+//! messages of `--size` bytes back to back, the server answers the whole window with one
+//! 1-byte acknowledgement, `--iters` times (after `--warmup` windows).
+//!
 //! ```text
-//! raw_pingpong [--interface IPV4] [--provider udp|usnic|'tcp;ofi_rxm' --rdm] [--size N] [--iters N] [--warmup N]
+//! raw_pingpong [--interface IPV4] [--provider udp|usnic|'tcp;ofi_rxm' --rdm] [--size N] [--iters N] [--warmup N] [--bw WINDOW]
 //!     two threads of this process, one endpoint each (default interface 127.0.0.1)
 //! raw_pingpong serve --interface IPV4 [...]
 //!     prints its address, answers one client, exits
@@ -11,7 +15,8 @@
 //!     the client for `serve` (for example from another network namespace)
 //! ```
 //!
-//! Reports the median one-way latency (half the round trip) and a few other percentiles.
+//! Reports the median one-way latency (half the round trip) and a few other percentiles, or
+//! with `--bw` the bandwidth in MB/s (10^6 bytes per second, as OSU reports it).
 //! A datagram lost for more than a second ends the run with an error instead of hanging.
 
 use std::net::Ipv4Addr;
@@ -39,6 +44,8 @@ struct Options {
     size: usize,
     iters: usize,
     warmup: usize,
+    /// `Some(window)`: measure bandwidth with this many messages per acknowledgement.
+    window: Option<usize>,
 }
 
 enum Mode {
@@ -49,7 +56,7 @@ enum Mode {
 
 fn usage() -> String {
     "usage: raw_pingpong [serve | ping ADDRESS_HEX] [--interface IPV4] [--provider udp|usnic] \
-     [--rdm] [--size BYTES] [--iters N] [--warmup N]"
+     [--rdm] [--size BYTES] [--iters N] [--warmup N] [--bw WINDOW]"
         .into()
 }
 
@@ -63,6 +70,7 @@ fn parse_args() -> Result<Options, String> {
         size: 8,
         iters: 10_000,
         warmup: 1_000,
+        window: None,
     };
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -78,6 +86,7 @@ fn parse_args() -> Result<Options, String> {
             "--size" => o.size = number(&value("--size")?)?,
             "--iters" => o.iters = number(&value("--iters")?)?.max(1),
             "--warmup" => o.warmup = number(&value("--warmup")?)?,
+            "--bw" => o.window = Some(number(&value("--bw")?)?.max(1)),
             "-h" | "--help" => return Err(usage()),
             other => return Err(format!("unknown argument {other}\n{}", usage())),
         }
@@ -172,6 +181,65 @@ fn receive(ep: &mut MsgEndpoint, timeout: Duration) -> Result<Vec<u8>, String> {
     }
 }
 
+/// Busy-polls until `count` messages arrived (their contents are not looked at).
+fn receive_count(ep: &mut MsgEndpoint, count: usize, timeout: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let mut got = 0;
+    while got < count {
+        got += ep.poll(|_| {}).map_err(|e| e.to_string())?;
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{got} of {count} messages within {timeout:?} (lost?)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The bandwidth client: `warmup + iters` windows of `window` messages, each answered by one
+/// acknowledgement; returns the time of the measured windows.
+fn stream(
+    ep: &mut MsgEndpoint,
+    server: PeerAddr,
+    o: &Options,
+    window: usize,
+) -> Result<Duration, String> {
+    let mut start = Instant::now();
+    for i in 0..o.warmup + o.iters {
+        if i == o.warmup {
+            start = Instant::now();
+        }
+        for _ in 0..window {
+            send(ep, server, o.size, 0)?;
+        }
+        receive_count(ep, 1, LOSS_TIMEOUT * 10).map_err(|e| format!("window {i}: {e}"))?;
+    }
+    Ok(start.elapsed())
+}
+
+/// The bandwidth server: acknowledges `warmup + iters` windows.
+fn sink(ep: &mut MsgEndpoint, client: PeerAddr, o: &Options, window: usize) -> Result<(), String> {
+    for i in 0..o.warmup + o.iters {
+        receive_count(ep, window, LOSS_TIMEOUT * 10).map_err(|e| format!("window {i}: {e}"))?;
+        send(ep, client, 1, 0)?;
+    }
+    Ok(())
+}
+
+fn report_bandwidth(iface: &FabricInterface, o: &Options, window: usize, elapsed: Duration) {
+    let bytes = (o.size * window * o.iters) as f64;
+    println!(
+        "raw_pingpong: provider {}, interface {} ({}), {} B, window {window}, {} iterations: \
+         bandwidth {:.2} MB/s",
+        iface.provider(),
+        iface.domain(),
+        iface.ipv4().map_or("?".into(), |a| a.to_string()),
+        o.size,
+        o.iters,
+        bytes / elapsed.as_secs_f64() / 1e6
+    );
+}
+
 /// The client side: `iters + warmup` round trips; returns the measured round-trip times.
 fn client(ep: &mut MsgEndpoint, server: PeerAddr, o: &Options) -> Result<Vec<Duration>, String> {
     let mut rtts = Vec::with_capacity(o.iters);
@@ -223,6 +291,18 @@ fn run_threads(o: Options) -> Result<(), String> {
     check_size(&a, &o)?;
     let b_at_a = a.insert_peer(&b.address()).map_err(|e| e.to_string())?;
     let a_at_b = b.insert_peer(&a.address()).map_err(|e| e.to_string())?;
+    if let Some(window) = o.window {
+        let elapsed = std::thread::scope(|s| {
+            let server = s.spawn(|| sink(&mut b, a_at_b, &o, window));
+            let measured = stream(&mut a, b_at_a, &o, window);
+            let served = server
+                .join()
+                .map_err(|_| "server thread panicked".to_string())?;
+            served.and(measured)
+        })?;
+        report_bandwidth(&iface, &o, window, elapsed);
+        return Ok(());
+    }
     let count = o.warmup + o.iters;
     let rtts = std::thread::scope(|s| {
         let server = s.spawn(|| echo(&mut b, a_at_b, &o, count));
@@ -258,6 +338,11 @@ fn run_serve(o: Options) -> Result<(), String> {
     }
     let client = ep.insert_peer(&hello[1..]).map_err(|e| e.to_string())?;
     send(&mut ep, client, 1, READY)?;
+    if let Some(window) = o.window {
+        sink(&mut ep, client, &o, window)?;
+        eprintln!("raw_pingpong: took {} windows", o.warmup + o.iters);
+        return Ok(());
+    }
     echo(&mut ep, client, &o, o.warmup + o.iters)?;
     eprintln!("raw_pingpong: served {} round trips", o.warmup + o.iters);
     Ok(())
@@ -284,6 +369,11 @@ fn run_ping(o: Options, server_address: &[u8]) -> Result<(), String> {
     }
     if !ready {
         return Err("the server did not answer the hello within 5 s".into());
+    }
+    if let Some(window) = o.window {
+        let elapsed = stream(&mut ep, server, &o, window)?;
+        report_bandwidth(&iface, &o, window, elapsed);
+        return Ok(());
     }
     let rtts = client(&mut ep, server, &o)?;
     report(&iface, &o, rtts);

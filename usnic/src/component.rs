@@ -36,6 +36,13 @@ impl Component for UsnicComponent {
         // the crash signals at load time: a rank's segfault must stay a segfault.
         crate::fabric::restore_crash_signals();
     }
+    fn before_open(&self, params: &Params) {
+        // A bad provider word is reported by `open`; here it just requests nothing.
+        if let Some(choice) = crate::discovery::ProviderChoice::parse(&params::PROVIDER.get(params))
+        {
+            crate::fabric::request_providers(choice.providers().iter().copied());
+        }
+    }
     fn open(&self, params: &Params, cx: &OpenContext<'_>) -> Result<Box<dyn Module>, OpenError> {
         match UsnicBtl::new(params, cx.me, cx.set_id, cx.my_node()) {
             Ok(Some(b)) => Ok(Box::new(b)),

@@ -117,6 +117,11 @@ pub fn open(
             ));
         }
     }
+    // System libraries shared by several components (libfabric) start once, with what all
+    // of them need.
+    for &c in registry.iter().filter(|c| selection.allows(c.name())) {
+        c.before_open(params);
+    }
     for &c in registry {
         let name = c.name();
         if !selection.allows(name) {
