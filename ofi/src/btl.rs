@@ -1,10 +1,13 @@
 //! The ofi transport: one reliable-datagram endpoint per usable domain (a rail), messages
 //! framed with the sender and the set's key.
 //!
-//! Each peer is reached over one pair of rails: the first of this process's rails whose fabric
-//! (the subnet, for tcp) one of the peer's endpoints is on, else (a routed network) this
-//! process's first rail to the peer's first endpoint. Weighing pairs by speed and route as
-//! usnic does, striping over several and moving off a failed one are still to come.
+//! Each peer is reached over pairs of endpoints: every one of this process's rails whose fabric
+//! (the subnet, for tcp) one of the peer's endpoints is on, in fabric-name order (so both
+//! ends start on the same pair), else (a routed network) this process's first rail to the
+//! peer's first endpoint. One pair carries the traffic; [`crate::paths`] numbers the frames,
+//! watches the acknowledgements and moves the traffic to the next pair when the one in use
+//! goes silent. Weighing pairs by speed and route as usnic does, and striping over several,
+//! are still to come.
 //!
 //! A send copies the frame header, the messaging layer's header and its payload into one of
 //! the endpoint's send slots and posts it (`fi_send`); the provider delivers it whole and
@@ -16,6 +19,7 @@
 //! never hand up a frame that fails its checks, and never re-enter the messaging layer.
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use kestrel_fabric::{
     rdm_interfaces, FabricInterface, MsgEndpoint, Owner, PeerAddr, SendError as FabricSendError,
@@ -25,8 +29,15 @@ use kestrel_transport::params::Params;
 
 use crate::card::{CardEndpoint, OfiCard};
 use crate::params;
+use crate::paths::{Arrival, Failure, Pair, PeerPaths, Timing};
 use crate::select::{Offer, Policy};
-use crate::wire::{self, FRAME_LEN};
+use crate::wire::{self, Header, Kind, FRAME_LEN};
+
+/// Longest wait before received frames are acknowledged when no data goes back.
+const ACK_DELAY: Duration = Duration::from_millis(1);
+
+/// Progress calls between two looks at the timers (the clock is read only then).
+const TICK_POLLS: u32 = 64;
 
 /// How the fabric wrapper names this transport in its errors.
 pub const FABRIC_OWNER: Owner = Owner {
@@ -58,7 +69,19 @@ pub const COUNTERS: &[CounterSpec] = &[
     },
     CounterSpec {
         name: "ofi_frames_dropped",
-        description: "Received messages dropped because their frame failed a check (short, another version, another set's key, an unknown sender).",
+        description: "Received messages dropped because their frame failed a check (short, another version, another set's key, an unknown sender, a number implausibly far ahead).",
+    },
+    CounterSpec {
+        name: "ofi_duplicates_dropped",
+        description: "Messages received twice (sent again after a failover) and dropped.",
+    },
+    CounterSpec {
+        name: "ofi_acks_sent",
+        description: "Acknowledgement frames sent on their own (no data going back to carry them).",
+    },
+    CounterSpec {
+        name: "ofi_failovers",
+        description: "Pairs of endpoints declared dead while another pair to the peer worked (traffic moved there).",
     },
 ];
 
@@ -69,6 +92,9 @@ struct Counters {
     messages_received: u64,
     bytes_received: u64,
     frames_dropped: u64,
+    duplicates_dropped: u64,
+    acks_sent: u64,
+    failovers: u64,
 }
 
 /// One endpoint, on one domain.
@@ -78,19 +104,21 @@ struct Rail {
     domain: String,
 }
 
-/// How a peer is reached: over which rail, at which address in that rail's address vector.
-#[derive(Debug, Clone, Copy)]
-struct Route {
-    rail: usize,
-    addr: PeerAddr,
-}
-
 /// This process's ofi module.
 pub struct OfiBtl {
     rails: Vec<Rail>,
     me: u32,
     key: u64,
-    peers: Vec<Option<Route>>,
+    peers: Vec<Option<PeerPaths<PeerAddr>>>,
+    /// Rails on which a pair died: their stuck sends and late errors are ignored.
+    rail_failed: Vec<bool>,
+    /// Some peer has frames to send again after a failover.
+    resends_pending: bool,
+    /// Peers whose acknowledgement is due now.
+    ack_due: Vec<u32>,
+    timing: Timing,
+    clock_origin: Instant,
+    polls: u32,
     card: OfiCard,
     eager_limit: usize,
     /// Header and payload bytes one send carries (the slot minus the frame).
@@ -204,11 +232,23 @@ impl OfiBtl {
                 .collect(),
         };
         let tcp = provider.starts_with("tcp") || provider == "sockets";
+        let ms = |v: i64| Duration::from_millis(v.max(0) as u64);
+        let rail_count = rails.len();
         Ok(OfiBtl {
             rails,
             me,
             key: 0,
             peers: Vec::new(),
+            rail_failed: vec![false; rail_count],
+            resends_pending: false,
+            ack_due: Vec::new(),
+            timing: Timing {
+                fail_after: ms(params::FAIL_AFTER_MS.get(params)),
+                peer_timeout: ms(params::PEER_TIMEOUT_MS.get(params)),
+                ack_delay: ACK_DELAY,
+            },
+            clock_origin: Instant::now(),
+            polls: 0,
             card,
             eager_limit: eager.min(max_send),
             max_send,
@@ -232,8 +272,8 @@ impl OfiBtl {
         self.key = key;
     }
 
-    /// Adds `peer` from its card: pairs one of this process's rails with one of its
-    /// endpoints. Returns why it cannot be reached when it cannot.
+    /// Adds `peer` from its card: pairs each of this process's rails with the peer's
+    /// endpoint on the same fabric. Returns why it cannot be reached when it cannot.
     pub fn add_peer(&mut self, peer: u32, card: &OfiCard) -> Result<(), String> {
         if card.provider != self.card.provider {
             return Err(format!(
@@ -242,34 +282,57 @@ impl OfiBtl {
                 self.card.provider, card.provider
             ));
         }
-        let same_fabric = self.rails.iter().enumerate().find_map(|(i, r)| {
-            card.endpoints
-                .iter()
-                .find(|e| e.fabric == r.fabric)
-                .map(|e| (i, e))
+        // Fabric-name order, the same at both ends, so that both start on the same pair.
+        let mut mine: Vec<usize> = (0..self.rails.len()).collect();
+        mine.sort_by(|&a, &b| {
+            self.rails[a]
+                .fabric
+                .cmp(&self.rails[b].fabric)
+                .then(a.cmp(&b))
         });
-        let (rail, remote) = same_fabric.unwrap_or((0, &card.endpoints[0]));
-        let r = &mut self.rails[rail];
-        let addr = r.endpoint.insert_peer(&remote.address).map_err(|e| {
-            format!(
-                "cannot add the endpoint of process {peer} on {} to {}'s address vector: {e}",
-                remote.domain, r.domain
-            )
-        })?;
-        tracing::debug!(
-            target: "ofi",
-            peer,
-            local = %r.domain,
-            remote = %remote.domain,
-            fabric = %remote.fabric,
-            routed = same_fabric.is_none(),
-            "paired"
-        );
+        let mut chosen: Vec<(usize, &CardEndpoint)> = mine
+            .iter()
+            .filter_map(|&i| {
+                card.endpoints
+                    .iter()
+                    .find(|e| e.fabric == self.rails[i].fabric)
+                    .map(|e| (i, e))
+            })
+            .collect();
+        let routed = chosen.is_empty();
+        if routed {
+            chosen.push((0, &card.endpoints[0]));
+        }
+        let mut pairs = Vec::with_capacity(chosen.len());
+        for (rail, remote) in chosen {
+            let r = &mut self.rails[rail];
+            let addr = r.endpoint.insert_peer(&remote.address).map_err(|e| {
+                format!(
+                    "cannot add the endpoint of process {peer} on {} to {}'s address vector: {e}",
+                    remote.domain, r.domain
+                )
+            })?;
+            tracing::debug!(
+                target: "ofi",
+                peer,
+                local = %r.domain,
+                remote = %remote.domain,
+                fabric = %remote.fabric,
+                routed,
+                "paired"
+            );
+            pairs.push(Pair {
+                rail,
+                addr,
+                remote: remote.domain.clone(),
+                dead: false,
+            });
+        }
         let i = peer as usize;
         if self.peers.len() <= i {
-            self.peers.resize(i + 1, None);
+            self.peers.resize_with(i + 1, || None);
         }
-        self.peers[i] = Some(Route { rail, addr });
+        self.peers[i] = Some(PeerPaths::new(pairs));
         Ok(())
     }
 
@@ -282,7 +345,139 @@ impl OfiBtl {
             (COUNTERS[2].name, c.messages_received),
             (COUNTERS[3].name, c.bytes_received),
             (COUNTERS[4].name, c.frames_dropped),
+            (COUNTERS[5].name, c.duplicates_dropped),
+            (COUNTERS[6].name, c.acks_sent),
+            (COUNTERS[7].name, c.failovers),
         ]
+    }
+
+    /// Sends an ack frame to `peer` on its active pair; if the provider has no slot, the ack
+    /// stays owed and goes at a later tick.
+    fn send_ack(&mut self, peer: u32) {
+        let Some(st) = self.peers.get_mut(peer as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        let pair = st.active();
+        let header = Header {
+            kind: Kind::Ack,
+            am: 0,
+            sender: self.me,
+            key: self.key,
+            seq: 0,
+            ack: st.ack_value(),
+        };
+        let sent = self.rails[pair.rail].endpoint.send_with(pair.addr, |slot| {
+            wire::write_header(slot, &header);
+            FRAME_LEN
+        });
+        if sent.is_ok() {
+            st.acked_out();
+            self.counters.acks_sent += 1;
+        }
+    }
+
+    /// Sends again, on the active pair, what `peer` kept after a failover, oldest first, as
+    /// far as the provider takes it now.
+    fn flush_resends(&mut self, peer: u32) {
+        let (me, key) = (self.me, self.key);
+        let Some(st) = self.peers.get_mut(peer as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        while let Some((frame, ack)) = st.next_resend() {
+            let pair = st.active();
+            let header = Header {
+                kind: Kind::Data,
+                am: frame.am,
+                sender: me,
+                key,
+                seq: frame.seq,
+                ack,
+            };
+            let data = &frame.data;
+            let sent = self.rails[pair.rail].endpoint.send_with(pair.addr, |slot| {
+                wire::write_header(slot, &header);
+                slot[FRAME_LEN..FRAME_LEN + data.len()].copy_from_slice(data);
+                FRAME_LEN + data.len()
+            });
+            match sent {
+                Ok(()) => st.resent_one(),
+                Err(FabricSendError::Full) => return,
+                Err(e) => {
+                    tracing::warn!(target: "ofi", peer, error = %e, "sending again after a failover failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Advances every busy peer's timers: owed acks go out, silent pairs die.
+    fn tick(&mut self) {
+        if !self.peers.iter().flatten().any(PeerPaths::busy) {
+            return;
+        }
+        let now = self.clock_origin.elapsed();
+        for peer in 0..self.peers.len() as u32 {
+            let Some(st) = self.peers[peer as usize].as_mut() else {
+                continue;
+            };
+            if !st.busy() {
+                continue;
+            }
+            let t = st.tick(now, &self.timing);
+            if t.send_ack {
+                self.send_ack(peer);
+            }
+            if let Some(f) = t.failure {
+                self.on_failure(peer, f);
+            }
+        }
+    }
+
+    /// A pair to `peer` went silent: traffic moved to another pair, or the peer is lost.
+    fn on_failure(&mut self, peer: u32, f: Failure) {
+        let st = self.peers[peer as usize]
+            .as_ref()
+            .expect("only known peers fail");
+        let dead = &st.pairs()[f.pair];
+        self.rail_failed[dead.rail] = true;
+        let local = &self.rails[dead.rail];
+        let what = format!(
+            "{} ({}) -> {} of process {peer}",
+            local.domain, local.fabric, dead.remote
+        );
+        match f.moved_to {
+            Some(to) => {
+                let next = &st.pairs()[to];
+                tracing::warn!(
+                    target: "ofi",
+                    "ofi: process {} heard nothing over {what} for {:.1} s with messages \
+                     outstanding: that pair is taken as dead and the traffic moves to {} -> {}",
+                    self.me,
+                    f.silent_for.as_secs_f64(),
+                    self.rails[next.rail].domain,
+                    next.remote
+                );
+                self.counters.failovers += 1;
+                self.resends_pending = true;
+                self.flush_resends(peer);
+            }
+            None if self.finalizing => {
+                tracing::debug!(target: "ofi", peer, "last pair silent while finalizing");
+            }
+            None => {
+                let msg = format!(
+                    "ofi: process {} lost process {peer}: no acknowledgement for {:.1} s over \
+                     its last working pair of endpoints, {what}.\nThe job cannot continue. \
+                     Check that link (ip link, cabling, switch). If process {peer} computes \
+                     longer than that without calling MPI, raise KESTREL_OFI_PEER_TIMEOUT_MS.",
+                    self.me,
+                    f.silent_for.as_secs_f64()
+                );
+                tracing::error!(target: "ofi", "{msg}");
+                eprintln!("{msg}");
+                std::process::exit(1);
+            }
+        }
     }
 
     /// A completion failed outside finalize: a message was lost, and MPI has no way to go on.
@@ -327,24 +522,38 @@ impl Btl for OfiBtl {
                 max: self.max_send,
             });
         }
-        let route = self
-            .peers
-            .get(peer as usize)
-            .copied()
-            .flatten()
-            .ok_or(SendError::Unreachable { peer })?;
+        let pending = match self.peers.get(peer as usize).and_then(Option::as_ref) {
+            None => return Err(SendError::Unreachable { peer }),
+            Some(st) => st.resend_pending() > 0,
+        };
+        if pending {
+            self.flush_resends(peer);
+        }
         let (me, key) = (self.me, self.key);
-        let sent = self.rails[route.rail]
-            .endpoint
-            .send_with(route.addr, |slot| {
-                wire::write_header(slot, am, me, key);
-                let body = &mut slot[FRAME_LEN..FRAME_LEN + len];
-                body[..header.len()].copy_from_slice(header);
-                body[header.len()..].copy_from_slice(payload);
-                FRAME_LEN + len
-            });
+        let st = self.peers[peer as usize].as_mut().expect("checked above");
+        if !st.may_send(len) {
+            return Err(SendError::WouldBlock);
+        }
+        let (seq, ack) = st.next_header();
+        let pair = st.active();
+        let frame = Header {
+            kind: Kind::Data,
+            am,
+            sender: me,
+            key,
+            seq,
+            ack,
+        };
+        let sent = self.rails[pair.rail].endpoint.send_with(pair.addr, |slot| {
+            wire::write_header(slot, &frame);
+            let body = &mut slot[FRAME_LEN..FRAME_LEN + len];
+            body[..header.len()].copy_from_slice(header);
+            body[header.len()..].copy_from_slice(payload);
+            FRAME_LEN + len
+        });
         match sent {
             Ok(()) => {
+                st.sent(am, || [header, payload].concat());
                 self.counters.messages_sent += 1;
                 self.counters.bytes_sent += len as u64;
                 Ok(())
@@ -359,16 +568,42 @@ impl Btl for OfiBtl {
     }
 
     fn progress(&mut self, deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
-        let key = self.key;
-        let peers = &self.peers;
-        let counters = &mut self.counters;
+        let OfiBtl {
+            rails,
+            peers,
+            counters,
+            ack_due,
+            resends_pending,
+            rail_failed,
+            key,
+            ..
+        } = self;
+        let key = *key;
         let mut delivered = 0;
         let mut failure = None;
-        for rail in &mut self.rails {
+        for (index, rail) in rails.iter_mut().enumerate() {
             let polled = rail.endpoint.poll(|bytes| {
                 let is_peer = |s: u32| peers.get(s as usize).is_some_and(Option::is_some);
-                match wire::decode(bytes, key, is_peer) {
-                    Ok(f) => {
+                let f = match wire::decode(bytes, key, is_peer) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        counters.frames_dropped += 1;
+                        tracing::debug!(target: "ofi", error = %e, "frame dropped");
+                        return;
+                    }
+                };
+                let st = peers[f.sender as usize]
+                    .as_mut()
+                    .expect("decode checked the sender");
+                let arrival = st.received(f.kind == Kind::Data, f.seq, f.ack, index);
+                if st.ack_due() {
+                    ack_due.push(f.sender);
+                }
+                if st.resend_pending() > 0 {
+                    *resends_pending = true;
+                }
+                match arrival {
+                    Arrival::Deliver => {
                         counters.messages_received += 1;
                         counters.bytes_received += f.data.len() as u64;
                         deliver(Incoming {
@@ -377,16 +612,55 @@ impl Btl for OfiBtl {
                             data: f.data,
                         });
                     }
-                    Err(e) => {
+                    Arrival::Ack => {}
+                    Arrival::Duplicate => counters.duplicates_dropped += 1,
+                    Arrival::Gap { expected, found } => {
                         counters.frames_dropped += 1;
-                        tracing::debug!(target: "ofi", error = %e, "frame dropped");
+                        tracing::warn!(
+                            target: "ofi",
+                            peer = f.sender,
+                            expected,
+                            found,
+                            "frame numbered implausibly far ahead dropped"
+                        );
                     }
                 }
             });
             match polled {
                 Ok(n) => delivered += n,
+                // A rail with a dead pair reports its stuck sends late; they are known.
+                Err(e) if rail_failed[index] => {
+                    tracing::debug!(target: "ofi", error = %e, "completion error on a failed rail");
+                }
                 Err(e) => failure = Some(e),
             }
+        }
+        while let Some(peer) = self.ack_due.pop() {
+            if self.peers[peer as usize]
+                .as_ref()
+                .is_some_and(PeerPaths::ack_due)
+            {
+                self.send_ack(peer);
+            }
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls.is_multiple_of(TICK_POLLS) {
+            self.tick();
+        }
+        if self.resends_pending {
+            let mut left = false;
+            for peer in 0..self.peers.len() as u32 {
+                if self.peers[peer as usize]
+                    .as_ref()
+                    .is_some_and(|st| st.resend_pending() > 0)
+                {
+                    self.flush_resends(peer);
+                    left |= self.peers[peer as usize]
+                        .as_ref()
+                        .is_some_and(|st| st.resend_pending() > 0);
+                }
+            }
+            self.resends_pending = left;
         }
         match failure {
             None => delivered,
@@ -405,13 +679,28 @@ impl Btl for OfiBtl {
     }
 
     fn quiet(&self) -> bool {
-        self.rails
-            .iter()
-            .all(|r| r.endpoint.free_tx_slots() == r.endpoint.tx_depth())
+        !self.resends_pending
+            && self
+                .rails
+                .iter()
+                .zip(&self.rail_failed)
+                .all(|(r, &failed)| failed || r.endpoint.free_tx_slots() == r.endpoint.tx_depth())
     }
 
     fn quiesce(&mut self) -> bool {
-        self.finalizing = true;
+        if !self.finalizing {
+            self.finalizing = true;
+            // Peers still waiting for our acknowledgement get it now: this process may be
+            // gone before its ack timer runs.
+            for peer in 0..self.peers.len() as u32 {
+                if self.peers[peer as usize]
+                    .as_ref()
+                    .is_some_and(PeerPaths::owes_ack)
+                {
+                    self.send_ack(peer);
+                }
+            }
+        }
         self.progress(&mut |_| {});
         self.quiet()
     }

@@ -70,6 +70,24 @@ pub static RXM_SHARED_RX: Param<bool> = Param::new(ParamSpec {
     description: "Whether the ofi_rxm layer (tcp;ofi_rxm, verbs;ofi_rxm) receives every connection through one shared receive context (libfabric's FI_OFI_RXM_USE_SRX). Off: each connection receives on its own, about 0.4 us less one-way latency over tcp;ofi_rxm (bench/RESULTS.md); on: less receive memory per connected peer in large jobs. An FI_OFI_RXM_USE_SRX in the environment wins.",
 });
 
+/// `KESTREL_OFI_FAIL_AFTER_MS`: silence on a pair before traffic moves to another pair.
+pub static FAIL_AFTER_MS: Param<i64> = Param::new(ParamSpec {
+    name: "ofi_fail_after_ms",
+    component: "ofi",
+    kind: ParamKind::Int { min: 10, max: 3_600_000 },
+    default: "3000",
+    description: "Milliseconds without acknowledgement progress, with data outstanding, before a pair of endpoints to a peer is declared dead when another pair to that peer works (its unacknowledged messages are sent again there).",
+});
+
+/// `KESTREL_OFI_PEER_TIMEOUT_MS`: silence on the last pair before the job stops.
+pub static PEER_TIMEOUT_MS: Param<i64> = Param::new(ParamSpec {
+    name: "ofi_peer_timeout_ms",
+    component: "ofi",
+    kind: ParamKind::Int { min: 10, max: 3_600_000 },
+    default: "10000",
+    description: "Milliseconds without acknowledgement progress on the last working pair of endpoints to a peer, with data outstanding, before the job stops naming the peer and the pair. A peer acknowledges only while it makes MPI progress: raise this for codes that compute longer between MPI calls.",
+});
+
 /// Every parameter of the component, for `Component::params`.
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
@@ -80,6 +98,8 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         MAX_SEND.spec(),
         QUEUE_DEPTH.spec(),
         RXM_SHARED_RX.spec(),
+        FAIL_AFTER_MS.spec(),
+        PEER_TIMEOUT_MS.spec(),
     ]
 }
 

@@ -1,14 +1,20 @@
 //! The frame in front of every ofi message: who sent it, for which set, with which
-//! active-message tag.
+//! active-message tag, its place in the sender's stream to this receiver, and how much of the
+//! receiver's stream the sender has (the acknowledgement [`crate::paths`] watches).
 //!
 //! ```text
 //! offset  size  field
-//!      0     1  version (1)
-//!      1     1  am: the active-message tag the sender's messaging layer chose
-//!      2     2  reserved, zero
+//!      0     1  version (2)
+//!      1     1  am: the active-message tag the sender's messaging layer chose (0 in an ack)
+//!      2     1  kind: 0 data (handed up), 1 ack (only the acknowledgement; no data)
+//!      3     1  reserved, zero
 //!      4     4  sender: the sender's index in the set (little-endian)
 //!      8     8  key: the set's key (little-endian); a frame with another key is a stranger's
-//!     16     -  header and payload, as the sender's messaging layer handed them over
+//!     16     4  seq: this data frame's number in the sender's stream to the receiver (LE,
+//!               wrapping; 0 in an ack)
+//!     20     4  ack: the receiver's stream as far as the sender has it: the next number it
+//!               expects (LE, wrapping)
+//!     24     -  header and payload, as the sender's messaging layer handed them over
 //! ```
 //!
 //! The provider delivers messages whole, but anyone who can reach the endpoint's address
@@ -19,19 +25,60 @@
 use std::fmt;
 
 /// Bytes of the frame before the messaging layer's bytes.
-pub const FRAME_LEN: usize = 16;
+pub const FRAME_LEN: usize = 24;
 
 /// The frame version this build writes and reads.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A message of the messaging layer, numbered in the sender's stream.
+    Data,
+    /// Only an acknowledgement (sent when there is no data to carry it).
+    Ack,
+}
+
+impl Kind {
+    fn byte(self) -> u8 {
+        match self {
+            Kind::Data => 0,
+            Kind::Ack => 1,
+        }
+    }
+}
+
+/// The fields of a frame header, as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Data or ack.
+    pub kind: Kind,
+    /// Active-message tag (0 in an ack).
+    pub am: u8,
+    /// The sender's index in the set.
+    pub sender: u32,
+    /// The set's key.
+    pub key: u64,
+    /// This data frame's number (0 in an ack).
+    pub seq: u32,
+    /// The next number the sender expects from the receiver.
+    pub ack: u32,
+}
 
 /// A decoded frame: its fields and the messaging layer's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame<'a> {
+    /// Data or ack.
+    pub kind: Kind,
     /// Active-message tag.
     pub am: u8,
     /// The sender's index in the set.
     pub sender: u32,
-    /// Header and payload.
+    /// This data frame's number in the sender's stream.
+    pub seq: u32,
+    /// The next number the sender expects from us.
+    pub ack: u32,
+    /// Header and payload (empty in an ack).
     pub data: &'a [u8],
 }
 
@@ -50,6 +97,16 @@ pub enum FrameError {
     },
     /// The reserved bytes are not zero.
     Reserved,
+    /// The kind byte names no kind.
+    Kind {
+        /// The byte found.
+        found: u8,
+    },
+    /// An ack frame with bytes after the header.
+    AckWithData {
+        /// Bytes after the header.
+        len: usize,
+    },
     /// The key is not this set's: a stranger's message, or one from another job.
     Key,
     /// The sender index names no peer of this set.
@@ -71,6 +128,10 @@ impl fmt::Display for FrameError {
                 "ofi frame version {found}, this build speaks {VERSION} (mixed Kestrel versions?)"
             ),
             FrameError::Reserved => write!(f, "ofi frame with non-zero reserved bytes"),
+            FrameError::Kind { found } => write!(f, "ofi frame of unknown kind {found}"),
+            FrameError::AckWithData { len } => {
+                write!(f, "ofi frame of kind ack carrying {len} bytes of data")
+            }
             FrameError::Key => write!(
                 f,
                 "ofi frame with another set's key (a stranger's message or another job's)"
@@ -87,15 +148,18 @@ impl fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
-/// Writes the frame header for `am`, `sender` and `key` into the first [`FRAME_LEN`] bytes of
-/// `out`. Panics if `out` is shorter (a caller's bug: send slots are always larger).
-pub fn write_header(out: &mut [u8], am: u8, sender: u32, key: u64) {
+/// Writes `header` into the first [`FRAME_LEN`] bytes of `out`. Panics if `out` is shorter
+/// (a caller's bug: send slots are always larger).
+pub fn write_header(out: &mut [u8], header: &Header) {
     let h = &mut out[..FRAME_LEN];
     h[0] = VERSION;
-    h[1] = am;
-    h[2..4].copy_from_slice(&[0, 0]);
-    h[4..8].copy_from_slice(&sender.to_le_bytes());
-    h[8..16].copy_from_slice(&key.to_le_bytes());
+    h[1] = header.am;
+    h[2] = header.kind.byte();
+    h[3] = 0;
+    h[4..8].copy_from_slice(&header.sender.to_le_bytes());
+    h[8..16].copy_from_slice(&header.key.to_le_bytes());
+    h[16..20].copy_from_slice(&header.seq.to_le_bytes());
+    h[20..24].copy_from_slice(&header.ack.to_le_bytes());
 }
 
 /// Decodes a received message: checks length, version, reserved bytes, key, and that
@@ -111,9 +175,14 @@ pub fn decode(
     if bytes[0] != VERSION {
         return Err(FrameError::Version { found: bytes[0] });
     }
-    if bytes[2] != 0 || bytes[3] != 0 {
+    if bytes[3] != 0 {
         return Err(FrameError::Reserved);
     }
+    let kind = match bytes[2] {
+        0 => Kind::Data,
+        1 => Kind::Ack,
+        found => return Err(FrameError::Kind { found }),
+    };
     let sender = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
     let found_key = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     if found_key != key {
@@ -122,10 +191,17 @@ pub fn decode(
     if !is_peer(sender) {
         return Err(FrameError::Sender { sender });
     }
+    let data = &bytes[FRAME_LEN..];
+    if kind == Kind::Ack && !data.is_empty() {
+        return Err(FrameError::AckWithData { len: data.len() });
+    }
     Ok(Frame {
+        kind,
         am: bytes[1],
         sender,
-        data: &bytes[FRAME_LEN..],
+        seq: u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")),
+        ack: u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes")),
+        data,
     })
 }
 
@@ -135,7 +211,15 @@ mod tests {
 
     fn frame(am: u8, sender: u32, key: u64, data: &[u8]) -> Vec<u8> {
         let mut v = vec![0u8; FRAME_LEN + data.len()];
-        write_header(&mut v, am, sender, key);
+        let h = Header {
+            kind: Kind::Data,
+            am,
+            sender,
+            key,
+            seq: 0xffff_fffe,
+            ack: 17,
+        };
+        write_header(&mut v, &h);
         v[FRAME_LEN..].copy_from_slice(data);
         v
     }
@@ -147,21 +231,36 @@ mod tests {
         assert_eq!(
             f,
             Frame {
+                kind: Kind::Data,
                 am: 7,
                 sender: 3,
+                seq: 0xffff_fffe,
+                ack: 17,
                 data: b"hello"
             }
         );
         let empty = frame(1, 0, 9, &[]);
         assert_eq!(decode(&empty, 9, |_| true).unwrap().data, &[] as &[u8]);
+        let mut ack = vec![0u8; FRAME_LEN];
+        let h = Header {
+            kind: Kind::Ack,
+            am: 0,
+            sender: 1,
+            key: 9,
+            seq: 0,
+            ack: 5,
+        };
+        write_header(&mut ack, &h);
+        let f = decode(&ack, 9, |_| true).unwrap();
+        assert_eq!((f.kind, f.ack, f.data.len()), (Kind::Ack, 5, 0));
     }
 
     #[test]
     fn every_bad_field_is_named() {
         let good = frame(1, 2, 42, b"x");
         assert_eq!(
-            decode(&good[..15], 42, |_| true),
-            Err(FrameError::Short { len: 15 })
+            decode(&good[..23], 42, |_| true),
+            Err(FrameError::Short { len: 23 })
         );
         let mut v = good.clone();
         v[0] = 9;
@@ -172,6 +271,15 @@ mod tests {
         let mut v = good.clone();
         v[3] = 1;
         assert_eq!(decode(&v, 42, |_| true), Err(FrameError::Reserved));
+        let mut v = good.clone();
+        v[2] = 7;
+        assert_eq!(decode(&v, 42, |_| true), Err(FrameError::Kind { found: 7 }));
+        let mut v = good.clone();
+        v[2] = 1;
+        assert_eq!(
+            decode(&v, 42, |_| true),
+            Err(FrameError::AckWithData { len: 1 })
+        );
         assert_eq!(decode(&good, 43, |_| true), Err(FrameError::Key));
         assert_eq!(
             decode(&good, 42, |s| s != 2),
@@ -181,6 +289,8 @@ mod tests {
             FrameError::Short { len: 1 },
             FrameError::Version { found: 2 },
             FrameError::Reserved,
+            FrameError::Kind { found: 3 },
+            FrameError::AckWithData { len: 2 },
             FrameError::Key,
             FrameError::Sender { sender: 5 },
         ] {

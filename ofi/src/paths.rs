@@ -1,0 +1,599 @@
+//! The paths to one peer: which pair of endpoints (one of this process's rails, one of the
+//! peer's endpoints) carries the traffic, the numbering of the frames sent to the peer, the
+//! acknowledgements both ways, and what happens when the pair in use goes silent.
+//!
+//! The provider delivers every message reliably on one pair (not always in order: `ofi_rxm`
+//! completes a large message after small ones sent behind it; the messaging layer puts
+//! messages back in order itself), but it cannot tell
+//! a link that went down from a slow one: a TCP connection over a dead link retransmits for
+//! a quarter of an hour before libfabric reports anything. So every data frame is numbered,
+//! every frame carries the receiver's stream position back (piggybacked, or in an ack frame
+//! when there is no data going that way), and a pair whose acknowledgements stop while data
+//! is outstanding is declared dead: after `fail_after` when another pair to the peer works
+//! (traffic moves there and every unacknowledged frame is sent again, in order; the receiver
+//! drops the ones it already had), after `peer_timeout` when it was the last one (the job
+//! stops, naming the pair).
+//!
+//! Sans-IO: time enters as a `Duration` since any fixed origin, and frames as numbers; the
+//! transport ([`crate::btl`]) reads the clock and moves the bytes. This module owns the
+//! per-peer numbering, acknowledgement and failure state; it must never do I/O or read the
+//! clock.
+//!
+//! Like usnic's reliability layer, acknowledgements are produced only when the process makes
+//! progress: a peer that computes longer than the timeouts without calling MPI looks dead.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Frames received before an ack goes out even if no data does.
+pub const ACK_EVERY: u32 = 32;
+
+/// How far past the oldest missing frame a data frame may be numbered (frames in flight on a
+/// pair never come near: they are bounded by the provider's queues).
+pub const MAX_REORDER: u32 = 1 << 20;
+
+/// Unacknowledged data frames are kept for sending again only while their bytes stay under
+/// this (with a single pair nothing is kept: there is nowhere to send them again).
+pub const MAX_RETAINED_BYTES: usize = 64 << 20;
+
+/// The timeouts, from the `ofi_*` parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Silence before a pair is dead when another pair to the peer works.
+    pub fail_after: Duration,
+    /// Silence before the last pair to a peer is dead (the job stops).
+    pub peer_timeout: Duration,
+    /// Longest wait before received frames are acknowledged without data to carry it.
+    pub ack_delay: Duration,
+}
+
+/// One pair of endpoints that reaches the peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pair<A> {
+    /// This process's rail (endpoint index).
+    pub rail: usize,
+    /// The peer's address in that rail's address vector.
+    pub addr: A,
+    /// The peer's domain (interface) at the other end, for messages.
+    pub remote: String,
+    /// Declared dead: never used again.
+    pub dead: bool,
+}
+
+/// A data frame kept until the peer acknowledges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retained {
+    /// Its number.
+    pub seq: u32,
+    /// Its active-message tag.
+    pub am: u8,
+    /// The messaging layer's header and payload.
+    pub data: Vec<u8>,
+}
+
+/// What a received frame is, for the peer's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// A data frame not seen before: hand it up (the messaging layer orders messages).
+    Deliver,
+    /// An ack frame: nothing to hand up.
+    Ack,
+    /// A data frame already handed up (sent again after a failover): drop it.
+    Duplicate,
+    /// A data frame numbered implausibly far beyond the oldest missing one (a corrupt or
+    /// foreign number): dropped and reported.
+    Gap {
+        /// The oldest number missing.
+        expected: u32,
+        /// The number found.
+        found: u32,
+    },
+}
+
+/// A pair declared dead by [`PeerPaths::tick`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// The dead pair's index.
+    pub pair: usize,
+    /// The pair traffic moved to, or `None` when it was the last one.
+    pub moved_to: Option<usize>,
+    /// How long it had been silent.
+    pub silent_for: Duration,
+}
+
+/// What [`PeerPaths::tick`] asks of the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tick {
+    /// Send an ack frame now.
+    pub send_ack: bool,
+    /// A pair died.
+    pub failure: Option<Failure>,
+}
+
+/// Everything about one peer's paths and streams.
+#[derive(Debug)]
+pub struct PeerPaths<A> {
+    pairs: Vec<Pair<A>>,
+    active: usize,
+    /// Number of the next data frame to the peer.
+    next_seq: u32,
+    /// The peer has every frame before this.
+    acked: u32,
+    /// Since when the acknowledgements have not moved while data is outstanding (`None`: not
+    /// timed yet; the next tick starts the clock).
+    silent_since: Option<Duration>,
+    retained: VecDeque<Retained>,
+    retained_bytes: usize,
+    /// Retained frames before this index were already sent again on the active pair.
+    resent: usize,
+    /// Number of the oldest data frame from the peer not yet received: every one before it
+    /// was (this is the ack we send).
+    expected: u32,
+    /// Which frames from `expected` on have arrived (index 0 is `expected` itself, always
+    /// false while non-empty).
+    arrived: VecDeque<bool>,
+    /// Frames received since the last ack went out.
+    rx_unacked: u32,
+    /// Since when received frames wait for an ack.
+    rx_waiting_since: Option<Duration>,
+}
+
+/// `a` is at or after `b` in wrapping sequence space.
+fn at_or_after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+impl<A> PeerPaths<A> {
+    /// The paths over `pairs` (at least one; the first is used first).
+    pub fn new(pairs: Vec<Pair<A>>) -> PeerPaths<A> {
+        assert!(
+            !pairs.is_empty(),
+            "a peer is reached over at least one pair"
+        );
+        PeerPaths {
+            pairs,
+            active: 0,
+            next_seq: 0,
+            acked: 0,
+            silent_since: None,
+            retained: VecDeque::new(),
+            retained_bytes: 0,
+            resent: 0,
+            expected: 0,
+            arrived: VecDeque::new(),
+            rx_unacked: 0,
+            rx_waiting_since: None,
+        }
+    }
+
+    /// The pairs, in order.
+    pub fn pairs(&self) -> &[Pair<A>] {
+        &self.pairs
+    }
+
+    /// The pair traffic to the peer takes now.
+    pub fn active(&self) -> &Pair<A> {
+        &self.pairs[self.active]
+    }
+
+    /// Index of the active pair.
+    pub fn active_index(&self) -> usize {
+        self.active
+    }
+
+    /// Whether sent frames are kept for a failover (more than one pair).
+    pub fn retains(&self) -> bool {
+        self.pairs.len() > 1
+    }
+
+    /// Whether a data frame of `len` bytes may go now: earlier frames sent again after a
+    /// failover go first, and kept bytes stay bounded.
+    pub fn may_send(&self, len: usize) -> bool {
+        self.resend_pending() == 0
+            && (!self.retains()
+                || self.retained.is_empty()
+                || self.retained_bytes + len <= MAX_RETAINED_BYTES)
+    }
+
+    /// The (seq, ack) a data frame sent now carries. Commit with [`Self::sent`] once the
+    /// provider took it.
+    pub fn next_header(&self) -> (u32, u32) {
+        (self.next_seq, self.expected)
+    }
+
+    /// The data frame of [`Self::next_header`] went out carrying `am` and `data` (kept when
+    /// this peer has more than one pair). It also carried the ack.
+    pub fn sent(&mut self, am: u8, data: impl FnOnce() -> Vec<u8>) {
+        if self.next_seq == self.acked {
+            // Nothing was outstanding: the silence clock starts at the next tick.
+            self.silent_since = None;
+        }
+        if self.retains() {
+            let data = data();
+            self.retained_bytes += data.len();
+            self.retained.push_back(Retained {
+                seq: self.next_seq,
+                am,
+                data,
+            });
+            self.resent = self.retained.len();
+        }
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.acked_out();
+    }
+
+    /// The ack an ack frame sent now carries; call [`Self::acked_out`] once it went.
+    pub fn ack_value(&self) -> u32 {
+        self.expected
+    }
+
+    /// An ack (in a data frame or on its own) went out.
+    pub fn acked_out(&mut self) {
+        self.rx_unacked = 0;
+        self.rx_waiting_since = None;
+    }
+
+    /// Data frames sent and not yet acknowledged.
+    pub fn outstanding(&self) -> u32 {
+        self.next_seq.wrapping_sub(self.acked)
+    }
+
+    /// Whether ticks have anything to time.
+    pub fn busy(&self) -> bool {
+        self.outstanding() > 0 || self.rx_unacked > 0
+    }
+
+    /// Whether frames arrived since the last ack went out.
+    pub fn owes_ack(&self) -> bool {
+        self.rx_unacked > 0
+    }
+
+    /// Whether enough frames arrived that an ack should go out now.
+    pub fn ack_due(&self) -> bool {
+        self.rx_unacked >= ACK_EVERY
+    }
+
+    /// Takes a received frame's numbers: `data` (a data frame, numbered `seq`) or an ack;
+    /// `ack` is the peer's position in our stream; `rail` where it arrived.
+    pub fn received(&mut self, data: bool, seq: u32, ack: u32, rail: usize) -> Arrival {
+        self.take_ack(ack);
+        // The peer moved to another pair (after a failover of its own): follow it, and take
+        // the pair it left as dead too, so that its late frames do not pull us back.
+        if self.pairs[self.active].rail != rail {
+            if let Some(i) = self.pairs.iter().position(|p| p.rail == rail && !p.dead) {
+                self.pairs[self.active].dead = true;
+                self.switch_to(i);
+            }
+        }
+        if !data {
+            return Arrival::Ack;
+        }
+        self.rx_unacked = self.rx_unacked.saturating_add(1);
+        if !at_or_after(seq, self.expected) {
+            return Arrival::Duplicate;
+        }
+        let offset = seq.wrapping_sub(self.expected);
+        if offset >= MAX_REORDER {
+            return Arrival::Gap {
+                expected: self.expected,
+                found: seq,
+            };
+        }
+        let offset = offset as usize;
+        if self.arrived.len() <= offset {
+            self.arrived.resize(offset + 1, false);
+        }
+        if self.arrived[offset] {
+            return Arrival::Duplicate;
+        }
+        self.arrived[offset] = true;
+        while self.arrived.front() == Some(&true) {
+            self.arrived.pop_front();
+            self.expected = self.expected.wrapping_add(1);
+        }
+        Arrival::Deliver
+    }
+
+    /// Applies the peer's cumulative ack (stale or impossible values are ignored).
+    fn take_ack(&mut self, ack: u32) {
+        let advance = ack.wrapping_sub(self.acked);
+        if advance == 0 || advance > self.outstanding() {
+            return;
+        }
+        self.acked = ack;
+        self.silent_since = None;
+        while self
+            .retained
+            .front()
+            .is_some_and(|r| !at_or_after(r.seq, ack))
+        {
+            let r = self.retained.pop_front().expect("front exists");
+            self.retained_bytes -= r.data.len();
+            self.resent = self.resent.saturating_sub(1);
+        }
+    }
+
+    fn switch_to(&mut self, pair: usize) {
+        self.active = pair;
+        // Everything unacknowledged goes again, in order, on the new pair.
+        self.resent = 0;
+        self.silent_since = None;
+    }
+
+    /// Kept frames still to send again on the active pair.
+    pub fn resend_pending(&self) -> usize {
+        self.retained.len() - self.resent
+    }
+
+    /// The next kept frame to send again, with the ack it carries.
+    pub fn next_resend(&self) -> Option<(&Retained, u32)> {
+        self.retained.get(self.resent).map(|r| (r, self.expected))
+    }
+
+    /// The frame of [`Self::next_resend`] went out again.
+    pub fn resent_one(&mut self) {
+        self.resent += 1;
+        self.acked_out();
+    }
+
+    /// Advances the timers to `now`: whether an ack is due, and whether the active pair died.
+    pub fn tick(&mut self, now: Duration, timing: &Timing) -> Tick {
+        let mut tick = Tick::default();
+        if self.rx_unacked > 0 {
+            let since = *self.rx_waiting_since.get_or_insert(now);
+            tick.send_ack = self.ack_due() || now.saturating_sub(since) >= timing.ack_delay;
+        }
+        if self.outstanding() == 0 {
+            self.silent_since = None;
+            return tick;
+        }
+        let since = *self.silent_since.get_or_insert(now);
+        let silent_for = now.saturating_sub(since);
+        let next_alive = (1..self.pairs.len())
+            .map(|k| (self.active + k) % self.pairs.len())
+            .find(|&i| !self.pairs[i].dead);
+        // Frames that cannot be sent again (one pair) have nowhere to move.
+        let limit = match next_alive {
+            Some(_) if self.retains() => timing.fail_after,
+            _ => timing.peer_timeout,
+        };
+        if silent_for >= limit {
+            let dead = self.active;
+            self.pairs[dead].dead = true;
+            let moved_to = next_alive.filter(|_| self.retains());
+            if let Some(to) = moved_to {
+                self.switch_to(to);
+            }
+            tick.failure = Some(Failure {
+                pair: dead,
+                moved_to,
+                silent_for,
+            });
+        }
+        tick
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Timing = Timing {
+        fail_after: Duration::from_secs(3),
+        peer_timeout: Duration::from_secs(10),
+        ack_delay: Duration::from_millis(1),
+    };
+
+    fn pair(rail: usize) -> Pair<u32> {
+        Pair {
+            rail,
+            addr: rail as u32 * 10,
+            remote: format!("eth{}", rail + 1),
+            dead: false,
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Sends `n` data frames from `a` (contents: their numbers) and returns their headers.
+    fn send(a: &mut PeerPaths<u32>, n: usize) -> Vec<(u32, u32, Vec<u8>)> {
+        (0..n)
+            .map(|_| {
+                let (seq, ack) = a.next_header();
+                let data = seq.to_le_bytes().to_vec();
+                let kept = data.clone();
+                a.sent(1, move || kept);
+                (seq, ack, data)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn acks_piggyback_and_clear_the_outstanding_frames() {
+        let mut a = PeerPaths::new(vec![pair(0)]);
+        let mut b = PeerPaths::new(vec![pair(0)]);
+        for (seq, ack, _) in send(&mut a, 3) {
+            assert_eq!(b.received(true, seq, ack, 0), Arrival::Deliver);
+        }
+        assert_eq!(a.outstanding(), 3);
+        assert!(!a.retains(), "one pair: nothing is kept");
+        // b answers with data: its header acknowledges all three.
+        let (seq, ack) = b.next_header();
+        assert_eq!(ack, 3);
+        b.sent(1, Vec::new);
+        assert!(!b.busy() || b.outstanding() == 1);
+        assert_eq!(a.received(true, seq, ack, 0), Arrival::Deliver);
+        assert_eq!(a.outstanding(), 0);
+    }
+
+    #[test]
+    fn a_receiver_without_data_to_send_acks_after_the_delay_or_a_batch() {
+        let mut a = PeerPaths::new(vec![pair(0)]);
+        let mut b = PeerPaths::new(vec![pair(0)]);
+        let frames = send(&mut a, ACK_EVERY as usize + 1);
+        let (seq, ack, _) = frames[0];
+        b.received(true, seq, ack, 0);
+        assert!(!b.tick(ms(0), &T).send_ack, "the delay starts now");
+        assert!(b.tick(ms(1), &T).send_ack, "after ack_delay");
+        for &(seq, ack, _) in &frames[1..ACK_EVERY as usize] {
+            b.received(true, seq, ack, 0);
+        }
+        assert!(b.ack_due(), "a batch of ACK_EVERY frames is acked at once");
+        let value = b.ack_value();
+        b.acked_out();
+        assert_eq!(a.received(false, 0, value, 0), Arrival::Ack);
+        assert_eq!(a.outstanding(), 1);
+    }
+
+    #[test]
+    fn the_last_pair_dies_after_the_peer_timeout_only() {
+        let mut a = PeerPaths::new(vec![pair(0)]);
+        send(&mut a, 1);
+        assert_eq!(a.tick(ms(0), &T).failure, None);
+        assert_eq!(a.tick(ms(9_999), &T).failure, None);
+        let f = a.tick(ms(10_000), &T).failure.expect("dead");
+        assert_eq!(
+            f,
+            Failure {
+                pair: 0,
+                moved_to: None,
+                silent_for: ms(10_000)
+            }
+        );
+    }
+
+    #[test]
+    fn acknowledgement_progress_restarts_the_clock() {
+        let mut a = PeerPaths::new(vec![pair(0)]);
+        send(&mut a, 2);
+        a.tick(ms(0), &T);
+        a.received(false, 0, 1, 0);
+        // The clock restarts at the next tick after the ack.
+        assert_eq!(a.tick(ms(9_000), &T).failure, None);
+        assert_eq!(a.tick(ms(18_999), &T).failure, None);
+        assert!(a.tick(ms(19_000), &T).failure.is_some());
+    }
+
+    #[test]
+    fn nothing_outstanding_never_fails() {
+        let mut a = PeerPaths::<u32>::new(vec![pair(0)]);
+        for t in [0, 10_000, 100_000] {
+            assert_eq!(a.tick(ms(t), &T), Tick::default());
+        }
+    }
+
+    #[test]
+    fn a_failover_sends_the_unacknowledged_frames_again_in_order_and_the_receiver_drops_duplicates()
+    {
+        let mut a = PeerPaths::new(vec![pair(0), pair(1)]);
+        let mut b = PeerPaths::new(vec![pair(0), pair(1)]);
+        assert!(a.retains());
+        let frames = send(&mut a, 5);
+        // Frames 0..3 arrive over rail 0 and the ack of 0..2 gets back; then rail 0 dies.
+        for &(seq, ack, _) in &frames[..3] {
+            assert_eq!(b.received(true, seq, ack, 0), Arrival::Deliver);
+        }
+        a.received(false, 0, 2, 0);
+        assert_eq!(a.outstanding(), 3);
+        a.tick(ms(0), &T);
+        assert_eq!(a.tick(ms(2_999), &T).failure, None);
+        let f = a.tick(ms(3_000), &T).failure.expect("rail 0 dead");
+        assert_eq!(f.moved_to, Some(1));
+        assert_eq!(a.active().rail, 1);
+        // Frames 2, 3, 4 go again over rail 1, in order, before anything new.
+        assert!(!a.may_send(1));
+        let mut again = Vec::new();
+        while let Some((r, ack)) = a.next_resend() {
+            again.push((r.seq, ack, r.data.clone()));
+            a.resent_one();
+        }
+        assert_eq!(again.iter().map(|f| f.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert!(a.may_send(1));
+        let arrivals: Vec<_> = again
+            .iter()
+            .map(|&(seq, ack, _)| b.received(true, seq, ack, 1))
+            .collect();
+        assert_eq!(
+            arrivals,
+            vec![Arrival::Duplicate, Arrival::Deliver, Arrival::Deliver]
+        );
+        assert_eq!(
+            b.active().rail,
+            1,
+            "the receiver answers where data now comes"
+        );
+        assert!(b.pairs()[0].dead, "and never goes back");
+        assert_eq!(b.received(true, 3, 0, 0), Arrival::Duplicate);
+        assert_eq!(b.active().rail, 1);
+        a.received(false, 0, b.ack_value(), 1);
+        assert_eq!(a.outstanding(), 0);
+        assert_eq!(a.resend_pending(), 0);
+        // The second pair dies too: now it is the last one.
+        send(&mut a, 1);
+        a.tick(ms(4_000), &T);
+        assert_eq!(a.tick(ms(13_999), &T).failure, None);
+        assert_eq!(
+            a.tick(ms(14_000), &T).failure.map(|f| f.moved_to),
+            Some(None)
+        );
+    }
+
+    #[test]
+    fn out_of_order_frames_are_delivered_once_and_acked_only_when_contiguous() {
+        let mut b = PeerPaths::<u32>::new(vec![pair(0)]);
+        assert_eq!(b.received(true, 2, 0, 0), Arrival::Deliver);
+        assert_eq!(b.received(true, 1, 0, 0), Arrival::Deliver);
+        assert_eq!(b.ack_value(), 0, "frame 0 is still missing");
+        assert_eq!(b.received(true, 2, 0, 0), Arrival::Duplicate);
+        assert_eq!(b.received(true, 0, 0, 0), Arrival::Deliver);
+        assert_eq!(b.ack_value(), 3);
+        assert_eq!(b.received(true, 1, 0, 0), Arrival::Duplicate);
+        assert_eq!(
+            b.received(true, 3 + MAX_REORDER, 0, 0),
+            Arrival::Gap {
+                expected: 3,
+                found: 3 + MAX_REORDER
+            }
+        );
+    }
+
+    #[test]
+    fn stale_and_impossible_acks_are_ignored() {
+        let mut a = PeerPaths::new(vec![pair(0)]);
+        send(&mut a, 2);
+        a.received(false, 0, 7, 0); // beyond what was sent
+        assert_eq!(a.outstanding(), 2);
+        a.received(false, 0, 2, 0);
+        a.received(false, 0, 1, 0); // older than what is known
+        assert_eq!(a.outstanding(), 0);
+    }
+
+    #[test]
+    fn sequence_numbers_wrap() {
+        let mut a = PeerPaths::new(vec![pair(0), pair(1)]);
+        let mut b = PeerPaths::new(vec![pair(0), pair(1)]);
+        a.next_seq = u32::MAX - 1;
+        a.acked = u32::MAX - 1;
+        b.expected = u32::MAX - 1;
+        for (seq, ack, _) in send(&mut a, 4) {
+            assert_eq!(b.received(true, seq, ack, 0), Arrival::Deliver);
+        }
+        a.received(false, 0, b.ack_value(), 0);
+        assert_eq!(a.outstanding(), 0);
+        assert_eq!(a.retained.len(), 0);
+        assert_eq!(b.received(true, u32::MAX, 0, 0), Arrival::Duplicate);
+    }
+
+    #[test]
+    fn kept_bytes_are_bounded() {
+        let mut a = PeerPaths::new(vec![pair(0), pair(1)]);
+        let (_, _) = a.next_header();
+        a.sent(1, || vec![0; MAX_RETAINED_BYTES - 10]);
+        assert!(a.may_send(10));
+        assert!(!a.may_send(11));
+        a.received(false, 0, 1, 0);
+        assert!(a.may_send(MAX_RETAINED_BYTES * 2), "nothing kept: any size");
+    }
+}
