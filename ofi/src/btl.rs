@@ -450,7 +450,7 @@ impl OfiBtl {
                 let next = &st.pairs()[to];
                 tracing::warn!(
                     target: "ofi",
-                    "ofi: process {} heard nothing over {what} for {:.1} s with messages \
+                    "process {} heard nothing over {what} for {:.1} s with messages \
                      outstanding: that pair is taken as dead and the traffic moves to {} -> {}",
                     self.me,
                     f.silent_for.as_secs_f64(),

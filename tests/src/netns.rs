@@ -133,6 +133,43 @@ impl Cluster {
         }
     }
 
+    /// Sets `iface` of `host` down from a thread, once `host` has received `bytes` more on it
+    /// than now (or after 30 s): cut once a transfer is well under way, not after a fixed
+    /// delay a fast machine could outrun. The thread returns when it cut the link.
+    pub fn cut_link_after(
+        &self,
+        host: &str,
+        iface: &str,
+        bytes: u64,
+    ) -> std::thread::JoinHandle<std::time::Instant> {
+        let (host, iface) = (host.to_string(), iface.to_string());
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            let counter = format!("/sys/class/net/{iface}/statistics/rx_bytes");
+            let received = || -> u64 {
+                let out = Command::new("ip")
+                    .args(["netns", "exec", &host, "cat", &counter])
+                    .output()
+                    .expect("read the interface's counter");
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse()
+                    .unwrap_or(0)
+            };
+            let base = received();
+            while received() < base + bytes && start.elapsed() < std::time::Duration::from_secs(30)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let status = Command::new(script())
+                .args(["link", &host, &iface, "down"])
+                .status()
+                .expect("run ci/netns-cluster.sh link");
+            assert!(status.success(), "setting {iface} of {host} down failed");
+            std::time::Instant::now()
+        })
+    }
+
     /// Host names (= namespace names = node ids).
     pub fn hosts(&self) -> &[String] {
         &self.hosts

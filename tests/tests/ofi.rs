@@ -1,7 +1,9 @@
 //! The ofi transport (libfabric RDM endpoints, issue 18) between namespace hosts: the
 //! point-to-point and collective suites over 2 hosts x 1 rank, 2 hosts x 2 ranks (shared memory
 //! inside a host) and 4 hosts x 1 rank, with the provider named and chosen automatically; a
-//! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal.
+//! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal; a
+//! data link going down mid-transfer, with another rail (the job completes) and without (it
+//! stops, naming the pair).
 //!
 //! Every job excludes the management network (198.18.0.0/24), so the endpoint opens on a data
 //! network, where the loss rules apply.
@@ -164,5 +166,85 @@ fn by_default_messages_take_usnic_and_large_data_takes_ofi() {
             out.show()
         );
     }
+    cluster.assert_empty();
+}
+
+#[test]
+fn a_data_link_going_down_mid_transfer_moves_ofi_to_the_other_rail() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    // Both data networks: every peer is reached over an eth1 pair and an eth2 pair; traffic
+    // starts on eth1 (the first fabric by name).
+    let mut cmd = job(
+        &hosts,
+        "self,ofi",
+        &["-x", "KESTREL_OFI_FAIL_AFTER_MS=1000"],
+    );
+    cmd.arg(example("p2p_check"))
+        .args(["random", "20000", "4m"]);
+    let cutter = cluster.cut_link_after(&h[1], "eth1", 50_000_000);
+    let out = run(cmd, DEADLINE);
+    cutter.join().expect("the link cutter");
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.stdout.contains("p2p_check random: passed on 2 ranks"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stderr.contains("that pair is taken as dead")
+            && out.stderr.contains("the traffic moves to eth2"),
+        "the dead pair was not detected (did the transfer end before the cut?): {}",
+        out.show()
+    );
+    cluster.assert_empty();
+}
+
+#[test]
+fn a_data_link_going_down_on_the_only_rail_stops_the_job_naming_the_pair() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let args = [
+        "--host",
+        &hosts,
+        "--launch-agent",
+        "ip netns exec",
+        "-x",
+        "KESTREL_OFI_IF_INCLUDE=198.18.1.0/24",
+        "-x",
+        "KESTREL_OFI_PEER_TIMEOUT_MS=2000",
+        "--mca",
+        "btl",
+        "self,ofi",
+    ];
+    let mut cmd = kestrel_run(&args);
+    cmd.arg(example("p2p_check"))
+        .args(["random", "20000", "4m"]);
+    let cutter = cluster.cut_link_after(&h[1], "eth1", 50_000_000);
+    let out = run(cmd, DEADLINE);
+    let cut_at = cutter.join().expect("the link cutter");
+    let after_cut = cut_at.elapsed();
+    assert!(
+        !out.success(),
+        "the job survived a dead link: {}",
+        out.show()
+    );
+    assert!(
+        out.stderr.contains("lost process")
+            && out.stderr.contains("no acknowledgement")
+            && out.stderr.contains("eth1 (")
+            && out.stderr.contains("-> eth1 of process"),
+        "the error does not name the peer and the pair: {}",
+        out.show()
+    );
+    // The peer timeout (2 s) plus the launcher taking the job down; far below TCP's own
+    // give-up time (about 15 minutes).
+    assert!(
+        after_cut < Duration::from_secs(30),
+        "the job took {after_cut:?} after the cut to stop: {}",
+        out.show()
+    );
     cluster.assert_empty();
 }

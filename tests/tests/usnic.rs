@@ -138,38 +138,10 @@ fn a_rail_going_down_mid_transfer_moves_the_traffic_to_the_other() {
     );
     cmd.arg(example("p2p_check"))
         .args(["random", "20000", "4m"]);
-    let (h1, script) = (h[1].clone(), kestrel_tests::netns::script());
-    let cutter = std::thread::spawn(move || {
-        // Cut once the transfer is well under way on eth1 (50 MB received there), not after a
-        // fixed delay: a fast machine could finish before it.
-        let start = std::time::Instant::now();
-        let received = || -> u64 {
-            let out = Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &h1,
-                    "cat",
-                    "/sys/class/net/eth1/statistics/rx_bytes",
-                ])
-                .output()
-                .expect("read eth1's counter");
-            String::from_utf8_lossy(&out.stdout)
-                .trim()
-                .parse()
-                .unwrap_or(0)
-        };
-        let base = received();
-        while received() < base + 50_000_000 && start.elapsed() < Duration::from_secs(30) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Command::new(script)
-            .args(["link", &h1, "eth1", "down"])
-            .status()
-            .expect("set eth1 down")
-    });
+    // Cut once the transfer is well under way on eth1 (50 MB received there).
+    let cutter = cluster.cut_link_after(&h[1], "eth1", 50_000_000);
     let out = run(cmd, DEADLINE);
-    assert!(cutter.join().unwrap().success());
+    cutter.join().expect("the link cutter");
     assert!(out.success(), "{}", out.show());
     assert!(
         out.stdout.contains("p2p_check random: passed on 2 ranks"),
