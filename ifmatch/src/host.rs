@@ -120,16 +120,21 @@ fn speed_source_name(s: &SpeedSource) -> &'static str {
     }
 }
 
-/// Runs `card [--node NAME] [--compact]`; returns the exit code.
-pub(crate) fn run_card(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let mut node = std::env::var("KESTREL_NODE_ID")
+/// The node name a card carries by default: `KESTREL_NODE_ID`, else the host name.
+pub(crate) fn default_node() -> String {
+    std::env::var("KESTREL_NODE_ID")
         .ok()
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| {
             nix::unistd::gethostname()
                 .map(|h| h.to_string_lossy().into_owned())
                 .unwrap_or_else(|_| "localhost".into())
-        });
+        })
+}
+
+/// Runs `card [--node NAME] [--compact]`; returns the exit code.
+pub(crate) fn run_card(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let mut node = default_node();
     let mut layout = JsonLayout::Pretty;
     let mut it = args.iter();
     while let Some(a) = it.next() {

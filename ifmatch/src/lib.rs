@@ -1,4 +1,5 @@
-//! `kestrel-ifmatch`, the interface-matching diagnostics command of the usnic transport: the
+//! `kestrel-ifmatch`, the interface-matching diagnostics command of the network transports
+//! (usnic, and with `--transport ofi` the ofi transport): the
 //! command line (subcommand table, usage, exit codes) and the subcommands behind it.
 //!
 //! This crate owns what the command prints and how it is invoked; it must never compute a
@@ -9,7 +10,9 @@
 //! * [`explain`]: `explain LOCAL.json REMOTE.json`, on card files only (its argument parsing,
 //!   the model and its table, JSON and dot renderings);
 //! * [`host`]: `list` and `card`, this host as the transport's discovery sees it;
-//! * [`check`]: `check`, probing every paired interface of a job's hosts under `kestrel-run`.
+//! * [`check`]: `check`, probing every paired interface of a job's hosts under `kestrel-run`;
+//! * [`ofi`]: `list`, `card` and `explain` with `--transport ofi`: the ofi transport's RDM
+//!   domains, card and pairs (from `kestrel-ofi`).
 //!
 //! # Exit codes
 //!
@@ -31,6 +34,7 @@ use std::io::Write;
 pub mod check;
 pub mod explain;
 pub mod host;
+pub mod ofi;
 
 /// Exit code: report printed.
 pub const EXIT_OK: i32 = 0;
@@ -94,6 +98,9 @@ pub(crate) fn usage() -> String {
     text.push_str(
         "\nThe usnic parameters (KESTREL_USNIC_IF_INCLUDE, KESTREL_USNIC_IF_EXCLUDE,\n\
          KESTREL_USNIC_LINK_SPEED, KESTREL_USNIC_PROVIDER) apply to list and card as to a job.\n\
+         \nlist, card and explain take --transport usnic (the default) or --transport ofi: the\n\
+         ofi transport's RDM domains and verdicts, its card (endpoints opened as a rank opens\n\
+         them) and the pairs two ofi cards form, under the KESTREL_OFI_* parameters.\n\
          \nexplain options:\n  \
          --local-rank N   rank of the process holding LOCAL.json (default 0)\n  \
          --remote-rank M  rank of the process holding REMOTE.json (default 1)\n  \
@@ -116,14 +123,79 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         let _ = write!(out, "{}", usage());
         return EXIT_OK;
     }
+    let mut rest: Vec<String> = args[1..].to_vec();
+    let transport = match rest.iter().position(|a| a == "--transport") {
+        None => "usnic".to_string(),
+        Some(i) => {
+            let Some(t) = rest.get(i + 1).cloned() else {
+                let _ = writeln!(err, "{PROGRAM}: --transport needs usnic or ofi");
+                return EXIT_USAGE;
+            };
+            rest.drain(i..=i + 1);
+            t
+        }
+    };
+    match transport.as_str() {
+        "usnic" => {}
+        "ofi" => return run_ofi(first, &rest, out, err),
+        other => {
+            let _ = writeln!(err, "{PROGRAM}: unknown transport '{other}' (usnic or ofi)");
+            return EXIT_USAGE;
+        }
+    }
     match SUBCOMMANDS.iter().find(|c| c.name == first) {
-        Some(cmd) => (cmd.run)(&args[1..], out, err),
+        Some(cmd) => (cmd.run)(&rest, out, err),
         None => {
             let names: Vec<&str> = SUBCOMMANDS.iter().map(|c| c.name).collect();
             let _ = writeln!(
                 err,
                 "{PROGRAM}: unknown command '{first}' (commands: {}); run '{PROGRAM} --help'",
                 names.join(", ")
+            );
+            EXIT_USAGE
+        }
+    }
+}
+
+/// The `--transport ofi` forms of `list`, `card` and `explain`.
+fn run_ofi(command: &str, args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    match command {
+        "list" => match args {
+            [] => ofi::run_list(false, out, err),
+            [a] if a == "--json" => ofi::run_list(true, out, err),
+            _ => {
+                let _ = writeln!(err, "{PROGRAM}: list takes only --json and --transport");
+                EXIT_USAGE
+            }
+        },
+        "card" => {
+            let mut node = host::default_node();
+            let mut compact = false;
+            let mut it = args.iter();
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "--node" => match it.next() {
+                        Some(n) => node = n.clone(),
+                        None => {
+                            let _ = writeln!(err, "{PROGRAM}: --node needs a name");
+                            return EXIT_USAGE;
+                        }
+                    },
+                    "--compact" => compact = true,
+                    other => {
+                        let _ = writeln!(err, "{PROGRAM}: card does not take '{other}'");
+                        return EXIT_USAGE;
+                    }
+                }
+            }
+            ofi::run_card(&node, compact, out, err)
+        }
+        "explain" => ofi::run_explain(args, out, err),
+        other => {
+            let _ = writeln!(
+                err,
+                "{PROGRAM}: '{other}' covers the usnic transport only (--transport ofi: list, \
+                 card, explain)"
             );
             EXIT_USAGE
         }

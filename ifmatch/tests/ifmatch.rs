@@ -506,3 +506,61 @@ fn png_with_graphviz_writes_an_image() {
     let bytes = std::fs::read(&png).expect("dot wrote the PNG");
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
 }
+
+/// `--transport ofi`: this host's RDM domains with the transport's verdicts, its card, and two
+/// cards explained, all under the `KESTREL_OFI_*` parameters (loopback named, so that a
+/// domain is used on any machine).
+#[test]
+fn the_ofi_transport_lists_its_domains_prints_its_card_and_explains_a_pairing() {
+    let lo = |cmd: &mut Command| {
+        cmd.env("KESTREL_OFI_IF_INCLUDE", "127.0.0.1/32");
+    };
+    let list = run_with(&["list", "--transport", "ofi", "--json"], lo);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let doc: Value = serde_json::from_str(&list.stdout).expect("list --json is JSON");
+    let domains = doc["domains"].as_array().expect("a domains array");
+    let used: Vec<&Value> = domains.iter().filter(|d| d["used"] == true).collect();
+    assert_eq!(
+        used.len(),
+        1,
+        "exactly the loopback domain: {}",
+        list.stdout
+    );
+    assert_eq!(used[0]["ipv4"], "127.0.0.1");
+    assert!(
+        domains
+            .iter()
+            .filter(|d| d["used"] == false)
+            .all(|d| d["reason"].as_str().is_some_and(|r| !r.is_empty())),
+        "every excluded domain says why: {}",
+        list.stdout
+    );
+
+    let card = run_with(&["card", "--transport", "ofi", "--node", "n0"], lo);
+    assert_eq!(card.code, 0, "{}", card.stderr);
+    let dir = std::env::temp_dir().join(format!("ifmatch-ofi-card-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("n0.json");
+    std::fs::write(&file, &card.stdout).unwrap();
+    let path = file.to_str().unwrap();
+    let explained = run(&["explain", "--transport", "ofi", path, path]);
+    assert_eq!(explained.code, 0, "{}", explained.stderr);
+    assert!(
+        explained.stdout.contains("lo") && explained.stdout.contains("carries the traffic"),
+        "{}",
+        explained.stdout
+    );
+    // A usnic card given to the ofi explanation is refused, naming the field.
+    let wrong = run(&[
+        "explain",
+        "--transport",
+        "ofi",
+        "equal-subnets-h0.json",
+        path,
+    ]);
+    assert_eq!(wrong.code, 2, "{}", wrong.stdout);
+    assert!(wrong.stderr.contains("transport"), "{}", wrong.stderr);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let bad = run(&["check", "--transport", "ofi"]);
+    assert_eq!(bad.code, 2);
+}

@@ -104,6 +104,53 @@ struct Rail {
     domain: String,
 }
 
+/// What libfabric offers this process under the ofi parameters: the policy they set, the
+/// RDM domains listed, and their plain descriptions (the same order), which the policy
+/// judges. `kestrel-ifmatch list --transport ofi` shows the same survey a rank makes.
+#[derive(Debug)]
+pub struct Survey {
+    /// The operator's choices.
+    pub policy: Policy,
+    /// The domains libfabric lists for the policy's provider (any, for `auto`).
+    pub interfaces: Vec<FabricInterface>,
+    /// `interfaces` described for the policy.
+    pub offers: Vec<Offer>,
+}
+
+/// Why there is no survey.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SurveyError {
+    /// libfabric offers no RDM domain for the provider asked (the reason quoted to users).
+    Nothing(String),
+    /// A parameter is wrong, or libfabric failed.
+    Failed(String),
+}
+
+impl Survey {
+    /// Lists the RDM domains under the ofi parameters in `params`.
+    pub fn take(params: &Params) -> Result<Survey, SurveyError> {
+        let policy = Policy::from_params(params).map_err(SurveyError::Failed)?;
+        let interfaces = match rdm_interfaces(FABRIC_OWNER, policy.provider.name()) {
+            Ok(list) => list,
+            Err(e) if e.is_no_data() => return Err(SurveyError::Nothing(e.to_string())),
+            Err(e) => return Err(SurveyError::Failed(e.to_string())),
+        };
+        let offers = interfaces
+            .iter()
+            .map(|i| Offer {
+                provider: i.provider().to_string(),
+                domain: i.domain().to_string(),
+                ipv4: i.ipv4(),
+            })
+            .collect();
+        Ok(Survey {
+            policy,
+            interfaces,
+            offers,
+        })
+    }
+}
+
 /// This process's ofi module.
 pub struct OfiBtl {
     rails: Vec<Rail>,
@@ -155,32 +202,24 @@ impl OfiBtl {
     /// cannot open it).
     /// `node_only`: every peer of the set is on this node (loopback may then serve).
     pub fn open(params: &Params, me: u32, node_only: bool) -> Result<Opened, String> {
-        let policy = Policy::from_params(params)?;
-        let list = match rdm_interfaces(FABRIC_OWNER, policy.provider.name()) {
-            Ok(list) => list,
-            Err(e) if e.is_no_data() => return Ok(Opened::Declined(e.to_string())),
-            Err(e) => return Err(e.to_string()),
+        let survey = match Survey::take(params) {
+            Ok(s) => s,
+            Err(SurveyError::Nothing(why)) => return Ok(Opened::Declined(why)),
+            Err(SurveyError::Failed(why)) => return Err(why),
         };
-        let offers: Vec<Offer> = list
-            .iter()
-            .map(|i| Offer {
-                provider: i.provider().to_string(),
-                domain: i.domain().to_string(),
-                ipv4: i.ipv4(),
-            })
-            .collect();
-        let chosen = match policy.choose(&offers, node_only) {
+        let chosen = match survey.policy.choose(&survey.offers, node_only) {
             Ok(o) => o,
             Err(why) => return Ok(Opened::Declined(why)),
         };
         let ifaces: Vec<&FabricInterface> = chosen
             .iter()
             .map(|c| {
-                list.iter()
-                    .zip(&offers)
-                    .find(|(_, o)| o == c)
-                    .map(|(i, _)| i)
-                    .expect("the chosen offers are the list's")
+                let i = survey
+                    .offers
+                    .iter()
+                    .position(|o| std::ptr::eq(o, *c))
+                    .expect("the chosen offers are the survey's");
+                &survey.interfaces[i]
             })
             .collect();
         Self::open_on(&ifaces, params, me).map(|b| Opened::Ready(Box::new(b)))
@@ -231,7 +270,9 @@ impl OfiBtl {
                 })
                 .collect(),
         };
-        let tcp = provider.starts_with("tcp") || provider == "sockets";
+        // Kernel TCP underneath: tcp;ofi_rxm, libfabric 1.17's native `net`, sockets.
+        let tcp =
+            provider.starts_with("tcp") || provider.starts_with("net") || provider == "sockets";
         let ms = |v: i64| Duration::from_millis(v.max(0) as u64);
         let rail_count = rails.len();
         Ok(OfiBtl {
@@ -282,27 +323,12 @@ impl OfiBtl {
                 self.card.provider, card.provider
             ));
         }
-        // Fabric-name order, the same at both ends, so that both start on the same pair.
-        let mut mine: Vec<usize> = (0..self.rails.len()).collect();
-        mine.sort_by(|&a, &b| {
-            self.rails[a]
-                .fabric
-                .cmp(&self.rails[b].fabric)
-                .then(a.cmp(&b))
-        });
-        let mut chosen: Vec<(usize, &CardEndpoint)> = mine
+        let fabrics: Vec<&str> = self.rails.iter().map(|r| r.fabric.as_str()).collect();
+        let (chosen, routed) = card.pairs_for(&fabrics);
+        let chosen: Vec<(usize, &CardEndpoint)> = chosen
             .iter()
-            .filter_map(|&i| {
-                card.endpoints
-                    .iter()
-                    .find(|e| e.fabric == self.rails[i].fabric)
-                    .map(|e| (i, e))
-            })
+            .map(|p| (p.rail, &card.endpoints[p.remote]))
             .collect();
-        let routed = chosen.is_empty();
-        if routed {
-            chosen.push((0, &card.endpoints[0]));
-        }
         let mut pairs = Vec::with_capacity(chosen.len());
         for (rail, remote) in chosen {
             let r = &mut self.rails[rail];

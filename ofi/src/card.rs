@@ -50,7 +50,39 @@ pub struct OfiCard {
     pub endpoints: Vec<CardEndpoint>,
 }
 
+/// A pair of endpoints between this process and a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointPair {
+    /// This process's rail (endpoint index, in its own card's order).
+    pub rail: usize,
+    /// The index of the peer's endpoint in the peer's card.
+    pub remote: usize,
+}
+
 impl OfiCard {
+    /// How a process whose rails are on `my_fabrics` (in rail order) pairs with the process
+    /// of this card: every local rail whose fabric one of the peer's endpoints is on, with the
+    /// peer's first endpoint on that fabric, in fabric-name order (the same at both ends, so
+    /// both start on the same pair). `routed` (the second value) when no fabric is shared:
+    /// then rail 0 to the peer's first endpoint, across routers.
+    pub fn pairs_for(&self, my_fabrics: &[&str]) -> (Vec<EndpointPair>, bool) {
+        let mut mine: Vec<usize> = (0..my_fabrics.len()).collect();
+        mine.sort_by(|&a, &b| my_fabrics[a].cmp(my_fabrics[b]).then(a.cmp(&b)));
+        let pairs: Vec<EndpointPair> = mine
+            .into_iter()
+            .filter_map(|rail| {
+                self.endpoints
+                    .iter()
+                    .position(|e| e.fabric == my_fabrics[rail])
+                    .map(|remote| EndpointPair { rail, remote })
+            })
+            .collect();
+        if pairs.is_empty() && !my_fabrics.is_empty() && !self.endpoints.is_empty() {
+            return (vec![EndpointPair { rail: 0, remote: 0 }], true);
+        }
+        (pairs, false)
+    }
+
     /// The card's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
@@ -111,6 +143,31 @@ impl OfiCard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pairs_follow_shared_fabrics_in_name_order_else_route() {
+        let ep = |fabric: &str, domain: &str| CardEndpoint {
+            fabric: fabric.into(),
+            domain: domain.into(),
+            address: vec![1],
+        };
+        let peer = OfiCard {
+            provider: "tcp;ofi_rxm".into(),
+            endpoints: vec![ep("10.2.0.0/16", "eth2"), ep("10.1.0.0/16", "eth1")],
+        };
+        let (pairs, routed) = peer.pairs_for(&["10.2.0.0/16", "10.9.0.0/16", "10.1.0.0/16"]);
+        assert!(!routed);
+        assert_eq!(
+            pairs,
+            vec![
+                EndpointPair { rail: 2, remote: 1 },
+                EndpointPair { rail: 0, remote: 0 }
+            ]
+        );
+        let (pairs, routed) = peer.pairs_for(&["192.168.0.0/24"]);
+        assert!(routed);
+        assert_eq!(pairs, vec![EndpointPair { rail: 0, remote: 0 }]);
+    }
 
     fn card() -> OfiCard {
         OfiCard {

@@ -13,7 +13,7 @@ pub static PROVIDER: Param<String> = Param::new(ParamSpec {
     component: "ofi",
     kind: ParamKind::Str,
     default: "auto",
-    description: "libfabric RDM provider: auto (the best one offered: cxi, efa, psm3, verbs;ofi_rxm, then tcp;ofi_rxm; never sockets, udp;ofi_rxd or shm unless named), or a provider name as fi_info prints it (tcp;ofi_rxm, verbs;ofi_rxm, efa, psm3, cxi, ...).",
+    description: "libfabric RDM provider: auto (the best one offered: cxi, efa, psm3, verbs;ofi_rxm, then the kernel TCP ones, net and tcp;ofi_rxm; never sockets, udp;ofi_rxd or shm unless named), or a provider name as fi_info prints it (tcp;ofi_rxm, verbs;ofi_rxm, efa, psm3, cxi, ...).",
 });
 
 /// `KESTREL_OFI_IF_INCLUDE`: the only domains (interfaces) the transport may use.

@@ -15,8 +15,10 @@ use kestrel_usnic::discovery::{parse_filter, InterfaceFilter, Matcher};
 
 use crate::params;
 
-/// `auto`'s preference, best first.
-pub const AUTO_ORDER: &[&str] = &["cxi", "efa", "psm3", "verbs;ofi_rxm", "tcp;ofi_rxm"];
+/// `auto`'s preference, best first. `net` is libfabric 1.17's native TCP RDM provider: its one
+/// layer less than `tcp;ofi_rxm` measured 0.3-0.5 us less one-way latency at the same
+/// bandwidth between namespace hosts (docs/architecture.md, "The ofi transport").
+pub const AUTO_ORDER: &[&str] = &["cxi", "efa", "psm3", "verbs;ofi_rxm", "net", "tcp;ofi_rxm"];
 
 /// One domain a provider offers RDM endpoints on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,6 +182,59 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The verdict on every offer, in order: `Ok` for the domains [`Policy::choose`] takes,
+    /// else why not (what `kestrel-ifmatch list --transport ofi` prints).
+    pub fn verdicts(&self, offers: &[Offer], node_only: bool) -> Vec<Result<(), String>> {
+        let chosen = self.choose(offers, node_only);
+        let provider_in_use = chosen
+            .as_ref()
+            .ok()
+            .and_then(|c| c.first())
+            .map(|o| o.provider.clone());
+        offers
+            .iter()
+            .map(|o| {
+                if let Ok(c) = &chosen {
+                    if c.iter().any(|x| std::ptr::eq(*x, o)) {
+                        return Ok(());
+                    }
+                }
+                let has_ipv4 = offers
+                    .iter()
+                    .any(|x| x.provider == o.provider && x.domain == o.domain && x.ipv4.is_some());
+                Err(match (&self.provider, &provider_in_use) {
+                    (_, Some(p)) if *p != o.provider => {
+                        format!("another provider (this process uses {p})")
+                    }
+                    (ProviderChoice::Named(n), None) if *n != o.provider => {
+                        format!("another provider (ofi_provider names {n})")
+                    }
+                    (ProviderChoice::Auto, None) if !AUTO_ORDER.contains(&o.provider.as_str()) => {
+                        "never chosen automatically (name it in ofi_provider to use it)".into()
+                    }
+                    _ if !o.passes(&self.filter) => match &self.filter {
+                        InterfaceFilter::Include { raw, .. } => {
+                            format!("outside ofi_if_include={raw}")
+                        }
+                        InterfaceFilter::Exclude { raw, .. } => {
+                            format!("inside ofi_if_exclude={raw}")
+                        }
+                        InterfaceFilter::All => "filtered".into(),
+                    },
+                    _ if o.is_loopback() => "loopback (used only when ofi_if_include names it, \
+                                             or when every peer is on this node)"
+                        .into(),
+                    _ if o.ipv4.is_none() && has_ipv4 => {
+                        "an IPv6 entry of a domain judged by its IPv4 address".into()
+                    }
+                    _ => "another entry of a domain already used".into(),
+                })
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +245,39 @@ mod tests {
             domain: domain.into(),
             ipv4: ip.map(Ipv4Addr::from),
         }
+    }
+
+    #[test]
+    fn every_offer_gets_a_verdict_with_its_reason() {
+        let mut all = offers();
+        all.push(offer("udp;ofi_rxd", "eth1", Some([198, 18, 1, 2])));
+        let p = Policy::parse("auto", "", "198.18.0.0/24").unwrap();
+        let v = p.verdicts(&all, false);
+        assert_eq!(v.len(), all.len());
+        let text = |i: usize| v[i].clone().err().unwrap_or_else(|| "used".into());
+        for (i, o) in all.iter().enumerate() {
+            match (o.provider.as_str(), o.domain.as_str(), o.ipv4) {
+                ("tcp;ofi_rxm", "eth1", _) => assert_eq!(text(i), "used"),
+                ("tcp;ofi_rxm", "lo", _) => assert!(text(i).contains("loopback"), "{}", text(i)),
+                ("tcp;ofi_rxm", "eth0", Some(_)) => {
+                    assert!(text(i).contains("inside ofi_if_exclude"), "{}", text(i))
+                }
+                ("udp;ofi_rxd", ..) => assert!(text(i).contains("another provider"), "{}", text(i)),
+                _ => assert!(v[i].is_err()),
+            }
+        }
+        // Nothing usable: the reasons still come per offer.
+        let none = Policy::parse("auto", "10.0.0.0/8", "").unwrap();
+        let v = none.verdicts(&all, false);
+        assert!(v.iter().all(|r| r.is_err()));
+        let rxd = all
+            .iter()
+            .position(|o| o.provider == "udp;ofi_rxd")
+            .unwrap();
+        assert!(v[rxd]
+            .clone()
+            .unwrap_err()
+            .contains("never chosen automatically"));
     }
 
     fn offers() -> Vec<Offer> {
