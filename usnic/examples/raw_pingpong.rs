@@ -271,13 +271,14 @@ fn report(iface: &FabricInterface, o: &Options, mut rtts: Vec<Duration>) {
     };
     println!(
         "raw_pingpong: provider {}, interface {} ({}), {} B, {} iterations: median one-way \
-         latency {:.2} us (min {:.2}, p90 {:.2}, p99 {:.2})",
+         latency {:.2} us (mean {:.2}, min {:.2}, p90 {:.2}, p99 {:.2})",
         iface.provider(),
         iface.domain(),
         iface.ipv4().map_or("?".into(), |a| a.to_string()),
         o.size,
         rtts.len(),
         pick(0.5),
+        rtts.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e6 / 2.0 / rtts.len() as f64,
         pick(0.0),
         pick(0.9),
         pick(0.99)
@@ -355,20 +356,30 @@ fn run_ping(o: Options, server_address: &[u8]) -> Result<(), String> {
     let server = ep.insert_peer(server_address).map_err(|e| e.to_string())?;
     let own = ep.address();
     let mut ready = false;
-    for _ in 0..50 {
+    // Datagrams can be lost: the hello goes again every 100 ms. A reliable endpoint delivers
+    // the first one (its connection may take a while to set up): sent once, waited for.
+    let (tries, wait) = if o.rdm {
+        (1, Duration::from_secs(10))
+    } else {
+        (50, Duration::from_millis(100))
+    };
+    for _ in 0..tries {
         ep.send_with(server, |buf| {
             buf[0] = HELLO;
             buf[1..=own.len()].copy_from_slice(&own);
             own.len() + 1
         })
         .map_err(|e| e.to_string())?;
-        if let Ok(reply) = receive(&mut ep, Duration::from_millis(100)) {
+        if let Ok(reply) = receive(&mut ep, wait) {
             ready = reply.first() == Some(&READY);
             break;
         }
     }
     if !ready {
-        return Err("the server did not answer the hello within 5 s".into());
+        return Err(format!(
+            "the server did not answer the hello within {:?}",
+            wait * tries
+        ));
     }
     if let Some(window) = o.window {
         let elapsed = stream(&mut ep, server, &o, window)?;
