@@ -6,7 +6,6 @@
 //! whether an interface is used (that is `kestrel_usnic::discovery`) nor build a card its own
 //! way (that is `kestrel_usnic::card`); it never sends anything.
 
-use std::fmt::Write as _;
 use std::io::Write;
 
 use kestrel_usnic::card::{HostCard, JsonLayout};
@@ -89,20 +88,8 @@ pub(crate) fn run_list(args: &[String], out: &mut dyn Write, err: &mut dyn Write
             },
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    for r in &rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c + 1 == r.len() {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
-            }
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    crate::print_rows(out, &rows);
     if found.used().next().is_none() {
         let _ = writeln!(
             err,
@@ -132,10 +119,12 @@ pub(crate) fn default_node() -> String {
         })
 }
 
-/// Runs `card [--node NAME] [--compact]`; returns the exit code.
-pub(crate) fn run_card(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+/// Parses `card`'s `[--node NAME] [--compact]` (for either transport): the node name (by
+/// default [`default_node`]) and whether the JSON is compact; `Err` is the exit code after
+/// the message.
+pub(crate) fn parse_card_args(args: &[String], err: &mut dyn Write) -> Result<(String, bool), i32> {
     let mut node = default_node();
-    let mut layout = JsonLayout::Pretty;
+    let mut compact = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -143,19 +132,33 @@ pub(crate) fn run_card(args: &[String], out: &mut dyn Write, err: &mut dyn Write
                 Some(n) => node = n.clone(),
                 None => {
                     let _ = writeln!(err, "{PROGRAM}: --node needs a name");
-                    return EXIT_USAGE;
+                    return Err(EXIT_USAGE);
                 }
             },
-            "--compact" => layout = JsonLayout::Compact,
+            "--compact" => compact = true,
             other => {
                 let _ = writeln!(
                     err,
                     "{PROGRAM}: card does not take '{other}'; run '{PROGRAM} --help'"
                 );
-                return EXIT_USAGE;
+                return Err(EXIT_USAGE);
             }
         }
     }
+    Ok((node, compact))
+}
+
+/// Runs `card [--node NAME] [--compact]`; returns the exit code.
+pub(crate) fn run_card(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let (node, compact) = match parse_card_args(args, err) {
+        Ok(parsed) => parsed,
+        Err(code) => return code,
+    };
+    let layout = if compact {
+        JsonLayout::Compact
+    } else {
+        JsonLayout::Pretty
+    };
     let Some(found) = discover_here(err) else {
         return EXIT_TOOL_FAILED;
     };

@@ -157,6 +157,25 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     }
 }
 
+/// Prints `rows` as aligned columns, two spaces apart (the last column unpadded).
+pub(crate) fn print_rows(out: &mut dyn Write, rows: &[Vec<String>]) {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
 /// The `--transport ofi` forms of `list`, `card` and `explain`.
 fn run_ofi(command: &str, args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match command {
@@ -168,28 +187,10 @@ fn run_ofi(command: &str, args: &[String], out: &mut dyn Write, err: &mut dyn Wr
                 EXIT_USAGE
             }
         },
-        "card" => {
-            let mut node = host::default_node();
-            let mut compact = false;
-            let mut it = args.iter();
-            while let Some(a) = it.next() {
-                match a.as_str() {
-                    "--node" => match it.next() {
-                        Some(n) => node = n.clone(),
-                        None => {
-                            let _ = writeln!(err, "{PROGRAM}: --node needs a name");
-                            return EXIT_USAGE;
-                        }
-                    },
-                    "--compact" => compact = true,
-                    other => {
-                        let _ = writeln!(err, "{PROGRAM}: card does not take '{other}'");
-                        return EXIT_USAGE;
-                    }
-                }
-            }
-            ofi::run_card(&node, compact, out, err)
-        }
+        "card" => match host::parse_card_args(args, err) {
+            Ok((node, compact)) => ofi::run_card(&node, compact, out, err),
+            Err(code) => code,
+        },
         "explain" => ofi::run_explain(args, out, err),
         other => {
             let _ = writeln!(

@@ -8,7 +8,6 @@
 //! survey a rank makes (`kestrel_ofi::btl::Survey`), the card from an endpoint opened as a rank
 //! opens it, and pairs from `kestrel_ofi::card::OfiCard::pairs_for`.
 
-use std::fmt::Write as _;
 use std::io::Write;
 
 use kestrel_ofi::btl::{OfiBtl, Opened, Survey, SurveyError};
@@ -28,25 +27,6 @@ fn params_here(err: &mut dyn Write) -> Option<Params> {
             let _ = writeln!(err, "{PROGRAM}: {e}");
             None
         }
-    }
-}
-
-/// Prints `rows` as aligned columns (the last one unpadded).
-fn print_rows(out: &mut dyn Write, rows: &[Vec<String>]) {
-    let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c + 1 == r.len() {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
-            }
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
     }
 }
 
@@ -116,7 +96,7 @@ pub(crate) fn run_list(json_out: bool, out: &mut dyn Write, err: &mut dyn Write)
             rows.push(row);
         }
     }
-    print_rows(out, &rows);
+    crate::print_rows(out, &rows);
     if verdicts.iter().all(Result::is_err) {
         let _ = writeln!(
             err,
@@ -298,7 +278,7 @@ pub(crate) fn run_explain(args: &[String], out: &mut dyn Write, err: &mut dyn Wr
             },
         ]);
     }
-    print_rows(out, &rows);
+    crate::print_rows(out, &rows);
     let unpaired: Vec<&str> = local
         .endpoints
         .iter()
