@@ -699,9 +699,12 @@ impl Btl for OfiBtl {
     }
 
     fn needs_kernel_time(&self) -> bool {
-        // The tcp provider moves data in the kernel (and in its own progress inside the CQ
-        // read); fabric providers offload it.
-        self.latency_ns >= 10_000
+        // No provider here needs the rank to yield: fabric providers offload the data, and
+        // kernel TCP (tcp;ofi_rxm, net) moves it inside the sender's system calls, with flow
+        // control pacing the sender (unlike kernel UDP, where usnic needs the yields). Spinning
+        // measured ~0.2 us less one-way latency at 8 B between namespace hosts than yielding
+        // at every empty poll, and the same bandwidth at 16 KiB and 4 MiB.
+        false
     }
 
     fn quiet(&self) -> bool {
