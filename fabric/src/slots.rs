@@ -5,7 +5,6 @@
 //! to a whole pool (the provider may be writing into slots it owns) nor free memory while an
 //! endpoint can still touch it (the endpoint's field order guarantees that).
 
-use std::alloc::{self, Layout};
 use std::ffi::c_void;
 use std::mem::size_of;
 use std::ptr::{self, NonNull};
@@ -15,16 +14,18 @@ use kestrel_libfabric_sys as sys;
 /// Buffer slots start on cache-line boundaries.
 const SLOT_ALIGN: usize = 64;
 
-/// The pools are page aligned, which registration on some NICs prefers.
-const POOL_ALIGN: usize = 4096;
-
 /// A page-aligned buffer split into equal slots, handed to the provider by raw pointer.
+///
+/// The memory is an anonymous private mapping: page aligned (which registration on some NICs
+/// prefers), zero, and not touched until used, so the 16 MiB an ofi endpoint reserves at its
+/// defaults costs neither a memset at start-up (measured 16.8 M instructions, 16% of a short
+/// osu_latency run) nor resident memory for slots a job never fills.
 ///
 /// No reference to the whole pool is ever formed: the provider may be writing into slots it owns
 /// (posted receives) while the wrapper reads a slot it owns (a completed one).
 pub(super) struct Pool {
     base: NonNull<u8>,
-    layout: Layout,
+    len: usize,
     stride: usize,
     slots: usize,
 }
@@ -32,13 +33,25 @@ pub(super) struct Pool {
 impl Pool {
     pub(super) fn new(slots: usize, slot_bytes: usize) -> Option<Pool> {
         let stride = slot_bytes.div_ceil(SLOT_ALIGN).checked_mul(SLOT_ALIGN)?;
-        let size = stride.checked_mul(slots)?.max(1);
-        let layout = Layout::from_size_align(size, POOL_ALIGN).ok()?;
-        // SAFETY: the layout has a non-zero size.
-        let base = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
+        let len = stride.checked_mul(slots)?.max(1);
+        // SAFETY: a fresh anonymous private mapping; no existing memory is named or replaced.
+        let mapped = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mapped == libc::MAP_FAILED {
+            return None;
+        }
+        let base = NonNull::new(mapped.cast::<u8>())?;
         Some(Pool {
             base,
-            layout,
+            len,
             stride,
             slots,
         })
@@ -56,15 +69,17 @@ impl Pool {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.layout.size()
+        self.len
     }
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once; the endpoint and memory
+        // SAFETY: mapped in `new` with this length, unmapped once; the endpoint and memory
         // registrations using it are closed before (field order in MsgEndpoint).
-        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) }
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
     }
 }
 
