@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod dpm;
 pub mod netns;
 pub mod slurm;
 pub mod stranger;

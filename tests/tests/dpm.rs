@@ -14,137 +14,18 @@
 //!   children with it;
 //! * `intercomm_create` between the halves of one job, dup and merge.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use kestrel_tests::dpm::{self, assert_clean, job_ids, name_dir, prog, DEADLINE};
 use kestrel_tests::*;
 
-const DEADLINE: Duration = Duration::from_secs(120);
-
-fn prog() -> String {
-    example("dpm_check").display().to_string()
-}
-
-/// A private name-service directory for one test.
-fn name_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(marker(tag));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Job ids the ranks printed (`JOB=`) and the launcher named (`kestrel-run: job <id> (`).
-fn job_ids(out: &Outcome) -> Vec<String> {
-    let mut ids: Vec<String> = out
-        .stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("JOB="))
-        .map(String::from)
-        .collect();
-    for l in out.stderr.lines() {
-        if let Some(id) = l
-            .strip_prefix("kestrel-run: job ")
-            .and_then(|r| r.split(' ').next())
-        {
-            if !ids.iter().any(|i| i == id) {
-                ids.push(id.to_string());
-            }
-        }
-    }
-    ids
-}
-
-/// Nothing of `jobs` left in /dev/shm or the session directory, no process with `mark`.
-fn assert_clean(jobs: &[String], mark: &str) {
-    // Launchers remove files as they exit; give stragglers a moment.
-    let start = std::time::Instant::now();
-    loop {
-        let left: Vec<String> = job_files()
-            .into_iter()
-            .filter(|f| jobs.iter().any(|j| f.contains(j.as_str())))
-            .collect();
-        let procs = processes_matching(mark);
-        if left.is_empty() && procs.is_empty() {
-            return;
-        }
-        if start.elapsed() > Duration::from_secs(5) {
-            panic!("left behind: files {left:?}, processes {procs:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
+/// The server/client meeting on this host, with `extra` launcher options.
 fn server_and_client(extra: &[&str]) {
-    let mark = marker("dpm-sc");
-    let dir = name_dir("names");
-    let service = format!("svc-{mark}");
-    let dir_s = dir.display().to_string();
-    let launch = |n: &str, mode: &str| {
-        let mut args = vec!["--oversubscribe", "-n", n, "--mca", "dpm_name_dir", &dir_s];
+    dpm::server_and_client(&|n| {
+        let mut args = vec!["--oversubscribe", "-n", n];
         args.extend_from_slice(extra);
-        let p = prog();
-        let mut c = kestrel_run(&args);
-        c.arg(p).args([mode, service.as_str(), mark.as_str()]);
-        c
-    };
-    let server_cmd = launch("2", "server");
-    let client_cmd = launch("3", "client");
-    let server = std::thread::spawn(move || run(server_cmd, DEADLINE));
-    // The client looks the name up until the server has published it.
-    let client = run(client_cmd, DEADLINE);
-    let server = server.join().unwrap();
-    assert!(server.success(), "server: {}", server.show());
-    assert!(client.success(), "client: {}", client.show());
-    for r in 0..2 {
-        assert!(
-            server.stdout.contains(&format!(
-                "server rank {r} of 2: exchange and inter collectives ok"
-            )),
-            "{}",
-            server.show()
-        );
-        assert!(
-            server
-                .stdout
-                .contains(&format!("server merged rank {r} of 5: allreduce 10 ok")),
-            "{}",
-            server.show()
-        );
-        assert!(server
-            .stdout
-            .contains(&format!("server rank {r}: alone again ok")));
-    }
-    for r in 0..3 {
-        assert!(
-            client.stdout.contains(&format!(
-                "client rank {r} of 3: exchange and inter collectives ok"
-            )),
-            "{}",
-            client.show()
-        );
-        assert!(
-            client.stdout.contains(&format!(
-                "client merged rank {} of 5: allreduce 10 ok",
-                r + 2
-            )),
-            "{}",
-            client.show()
-        );
-        assert!(client
-            .stdout
-            .contains(&format!("client rank {r}: alone again ok")));
-    }
-    // The server unpublished its name.
-    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
-    assert!(
-        names.is_empty(),
-        "names left in {}: {names:?}",
-        dir.display()
-    );
-    let mut jobs = job_ids(&server);
-    jobs.extend(job_ids(&client));
-    assert_eq!(jobs.len(), 2, "{jobs:?}");
-    assert_clean(&jobs, &mark);
-    let _ = std::fs::remove_dir_all(dir);
+        kestrel_run(&args)
+    });
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The ofi transport (libfabric RDM endpoints, issue 18) between namespace hosts: the
 //! point-to-point and collective suites over 2 hosts x 1 rank, 2 hosts x 2 ranks (shared memory
-//! inside a host) and 4 hosts x 1 rank, with the provider named and chosen automatically; a
+//! inside a host) and 4 hosts x 1 rank, with the provider named and chosen automatically; two
+//! separately launched jobs meeting (DPM server/client) across hosts in the same layouts; a
 //! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal; a
 //! data link going down mid-transfer, with another rail (the job completes) and without (it
 //! stops, naming the pair).
@@ -75,8 +76,45 @@ fn suites_pass_over_ofi_on_two_hosts_by_one_and_two_and_four_hosts_by_one() {
     let named = ["-x", "KESTREL_OFI_PROVIDER=tcp;ofi_rxm"];
     run_suites(&two_by_one, "self,ofi", &named);
     run_suites(&two_by_two, "self,shm,ofi", &named);
-    // The provider chosen automatically (tcp;ofi_rxm is the only one a namespace host offers).
+    // The provider chosen automatically (net here: auto prefers it to tcp;ofi_rxm).
     run_suites(&four, "self,ofi", &[]);
+    cluster.assert_empty();
+}
+
+/// Two separately launched jobs meet across namespace hosts over ofi: each job on its own
+/// host; both jobs spread over 2 hosts with shared memory inside a host; the jobs over 4
+/// hosts with the provider chosen automatically.
+#[test]
+fn separately_launched_jobs_connect_across_hosts_over_ofi() {
+    let cluster = Cluster::up(4);
+    let h = cluster.hosts();
+    let named = ["-x", "KESTREL_OFI_PROVIDER=tcp;ofi_rxm"];
+    let layouts: [(String, String, &str, &[&str]); 3] = [
+        (
+            format!("{}:2", h[0]),
+            format!("{}:3", h[1]),
+            "self,ofi",
+            &named,
+        ),
+        (
+            format!("{}:1,{}:1", h[0], h[1]),
+            format!("{}:1,{}:2", h[0], h[1]),
+            "self,shm,ofi",
+            &named,
+        ),
+        (
+            format!("{}:1,{}:1", h[0], h[1]),
+            format!("{}:1,{}:1,{}:1", h[2], h[3], h[0]),
+            "self,ofi",
+            &[],
+        ),
+    ];
+    for (server, client, btl, extra) in &layouts {
+        kestrel_tests::dpm::server_and_client(&|n| {
+            let hosts = if n == "2" { server } else { client };
+            job(hosts, btl, extra)
+        });
+    }
     cluster.assert_empty();
 }
 

@@ -116,6 +116,18 @@ impl Engine {
                 continue;
             }
             let c = self.dpm.conns.remove(i);
+            // Flush what the transports still owe (data, and acks the peers wait for) while
+            // the peers still listen: after the goodbye a peer may be gone, and a send to a
+            // closed endpoint never completes (measured: 16 s of spinning over ofi before
+            // this ran first). Both sides are in this function, so both make progress.
+            let deadline = Instant::now() + self.connect_timeout();
+            while !c.btls.iter().all(|&s| self.btls[s].quiesce()) {
+                if Instant::now() >= deadline {
+                    tracing::debug!(target: "dpm", conn = format_args!("{:x}", c.id), "transports still busy at the deadline; closing them anyway");
+                    break;
+                }
+                self.progress();
+            }
             let lifelines = self.dpm.lifelines.clone();
             lifelines.say_bye(&c.procs);
             let deadline = Instant::now() + self.connect_timeout();
@@ -125,12 +137,6 @@ impl Engine {
                 tracing::debug!(target: "dpm", ?late, "no goodbye from these processes before the deadline");
             }
             lifelines.retire(&c.procs);
-            // Flush what the transports still owe before they go.
-            let mut spins = 0u32;
-            while !c.btls.iter().all(|&s| self.btls[s].quiesce()) && spins < 1_000_000 {
-                self.progress();
-                spins += 1;
-            }
             for &s in &c.btls {
                 self.btls[s] = Box::new(Retired::after(&*self.btls[s]));
             }
