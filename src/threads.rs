@@ -147,7 +147,9 @@ impl std::fmt::Debug for SharedUniverse {
 /// A job spawned by another (`MPI_Comm_spawn`) is not connected back to its parent here.
 pub fn initialize_multithreaded() -> Result<SharedUniverse, Error> {
     let inner = crate::environment::start()?;
-    let engine = inner.engine.into_inner();
+    let mut engine = inner.engine.into_inner();
+    // A thread sleeping in poll(2) would hold the engine the other threads wait for.
+    engine.forbid_idle_sleep();
     let runtime = inner.runtime.into_inner();
     let (rank, size) = (engine.rank() as Rank, engine.size() as Rank);
     Ok(SharedUniverse {

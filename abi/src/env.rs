@@ -115,6 +115,10 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
     crate::comm::set_universe_size(size);
     let provided = required.clamp(THREAD_SINGLE, THREAD_MULTIPLE);
     l.set_multithreaded(provided == THREAD_MULTIPLE);
+    if provided == THREAD_MULTIPLE {
+        // A thread sleeping in poll(2) would hold the engine the other threads wait for.
+        engine.forbid_idle_sleep();
+    }
     tracing::debug!(target: "abi", rank = me, size, provided, "MPI initialized");
     let mut requests = Slab::default();
     requests.put_at(

@@ -70,6 +70,19 @@ pub static RXM_SHARED_RX: Param<bool> = Param::new(ParamSpec {
     description: "Whether the ofi_rxm layer (tcp;ofi_rxm, verbs;ofi_rxm) receives every connection through one shared receive context (libfabric's FI_OFI_RXM_USE_SRX). Off: each connection receives on its own, about 0.4 us less one-way latency over tcp;ofi_rxm (bench/RESULTS.md); on: less receive memory per connected peer in large jobs. An FI_OFI_RXM_USE_SRX in the environment wins.",
 });
 
+/// `KESTREL_OFI_CQ_WAIT`: completion queues with a file-descriptor wait object, so idle ranks
+/// can sleep. Off by default: the wait object costs every message its signal (8 B one-way
+/// latency between namespace hosts, 3 interleaved rounds: tcp;ofi_rxm 4.83-5.71 us with it
+/// against 4.25-4.38 without, net 4.14-4.30 against 3.94-4.05), and libfabric 1.17's `net`
+/// provider's descriptor stays readable, so there it cannot let a rank sleep at all.
+pub static CQ_WAIT: Param<bool> = Param::new(ParamSpec {
+    name: "ofi_cq_wait",
+    component: "ofi",
+    kind: ParamKind::Bool,
+    default: "false",
+    description: "Whether ofi opens its completion queues with a file-descriptor wait object (FI_WAIT_FD), so that a rank idle for pml_idle_sleep_after_ms sleeps in poll(2) instead of spinning (when every transport it uses can wake it). Costs about 0.2-1 us of latency per message (provider-dependent); worth it when idle ranks share cores with work. A provider whose descriptor does not work is polled.",
+});
+
 /// `KESTREL_OFI_FAIL_AFTER_MS`: silence on a pair before traffic moves to another pair.
 pub static FAIL_AFTER_MS: Param<i64> = Param::new(ParamSpec {
     name: "ofi_fail_after_ms",
@@ -98,6 +111,7 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         MAX_SEND.spec(),
         QUEUE_DEPTH.spec(),
         RXM_SHARED_RX.spec(),
+        CQ_WAIT.spec(),
         FAIL_AFTER_MS.spec(),
         PEER_TIMEOUT_MS.spec(),
     ]

@@ -14,6 +14,24 @@ pub static SPIN_BEFORE_YIELD: Param<i64> = Param::new(ParamSpec {
     description: "Empty progress polls a waiting rank spins before yielding the CPU (only when yield_when_idle is on).",
 });
 
+/// `KESTREL_PML_IDLE_SLEEP_AFTER_MS`: idle time before a waiting rank sleeps in `poll(2)`.
+pub static IDLE_SLEEP_AFTER_MS: Param<i64> = Param::new(ParamSpec {
+    name: "pml_idle_sleep_after_ms",
+    component: "pml",
+    kind: ParamKind::Int { min: 0, max: 3_600_000 },
+    default: "10",
+    description: "Milliseconds a waiting rank finds nothing to do before it sleeps in poll(2) on its transports' wait descriptors instead of polling; only when every transport in use can wake it (ofi with ofi_cq_wait; not shared memory or usnic), never in a multithreaded process. 0: never sleep.",
+});
+
+/// `KESTREL_PML_IDLE_SLEEP_MS`: the longest single sleep of an idle rank.
+pub static IDLE_SLEEP_MS: Param<i64> = Param::new(ParamSpec {
+    name: "pml_idle_sleep_ms",
+    component: "pml",
+    kind: ParamKind::Int { min: 1, max: 1000 },
+    default: "10",
+    description: "Longest single sleep of an idle rank (see pml_idle_sleep_after_ms), in milliseconds: the rank wakes at least this often to run transport timers and look at its connections.",
+});
+
 /// `KESTREL_PML_SPLIT_COPY_MIN`: rendezvous size from which sender and receiver copy halves.
 pub static SPLIT_COPY_MIN: Param<u64> = Param::new(ParamSpec {
     name: "pml_split_copy_min",
@@ -187,6 +205,8 @@ pub static SHM_TREE_DEGREE: Param<i64> = Param::new(ParamSpec {
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
         SPIN_BEFORE_YIELD.spec(),
+        IDLE_SLEEP_AFTER_MS.spec(),
+        IDLE_SLEEP_MS.spec(),
         SPLIT_COPY_MIN.spec(),
         RMA_SINGLE_COPY_MIN.spec(),
         RMA_LAZY_LOCK.spec(),

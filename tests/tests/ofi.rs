@@ -4,7 +4,7 @@
 //! separately launched jobs meeting (DPM server/client) across hosts in the same layouts; a
 //! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal; a
 //! data link going down mid-transfer, with another rail (the job completes) and without (it
-//! stops, naming the pair).
+//! stops, naming the pair); an idle rank sleeping when its completion queues can wake it.
 //!
 //! Every job excludes the management network (198.18.0.0/24), so the endpoint opens on a data
 //! network, where the loss rules apply.
@@ -283,6 +283,65 @@ fn a_data_link_going_down_on_the_only_rail_stops_the_job_naming_the_pair() {
         after_cut < Duration::from_secs(30),
         "the job took {after_cut:?} after the cut to stop: {}",
         out.show()
+    );
+    cluster.assert_empty();
+}
+
+/// With completion queues that have a wait object (`ofi_cq_wait`), a rank waiting 2 s for a
+/// peer that computes sleeps in poll(2) instead of spinning; with sleeping turned off it
+/// spins (the contrast shows the measurement can tell them apart).
+#[test]
+fn an_idle_rank_sleeps_when_ofi_can_wake_it() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let cpu_share = |sleep_after: &str| {
+        let mut cmd = job(
+            &hosts,
+            "self,ofi",
+            &[
+                "-x",
+                "KESTREL_OFI_PROVIDER=tcp;ofi_rxm",
+                "--mca",
+                "ofi_cq_wait",
+                "true",
+                "--mca",
+                "pml_idle_sleep_after_ms",
+                sleep_after,
+            ],
+        );
+        cmd.arg(example("idle_check")).arg("2000");
+        let out = run(cmd, DEADLINE);
+        assert!(out.success(), "{}", out.show());
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("idle_check rank 1:"))
+            .unwrap_or_else(|| panic!("no report from rank 1: {}", out.show()));
+        let num = |key: &str| -> f64 {
+            let at = line.find(key).unwrap() + key.len();
+            line[at..]
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let (waited, cpu) = (num("waited "), num("cpu "));
+        assert!(waited >= 1900.0, "{line}");
+        cpu / waited
+    };
+    let sleeping = cpu_share("10");
+    let spinning = cpu_share("0");
+    assert!(
+        sleeping < 0.25,
+        "the idle rank used {:.0} % of a core while sleeping was on",
+        sleeping * 100.0
+    );
+    assert!(
+        spinning > 0.5,
+        "the idle rank used only {:.0} % of a core with sleeping off: the check cannot tell",
+        spinning * 100.0
     );
     cluster.assert_empty();
 }

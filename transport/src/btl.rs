@@ -108,6 +108,21 @@ pub struct Incoming<'a> {
     pub data: &'a [u8],
 }
 
+/// Whether a rank that found nothing to do may sleep until a transport has news: the answer
+/// of [`Btl::prepare_sleep`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SleepReadiness {
+    /// Nothing arrives that the descriptors this transport added would not announce (none
+    /// when nothing can arrive unasked, as for `self`).
+    Ready,
+    /// News may be pending already (completions the descriptors would not announce, sends
+    /// waiting for a slot): poll again before sleeping.
+    Busy,
+    /// This transport cannot wake a sleeper (shared memory is only seen by polling): the
+    /// rank must keep polling while it is in use.
+    Unable,
+}
+
 /// The byte-transfer layer contract (see the module doc for the rules).
 pub trait Btl {
     /// Component name (`self`, `shm`, `usnic`).
@@ -125,6 +140,16 @@ pub trait Btl {
     /// CPU between polls, or its own spinning starves the packet processing it waits for.
     fn needs_kernel_time(&self) -> bool {
         false
+    }
+    /// Called when the rank has had nothing to do for a while and would sleep in `poll(2)`:
+    /// add the descriptors that become readable when this transport has news to `fds` and
+    /// answer [`SleepReadiness::Ready`], or say why not. A transport may use the call to send
+    /// what it would otherwise send on a timer (acknowledgements) so that peers do not wait
+    /// for a sleeper. The sleep is bounded (`pml_idle_sleep_ms`), so timers still run.
+    /// Default: [`SleepReadiness::Unable`].
+    fn prepare_sleep(&mut self, fds: &mut Vec<std::os::fd::RawFd>) -> SleepReadiness {
+        let _ = fds;
+        SleepReadiness::Unable
     }
     /// Whether everything this transport sent has been acknowledged (always, for transports
     /// whose sends complete locally).
@@ -225,6 +250,14 @@ impl Btl for SelfBtl {
     }
     fn reaches(&self, peer: u32) -> bool {
         peer == self.rank
+    }
+    fn prepare_sleep(&mut self, _fds: &mut Vec<std::os::fd::RawFd>) -> SleepReadiness {
+        // Only this rank sends here, and not while it sleeps.
+        if self.queue.is_empty() {
+            SleepReadiness::Ready
+        } else {
+            SleepReadiness::Busy
+        }
     }
     fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError> {
         if peer != self.rank {

@@ -134,7 +134,7 @@ fn find_interface(o: &Options) -> Result<FabricInterface, String> {
 /// An endpoint on `iface`; a reliable one's buffers hold the run's messages (at least 64 bytes).
 fn open(iface: &FabricInterface, o: &Options) -> Result<MsgEndpoint, String> {
     let opened = if o.rdm {
-        MsgEndpoint::open_sized(iface, DEPTH, o.size.max(64))
+        MsgEndpoint::open_sized(iface, DEPTH, o.size.max(64), false)
     } else {
         MsgEndpoint::open(iface, DEPTH)
     };

@@ -11,6 +11,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::mem::MaybeUninit;
 use std::net::SocketAddrV4;
+use std::os::fd::RawFd;
 use std::ptr;
 
 use kestrel_libfabric_sys as sys;
@@ -76,7 +77,15 @@ pub struct MsgEndpoint {
     rx_capacity: usize,
     address: Vec<u8>,
     site: Site,
+    /// The CQ's wait descriptor (owned by the CQ), when it was opened with one and works.
+    wait_fd: Option<RawFd>,
+    /// Looks in a row at a readable wait descriptor with nothing pending.
+    spurious_wakes: u32,
 }
+
+/// Looks at a wait descriptor that is readable with nothing pending before an endpoint stops
+/// offering it (see [`MsgEndpoint::may_sleep`]).
+pub const SPURIOUS_WAKE_LIMIT: u32 = 8;
 
 // SAFETY: libfabric objects have no thread affinity at any threading level; every call goes
 // through `&mut self` (or `&self` for read-only state), so the endpoint is used by one thread at
@@ -133,6 +142,57 @@ impl MsgEndpoint {
     /// True when the buffer pools are registered with the domain (`FI_MR_LOCAL` providers).
     pub fn is_registered(&self) -> bool {
         self.tx_mr.is_some() && self.rx_mr.is_some()
+    }
+
+    /// The descriptor that becomes readable when the completion queue may have news, when the
+    /// endpoint was opened with one. Sleep on it only after [`MsgEndpoint::may_sleep`] said so.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.wait_fd
+    }
+
+    /// Whether the owner may now sleep on [`MsgEndpoint::wait_fd`] (`fi_trywait`): false while
+    /// completions may be pending that the descriptor would not announce, and always false
+    /// without a descriptor or with sends waiting for a slot (their retry needs polling).
+    ///
+    /// A descriptor that is readable although `fi_trywait` found nothing pending would wake a
+    /// sleeper at once, every time: after [`SPURIOUS_WAKE_LIMIT`] such looks in a row the
+    /// endpoint stops offering it (seen with libfabric 1.17's `net` provider, whose wait
+    /// descriptor stays readable; `tcp;ofi_rxm`'s works).
+    pub fn may_sleep(&mut self) -> bool {
+        let Some(fd) = self.wait_fd else {
+            return false;
+        };
+        if !self.pending.is_empty() || !self.unposted.is_empty() {
+            return false;
+        }
+        let mut fids = [self.cq.fid()];
+        // SAFETY: the fabric and CQ are open; the array lives across the call.
+        let ret = unsafe { sys::fi_trywait(self._fabric.as_ptr(), fids.as_mut_ptr(), 1) };
+        if ret != 0 {
+            return false;
+        }
+        let mut probe = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd, exclusively borrowed; a zero timeout never blocks.
+        let readable = unsafe { libc::poll(&mut probe, 1, 0) } != 0;
+        if !readable {
+            self.spurious_wakes = 0;
+            return true;
+        }
+        self.spurious_wakes += 1;
+        if self.spurious_wakes >= SPURIOUS_WAKE_LIMIT {
+            tracing::debug!(
+                target: "fabric",
+                provider = %self.site.provider,
+                interface = %self.site.interface,
+                "the completion queue's wait descriptor stays readable with nothing pending; this endpoint is polled instead"
+            );
+            self.wait_fd = None;
+        }
+        false
     }
 
     /// Send slots neither in flight nor waiting for a retry.

@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
+use std::os::fd::RawFd;
 use std::ptr;
 
 use kestrel_libfabric_sys as sys;
@@ -28,18 +29,24 @@ impl MsgEndpoint {
     /// clamped to what the provider allows), bound to the interface's address with a port the
     /// provider picks.
     pub fn open(iface: &FabricInterface, depth: usize) -> Result<Self, FabricError> {
-        Self::open_inner(iface, depth, usize::MAX, false)
+        Self::open_inner(iface, depth, usize::MAX, false, false)
     }
 
     /// Opens an endpoint as [`MsgEndpoint::open`] does, with messages of at most
     /// `max_message` bytes: every send slot and receive buffer has that size. A reliable
     /// (`FI_EP_RDM`) endpoint needs this bound, its provider's own limit being unbounded.
+    ///
+    /// With `wait_fd`, the completion queue is opened with a file-descriptor wait object
+    /// (`FI_WAIT_FD`) so that an idle owner can sleep in `poll(2)` until traffic arrives (see
+    /// [`MsgEndpoint::wait_fd`]); a provider that refuses one gets a queue without, and the
+    /// endpoint reports no descriptor.
     pub fn open_sized(
         iface: &FabricInterface,
         depth: usize,
         max_message: usize,
+        wait_fd: bool,
     ) -> Result<Self, FabricError> {
-        Self::open_inner(iface, depth, max_message, false)
+        Self::open_inner(iface, depth, max_message, false, wait_fd)
     }
 
     pub(crate) fn open_inner(
@@ -47,6 +54,7 @@ impl MsgEndpoint {
         depth: usize,
         max_message: usize,
         force_registration: bool,
+        wait_fd: bool,
     ) -> Result<Self, FabricError> {
         let site = iface.site();
         if depth == 0 {
@@ -126,19 +134,7 @@ impl MsgEndpoint {
         };
         let domain = Fid::adopt("fi_domain", &site, ret, raw_domain)?;
 
-        let mut cq_attr = sys::fi_cq_attr {
-            size: tx_depth + rx_depth,
-            format: sys::FI_CQ_FORMAT_MSG,
-            wait_obj: sys::FI_WAIT_NONE,
-            ..Default::default()
-        };
-        let mut raw_cq = ptr::null_mut();
-        // SAFETY: domain is open; cq_attr is a valid attribute struct living across the call.
-        let ret =
-            unsafe { sys::fi_cq_open(domain.as_ptr(), &mut cq_attr, &mut raw_cq, ptr::null_mut()) };
-        let cq = Fid::adopt("fi_cq_open", &site, ret, raw_cq).map_err(|e| {
-            e.with_fix("lower the endpoint queue depth (the CQ holds one entry per buffer)")
-        })?;
+        let (cq, wait_fd) = open_cq(&domain, tx_depth + rx_depth, wait_fd, &site)?;
 
         let mut av_attr = sys::fi_av_attr {
             // SAFETY: domain_attr belongs to our copy and was checked non-null at listing.
@@ -249,6 +245,8 @@ impl MsgEndpoint {
             rx_capacity,
             address,
             site,
+            wait_fd,
+            spurious_wakes: 0,
         };
         for slot in 0..rx_depth {
             endpoint.post_receive(slot)?;
@@ -268,6 +266,55 @@ impl MsgEndpoint {
         );
         Ok(endpoint)
     }
+}
+
+/// Opens the completion queue of `entries` entries, with a file-descriptor wait object when
+/// `want_wait_fd` and the provider offers one; returns the queue and that descriptor.
+fn open_cq(
+    domain: &Fid<sys::fid_domain>,
+    entries: usize,
+    want_wait_fd: bool,
+    site: &Site,
+) -> Result<(Fid<sys::fid_cq>, Option<RawFd>), FabricError> {
+    let open = |wait_obj| {
+        let mut cq_attr = sys::fi_cq_attr {
+            size: entries,
+            format: sys::FI_CQ_FORMAT_MSG,
+            wait_obj,
+            ..Default::default()
+        };
+        let mut raw_cq = ptr::null_mut();
+        // SAFETY: domain is open; cq_attr is a valid attribute struct living across the call.
+        let ret =
+            unsafe { sys::fi_cq_open(domain.as_ptr(), &mut cq_attr, &mut raw_cq, ptr::null_mut()) };
+        Fid::adopt("fi_cq_open", site, ret, raw_cq).map_err(|e| {
+            e.with_fix("lower the endpoint queue depth (the CQ holds one entry per buffer)")
+        })
+    };
+    if want_wait_fd {
+        match open(sys::FI_WAIT_FD) {
+            Ok(cq) => {
+                let mut fd: i32 = -1;
+                // SAFETY: the CQ is open and has an FD wait object; FI_GETWAIT writes one int.
+                let ret = unsafe {
+                    sys::fi_control(
+                        cq.fid(),
+                        sys::FI_GETWAIT as i32,
+                        (&mut fd as *mut i32).cast::<c_void>(),
+                    )
+                };
+                if ret == 0 && fd >= 0 {
+                    return Ok((cq, Some(fd)));
+                }
+                tracing::debug!(target: "fabric", interface = %site.interface, ret, "the completion queue has no wait descriptor; idle ranks will poll");
+                return Ok((cq, None));
+            }
+            Err(e) => {
+                tracing::debug!(target: "fabric", interface = %site.interface, error = %e, "no FI_WAIT_FD completion queue; opening one without a wait object");
+            }
+        }
+    }
+    Ok((open(sys::FI_WAIT_NONE)?, None))
 }
 
 fn register_pool(

@@ -50,6 +50,7 @@ mod progress;
 mod requests;
 #[allow(unsafe_code)]
 pub mod rma;
+mod sleep;
 mod startup;
 
 /// A request handle.
@@ -360,6 +361,8 @@ pub struct Engine {
     pub(crate) next_ctx: u16,
     yield_when_idle: bool,
     spin_before_yield: u32,
+    /// Sleeping in `poll(2)` after a long idle stretch (see `sleep.rs`).
+    sleep: sleep::IdleSleep,
     selected: String,
     params: Params,
     split_copy_min: u64,

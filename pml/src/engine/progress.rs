@@ -21,6 +21,9 @@ impl Engine {
             return;
         }
         *idle = idle.saturating_add(1);
+        if self.sleep.enabled() && idle.is_multiple_of(sleep::SLEEP_CHECK) {
+            self.maybe_sleep(*idle == sleep::SLEEP_CHECK);
+        }
         // A wait idle this long is a stall: keep the rank's wait record (hang reports). Once
         // saturated (hours), every step asks; the record throttles by time.
         if (*idle >= STALL_STEPS && idle.is_multiple_of(STALL_TICK)) || *idle == u32::MAX {

@@ -142,6 +142,7 @@ impl Engine {
             // core of its own: the packets it waits for are processed on the same cores.
             yield_when_idle: core_params::YIELD_WHEN_IDLE.get(params) || kernel_time,
             spin_before_yield: crate::params::SPIN_BEFORE_YIELD.get(params) as u32,
+            sleep: super::sleep::IdleSleep::from_params(params),
             selected,
             params: params.clone(),
             split_copy_min: crate::params::SPLIT_COPY_MIN.get(params),

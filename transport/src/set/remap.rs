@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::btl::{Btl, Incoming, Limits, RemoteRegion, SendError};
+use crate::btl::{Btl, Incoming, Limits, RemoteRegion, SendError, SleepReadiness};
 
 /// A transport instance of one connection, seen through process indices: it numbers peers by
 /// union index, the engine by process index.
@@ -95,6 +95,9 @@ impl Btl for Remapped {
     fn quiesce(&mut self) -> bool {
         self.inner.quiesce()
     }
+    fn prepare_sleep(&mut self, fds: &mut Vec<std::os::fd::RawFd>) -> SleepReadiness {
+        self.inner.prepare_sleep(fds)
+    }
     fn can_get(&mut self, peer: u32) -> bool {
         match self.map(peer) {
             Ok(i) => self.inner.can_get(i),
@@ -170,6 +173,9 @@ impl Btl for Retired {
     }
     fn progress(&mut self, _deliver: &mut dyn FnMut(Incoming<'_>)) -> usize {
         0
+    }
+    fn prepare_sleep(&mut self, _fds: &mut Vec<std::os::fd::RawFd>) -> SleepReadiness {
+        SleepReadiness::Ready
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         self.counters.clone()

@@ -1,0 +1,53 @@
+//! Idle waiting: `idle_check MS` — rank 0 computes (sleeps) for MS milliseconds and then sends
+//! every other rank a message each of them waits for in a receive. Every waiting rank prints
+//! `idle_check rank R: waited W ms, cpu C ms` (the CPU time, user and system, its process
+//! spent during the wait), so a test can tell a rank that slept while idle from one that
+//! spun; rank 0 prints `idle_check: done on N ranks` after a final barrier.
+
+use std::time::{Duration, Instant};
+
+use kestrel::Communicator;
+use nix::sys::resource::{getrusage, UsageWho};
+
+/// CPU time of this process so far.
+fn cpu() -> Duration {
+    let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage of this process");
+    let t = |tv: nix::sys::time::TimeVal| {
+        Duration::from_secs(tv.tv_sec() as u64) + Duration::from_micros(tv.tv_usec() as u64)
+    };
+    t(u.user_time()) + t(u.system_time())
+}
+
+fn main() {
+    let ms: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(2000);
+    let u = kestrel::init().unwrap_or_else(|e| kestrel::exit_with(&e));
+    let world = u.world();
+    let (rank, size) = (world.rank(), world.size());
+    world.barrier();
+    if rank == 0 {
+        std::thread::sleep(Duration::from_millis(ms));
+        for r in 1..size {
+            world.process_at_rank(r).send_with_tag(&[r as u32][..], 3);
+        }
+    } else {
+        let (c0, t0) = (cpu(), Instant::now());
+        let mut got = [0u32];
+        world
+            .process_at_rank(0)
+            .receive_into_with_tag(&mut got[..], 3);
+        let (waited, spent) = (t0.elapsed(), cpu() - c0);
+        assert_eq!(got[0], rank as u32, "idle_check: wrong payload");
+        println!(
+            "idle_check rank {rank}: waited {} ms, cpu {} ms",
+            waited.as_millis(),
+            spent.as_millis()
+        );
+    }
+    world.barrier();
+    if rank == 0 {
+        println!("idle_check: done on {size} ranks");
+    }
+}
