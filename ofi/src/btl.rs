@@ -711,6 +711,13 @@ impl Btl for OfiBtl {
     }
 
     fn prepare_sleep(&mut self, fds: &mut Vec<RawFd>) -> SleepReadiness {
+        let live = self.rails.iter().zip(&self.rail_failed);
+        if live
+            .filter(|(_, &failed)| !failed)
+            .any(|(r, _)| r.endpoint.wait_fd().is_none())
+        {
+            return SleepReadiness::Unable;
+        }
         if self.resends_pending || !self.ack_due.is_empty() {
             return SleepReadiness::Busy;
         }
