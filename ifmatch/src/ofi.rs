@@ -6,7 +6,7 @@
 //! ofi card (the transport publishes it in binary). It must never judge a domain nor pair two
 //! cards its own way: verdicts come from `kestrel_ofi::select::Policy::verdicts` over the
 //! survey a rank makes (`kestrel_ofi::btl::Survey`), the card from an endpoint opened as a rank
-//! opens it, and pairs from `kestrel_ofi::card::OfiCard::pairs_for`.
+//! opens it, and pairs from `kestrel_ofi::card::pairing`.
 
 use std::io::Write;
 
@@ -113,7 +113,12 @@ pub fn card_to_json(card: &OfiCard, node: &str) -> Value {
         .iter()
         .map(|e| {
             let address: String = e.address.iter().map(|b| format!("{b:02x}")).collect();
-            json!({ "fabric": e.fabric, "domain": e.domain, "address": address })
+            json!({
+                "fabric": e.fabric,
+                "domain": e.domain,
+                "address": address,
+                "speed_mbps": e.speed_mbps,
+            })
         })
         .collect();
     json!({
@@ -174,10 +179,20 @@ pub fn card_from_json(v: &Value) -> Result<(OfiCard, String), String> {
             .step_by(2)
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("checked hex"))
             .collect();
+        let speed_mbps = match e.get("speed_mbps") {
+            Some(x) => x
+                .as_u64()
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or(format!(
+                    "endpoint {n}: \"speed_mbps\" is not a number of Mb/s"
+                ))?,
+            None => return Err(format!("endpoint {n} has no \"speed_mbps\"")),
+        };
         endpoints.push(CardEndpoint {
             fabric: get("fabric")?,
             domain: get("domain")?,
             address,
+            speed_mbps,
         });
     }
     let card = OfiCard {
@@ -254,11 +269,20 @@ pub(crate) fn run_explain(args: &[String], out: &mut dyn Write, err: &mut dyn Wr
         );
         return EXIT_NO_REACHABLE_PAIR;
     }
-    let fabrics: Vec<&str> = local.endpoints.iter().map(|e| e.fabric.as_str()).collect();
-    let (pairs, routed) = remote.pairs_for(&fabrics);
-    let mut rows = vec![["pair", "local domain", "fabric", "remote domain", "role"]
-        .map(String::from)
-        .to_vec()];
+    // A job lists the pairs in the lower-numbered process's orientation; the tool takes the
+    // local card as that one (the pairs are the same either way; only equal-weight ties can
+    // come out in another order).
+    let (pairs, routed) = kestrel_ofi::card::pairing(&local, &remote, true);
+    let mut rows = vec![[
+        "pair",
+        "local domain",
+        "fabric",
+        "remote domain",
+        "speed (Gb/s)",
+        "role",
+    ]
+    .map(String::from)
+    .to_vec()];
     for (n, p) in pairs.iter().enumerate() {
         let l = &local.endpoints[p.rail];
         let r = &remote.endpoints[p.remote];
@@ -271,6 +295,12 @@ pub(crate) fn run_explain(args: &[String], out: &mut dyn Write, err: &mut dyn Wr
                 l.fabric.clone()
             },
             r.domain.clone(),
+            if routed {
+                "-".into()
+            } else {
+                let w = kestrel_ofi::card::pair_weight(l, r).parts();
+                w.min_speed_gbps.to_string()
+            },
             if n == 0 {
                 "carries the traffic".into()
             } else {
@@ -314,11 +344,13 @@ mod tests {
                     fabric: "198.18.1.0/24".into(),
                     domain: "eth1".into(),
                     address: vec![2, 0, 0x1f, 0x90, 198, 18, 1, 10],
+                    speed_mbps: 10_000,
                 },
                 CardEndpoint {
                     fabric: "198.18.2.0/24".into(),
                     domain: "eth2".into(),
                     address: vec![2, 0, 0x1f, 0x91, 198, 18, 2, 10],
+                    speed_mbps: 0,
                 },
             ],
         }

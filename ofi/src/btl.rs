@@ -103,6 +103,8 @@ struct Rail {
     endpoint: MsgEndpoint,
     fabric: String,
     domain: String,
+    /// The interface's link speed in Mb/s, 0 when sysfs does not say.
+    speed_mbps: u32,
 }
 
 /// What libfabric offers this process under the ofi parameters: the policy they set, the
@@ -247,11 +249,14 @@ impl OfiBtl {
                 wait_fd = endpoint.wait_fd().is_some(),
                 "endpoint open"
             );
-            bandwidth_mbps = bandwidth_mbps.saturating_add(link_speed_mbps(iface));
+            let speed_mbps = sysfs_speed_mbps(iface);
+            // Unknown speeds count as 10 Gb/s in the advertised bandwidth, 0 in the pairing.
+            bandwidth_mbps = bandwidth_mbps.saturating_add(speed_mbps.unwrap_or(10_000));
             rails.push(Rail {
                 endpoint,
                 fabric: iface.fabric().to_string(),
                 domain: iface.domain().to_string(),
+                speed_mbps: speed_mbps.unwrap_or(0),
             });
         }
         // The provider may cap messages below what was asked.
@@ -270,6 +275,7 @@ impl OfiBtl {
                     fabric: r.fabric.clone(),
                     domain: r.domain.clone(),
                     address: r.endpoint.address(),
+                    speed_mbps: r.speed_mbps,
                 })
                 .collect(),
         };
@@ -316,8 +322,9 @@ impl OfiBtl {
         self.key = key;
     }
 
-    /// Adds `peer` from its card: pairs each of this process's rails with the peer's
-    /// endpoint on the same fabric. Returns why it cannot be reached when it cannot.
+    /// Adds `peer` from its card: the pairs of [`crate::card::pairing`] (a weighted matching of
+    /// the two processes' endpoints, then the other same-fabric pairs as standbys). Returns
+    /// why it cannot be reached when it cannot.
     pub fn add_peer(&mut self, peer: u32, card: &OfiCard) -> Result<(), String> {
         if card.provider != self.card.provider {
             return Err(format!(
@@ -326,8 +333,7 @@ impl OfiBtl {
                 self.card.provider, card.provider
             ));
         }
-        let fabrics: Vec<&str> = self.rails.iter().map(|r| r.fabric.as_str()).collect();
-        let (chosen, routed) = card.pairs_for(&fabrics);
+        let (chosen, routed) = crate::card::pairing(&self.card, card, self.me < peer);
         let chosen: Vec<(usize, &CardEndpoint)> = chosen
             .iter()
             .map(|p| (p.rail, &card.endpoints[p.remote]))
@@ -778,12 +784,12 @@ impl Btl for OfiBtl {
     }
 }
 
-/// The link speed sysfs reports for the domain's interface, 10 Gb/s when it reports none.
-fn link_speed_mbps(iface: &FabricInterface) -> u32 {
+/// The link speed sysfs reports for the domain's interface, if it reports one.
+fn sysfs_speed_mbps(iface: &FabricInterface) -> Option<u32> {
     iface
         .netdev()
         .and_then(|dev| std::fs::read_to_string(format!("/sys/class/net/{dev}/speed")).ok())
         .and_then(|s| s.trim().parse::<i64>().ok())
         .filter(|&s| s > 0)
-        .map_or(10_000, |s| s.min(u32::MAX as i64) as u32)
+        .map(|s| s.min(u32::MAX as i64) as u32)
 }

@@ -1,13 +1,25 @@
 //! The ofi card: what a process publishes so that its peers can reach it.
 //!
 //! ```text
-//! u8      version (1)
+//! u8      version (2)
 //! string  provider, as fi_info names it ("tcp;ofi_rxm")
 //! u32     endpoints, 1..=MAX_ENDPOINTS, each:
 //!   string  fabric name (the subnet for tcp: "198.18.1.0/24")
 //!   string  domain name (the interface for tcp: "eth1")
 //!   bytes   endpoint address (fi_getname), 1..=MAX_ADDR_LEN bytes, opaque
+//!   u32     link speed in Mb/s (sysfs), 0 when unknown
 //! ```
+//!
+//! # Pairing
+//!
+//! [`pairing`] decides which endpoint pairs carry two processes' traffic, as usnic's interface
+//! matching does: endpoints on the same fabric are edges weighted like usnic's
+//! ([`kestrel_usnic::matching::Weight`]: same subnet, then the slower end's speed in Gb/s;
+//! an unknown speed counts as 0), the maximum-cardinality, maximum-weight matching
+//! ([`kestrel_usnic::matching::max_weight_matching`]) picks the primary pairs, and the
+//! remaining same-fabric edges follow as standbys. The lower-numbered process supplies the
+//! left vertices and the order is computed in that orientation, so both ends list the same
+//! pairs in the same order (the first carries the traffic, the others take over on failure).
 //!
 //! Written with the project codec (`kestrel_transport::codec`, u32-prefixed strings and
 //! bytes) and read back with its bounded reader. The card comes from another process: this
@@ -15,9 +27,11 @@
 //! address (only the provider that wrote it can).
 
 use kestrel_transport::codec::{DecodeError, Reader, Writer};
+#[cfg(feature = "libfabric")]
+use kestrel_usnic::matching::{max_weight_matching, speed_gbps, MatchEdge, Weight, WeightParts};
 
 /// The card version this build writes and reads.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Longest endpoint address accepted (providers' addresses are at most a few dozen bytes).
 pub const MAX_ADDR_LEN: usize = 512;
@@ -39,6 +53,8 @@ pub struct CardEndpoint {
     pub domain: String,
     /// The endpoint's address, opaque.
     pub address: Vec<u8>,
+    /// The link speed of the domain's interface in Mb/s, 0 when unknown.
+    pub speed_mbps: u32,
 }
 
 /// One process's ofi endpoints, as its peers see them.
@@ -60,29 +76,6 @@ pub struct EndpointPair {
 }
 
 impl OfiCard {
-    /// How a process whose rails are on `my_fabrics` (in rail order) pairs with the process
-    /// of this card: every local rail whose fabric one of the peer's endpoints is on, with the
-    /// peer's first endpoint on that fabric, in fabric-name order (the same at both ends, so
-    /// both start on the same pair). `routed` (the second value) when no fabric is shared:
-    /// then rail 0 to the peer's first endpoint, across routers.
-    pub fn pairs_for(&self, my_fabrics: &[&str]) -> (Vec<EndpointPair>, bool) {
-        let mut mine: Vec<usize> = (0..my_fabrics.len()).collect();
-        mine.sort_by(|&a, &b| my_fabrics[a].cmp(my_fabrics[b]).then(a.cmp(&b)));
-        let pairs: Vec<EndpointPair> = mine
-            .into_iter()
-            .filter_map(|rail| {
-                self.endpoints
-                    .iter()
-                    .position(|e| e.fabric == my_fabrics[rail])
-                    .map(|remote| EndpointPair { rail, remote })
-            })
-            .collect();
-        if pairs.is_empty() && !my_fabrics.is_empty() && !self.endpoints.is_empty() {
-            return (vec![EndpointPair { rail: 0, remote: 0 }], true);
-        }
-        (pairs, false)
-    }
-
     /// The card's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
@@ -90,7 +83,10 @@ impl OfiCard {
             .string(&self.provider)
             .u32(self.endpoints.len() as u32);
         for e in &self.endpoints {
-            w.string(&e.fabric).string(&e.domain).bytes(&e.address);
+            w.string(&e.fabric)
+                .string(&e.domain)
+                .bytes(&e.address)
+                .u32(e.speed_mbps);
         }
         w.into_vec()
     }
@@ -126,10 +122,12 @@ impl OfiCard {
             if address.is_empty() || address.len() > MAX_ADDR_LEN {
                 return Err(r.error("address", "empty or longer than 512 bytes"));
             }
+            let speed_mbps = r.u32("speed")?;
             endpoints.push(CardEndpoint {
                 fabric,
                 domain,
                 address,
+                speed_mbps,
             });
         }
         r.finish("card")?;
@@ -140,33 +138,185 @@ impl OfiCard {
     }
 }
 
+/// The weight of pairing endpoints `a` and `b` (the same fabric), usnic's layout.
+#[cfg(feature = "libfabric")]
+pub fn pair_weight(a: &CardEndpoint, b: &CardEndpoint) -> Weight {
+    let gbps = |e: &CardEndpoint| speed_gbps((e.speed_mbps > 0).then_some(e.speed_mbps));
+    Weight::from_parts(WeightParts {
+        same_subnet: true,
+        min_speed_gbps: gbps(a).min(gbps(b)),
+        reachable: true,
+        metric: 0,
+    })
+}
+
+/// The pairs between the process of card `mine` and the process of card `peer`, in the order
+/// both ends use (see the module docs), as (my rail, peer endpoint); `i_am_lower` when this
+/// process has the lower number of the two. `routed` (the second value) when no fabric is
+/// shared: then my first endpoint to the peer's first, across routers.
+#[cfg(feature = "libfabric")]
+pub fn pairing(mine: &OfiCard, peer: &OfiCard, i_am_lower: bool) -> (Vec<EndpointPair>, bool) {
+    let (left, right) = if i_am_lower {
+        (&mine.endpoints, &peer.endpoints)
+    } else {
+        (&peer.endpoints, &mine.endpoints)
+    };
+    let mut edges = Vec::new();
+    for (l, le) in left.iter().enumerate() {
+        for (r, re) in right.iter().enumerate() {
+            if le.fabric == re.fabric {
+                edges.push(MatchEdge {
+                    left: l,
+                    right: r,
+                    weight: pair_weight(le, re),
+                });
+            }
+        }
+    }
+    if edges.is_empty() {
+        if mine.endpoints.is_empty() || peer.endpoints.is_empty() {
+            return (Vec::new(), false);
+        }
+        return (vec![EndpointPair { rail: 0, remote: 0 }], true);
+    }
+    let primary = max_weight_matching(left.len(), right.len(), &edges);
+    // Heavier first; among equals, by the left endpoint's fabric name, then by index: the
+    // same keys at both ends.
+    let rank = |e: &MatchEdge| {
+        (
+            std::cmp::Reverse(e.weight),
+            left[e.left].fabric.clone(),
+            e.left,
+            e.right,
+        )
+    };
+    let (mut first, mut standby): (Vec<MatchEdge>, Vec<MatchEdge>) = edges
+        .into_iter()
+        .partition(|e| primary.contains(&(e.left, e.right)));
+    first.sort_by_key(rank);
+    standby.sort_by_key(rank);
+    let pairs = first
+        .into_iter()
+        .chain(standby)
+        .map(|e| {
+            if i_am_lower {
+                EndpointPair {
+                    rail: e.left,
+                    remote: e.right,
+                }
+            } else {
+                EndpointPair {
+                    rail: e.right,
+                    remote: e.left,
+                }
+            }
+        })
+        .collect();
+    (pairs, false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn pairs_follow_shared_fabrics_in_name_order_else_route() {
-        let ep = |fabric: &str, domain: &str| CardEndpoint {
+    #[cfg(feature = "libfabric")]
+    fn ep(fabric: &str, domain: &str, speed_mbps: u32) -> CardEndpoint {
+        CardEndpoint {
             fabric: fabric.into(),
             domain: domain.into(),
             address: vec![1],
-        };
-        let peer = OfiCard {
+            speed_mbps,
+        }
+    }
+
+    #[cfg(feature = "libfabric")]
+    fn of(endpoints: Vec<CardEndpoint>) -> OfiCard {
+        OfiCard {
             provider: "tcp;ofi_rxm".into(),
-            endpoints: vec![ep("10.2.0.0/16", "eth2"), ep("10.1.0.0/16", "eth1")],
-        };
-        let (pairs, routed) = peer.pairs_for(&["10.2.0.0/16", "10.9.0.0/16", "10.1.0.0/16"]);
-        assert!(!routed);
-        assert_eq!(
-            pairs,
-            vec![
-                EndpointPair { rail: 2, remote: 1 },
-                EndpointPair { rail: 0, remote: 0 }
-            ]
-        );
-        let (pairs, routed) = peer.pairs_for(&["192.168.0.0/24"]);
+            endpoints,
+        }
+    }
+
+    /// (lower's endpoint, upper's endpoint) pairs in list order.
+    #[cfg(feature = "libfabric")]
+    type Pairs = Vec<(usize, usize)>;
+
+    #[cfg(feature = "libfabric")]
+    /// Both ends' lists, the upper one's mirrored back into the lower one's terms.
+    fn both(lower: &OfiCard, upper: &OfiCard) -> (Pairs, Pairs) {
+        let (a, ra) = pairing(lower, upper, true);
+        let (b, rb) = pairing(upper, lower, false);
+        assert_eq!(ra, rb);
+        (
+            a.iter().map(|p| (p.rail, p.remote)).collect(),
+            b.iter().map(|p| (p.remote, p.rail)).collect(),
+        )
+    }
+
+    #[cfg(feature = "libfabric")]
+    #[test]
+    fn shared_fabrics_pair_by_speed_then_name_and_both_ends_agree() {
+        let lower = of(vec![
+            ep("10.2.0.0/16", "eth2", 25_000),
+            ep("10.9.0.0/16", "eth9", 100_000),
+            ep("10.1.0.0/16", "eth1", 25_000),
+            ep("10.3.0.0/16", "eth3", 100_000),
+        ]);
+        let upper = of(vec![
+            ep("10.1.0.0/16", "eth1", 25_000),
+            ep("10.2.0.0/16", "eth2", 25_000),
+            ep("10.3.0.0/16", "eth3", 10_000),
+        ]);
+        let (a, b) = both(&lower, &upper);
+        assert_eq!(a, b);
+        // 10.3 is the slowest pair (10 Gb/s at one end); 10.1 and 10.2 tie at 25, by name.
+        assert_eq!(a, vec![(2, 0), (0, 1), (3, 2)]);
+        let (pairs, routed) = pairing(&lower, &of(vec![ep("192.168.0.0/24", "ib0", 0)]), true);
         assert!(routed);
         assert_eq!(pairs, vec![EndpointPair { rail: 0, remote: 0 }]);
+    }
+
+    #[cfg(feature = "libfabric")]
+    #[test]
+    fn two_nics_on_one_subnet_pair_one_to_one_with_the_cross_pairs_as_standbys() {
+        let host = |s0, s1| {
+            of(vec![
+                ep("10.0.0.0/24", "eth0", s0),
+                ep("10.0.0.0/24", "eth1", s1),
+            ])
+        };
+        // Equal speeds: a perfect matching first (each NIC used once), then the cross pairs.
+        let (a, b) = both(&host(100_000, 100_000), &host(100_000, 100_000));
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 4);
+        let primary: Vec<_> = a[..2].to_vec();
+        assert!(
+            primary[0].0 != primary[1].0 && primary[0].1 != primary[1].1,
+            "{a:?}"
+        );
+        // A slow NIC on one side: its pairs come last, the fast pair first.
+        let (a, b) = both(&host(100_000, 1_000), &host(100_000, 100_000));
+        assert_eq!(a, b);
+        assert_eq!(a[0].0, 0, "the fast NIC's pair first ({a:?})");
+        assert_eq!(
+            a[1].0, 1,
+            "the slow NIC is still used: cardinality first ({a:?})"
+        );
+    }
+
+    #[cfg(feature = "libfabric")]
+    #[test]
+    fn an_unknown_speed_ranks_below_a_known_one() {
+        let lower = of(vec![
+            ep("10.1.0.0/16", "eth1", 0),
+            ep("10.2.0.0/16", "eth2", 1_000),
+        ]);
+        let upper = of(vec![
+            ep("10.1.0.0/16", "eth1", 0),
+            ep("10.2.0.0/16", "eth2", 1_000),
+        ]);
+        let (a, _) = both(&lower, &upper);
+        assert_eq!(a, vec![(1, 1), (0, 0)]);
     }
 
     fn card() -> OfiCard {
@@ -177,11 +327,13 @@ mod tests {
                     fabric: "198.18.1.0/24".into(),
                     domain: "eth1".into(),
                     address: vec![2, 0, 0x9c, 0x40, 198, 18, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0],
+                    speed_mbps: 10_000,
                 },
                 CardEndpoint {
                     fabric: "198.18.2.0/24".into(),
                     domain: "eth2".into(),
                     address: vec![2, 0, 0x9c, 0x41, 198, 18, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0],
+                    speed_mbps: 0,
                 },
             ],
         }
@@ -206,7 +358,7 @@ mod tests {
         trailing.push(0);
         assert!(OfiCard::decode(&trailing).is_err());
         let mut v = bytes.clone();
-        v[0] = 2;
+        v[0] = VERSION + 1;
         assert_eq!(OfiCard::decode(&v).unwrap_err().what, "version");
         let mut empty_addr = card();
         empty_addr.endpoints[1].address.clear();
