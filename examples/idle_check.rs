@@ -3,6 +3,11 @@
 //! `idle_check rank R: waited W ms, cpu C ms` (the CPU time, user and system, its process
 //! spent during the wait), so a test can tell a rank that slept while idle from one that
 //! spun; rank 0 prints `idle_check: done on N ranks` after a final barrier.
+//!
+//! `idle_check MS busy-peer`: the other way round — rank 0 first sends every other rank a
+//! message, then waits for their answers while they compute for MS milliseconds without any
+//! MPI call before receiving it: a peer that is only busy must not be taken for dead by a
+//! transport waiting for its acknowledgements.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +32,34 @@ fn main() {
     let world = u.world();
     let (rank, size) = (world.rank(), world.size());
     world.barrier();
+    if std::env::args().nth(2).as_deref() == Some("busy-peer") {
+        if rank == 0 {
+            for r in 1..size {
+                world.process_at_rank(r).send_with_tag(&[r as u32][..], 4);
+            }
+            for r in 1..size {
+                let mut back = [0u32];
+                world
+                    .process_at_rank(r)
+                    .receive_into_with_tag(&mut back[..], 5);
+                assert_eq!(back[0], 2 * r as u32, "idle_check: wrong answer");
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(ms));
+            let mut got = [0u32];
+            world
+                .process_at_rank(0)
+                .receive_into_with_tag(&mut got[..], 4);
+            world
+                .process_at_rank(0)
+                .send_with_tag(&[2 * got[0]][..], 5);
+        }
+        world.barrier();
+        if rank == 0 {
+            println!("idle_check: busy peers answered on {size} ranks");
+        }
+        return;
+    }
     if rank == 0 {
         std::thread::sleep(Duration::from_millis(ms));
         for r in 1..size {
