@@ -50,9 +50,7 @@ fn main() {
             world
                 .process_at_rank(0)
                 .receive_into_with_tag(&mut got[..], 4);
-            world
-                .process_at_rank(0)
-                .send_with_tag(&[2 * got[0]][..], 5);
+            world.process_at_rank(0).send_with_tag(&[2 * got[0]][..], 5);
         }
         world.barrier();
         if rank == 0 {

@@ -46,6 +46,7 @@ mod environment;
 mod error;
 mod fid;
 mod info;
+pub mod liveness;
 mod signals;
 mod slots;
 

@@ -118,6 +118,7 @@ pub fn card_to_json(card: &OfiCard, node: &str) -> Value {
                 "domain": e.domain,
                 "address": address,
                 "speed_mbps": e.speed_mbps,
+                "probe": e.probe.map(|a| a.to_string()),
             })
         })
         .collect();
@@ -188,11 +189,20 @@ pub fn card_from_json(v: &Value) -> Result<(OfiCard, String), String> {
                 ))?,
             None => return Err(format!("endpoint {n} has no \"speed_mbps\"")),
         };
+        let probe = match e.get("probe") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(a)) => Some(
+                a.parse::<std::net::SocketAddrV4>()
+                    .map_err(|_| format!("endpoint {n}: \"probe\" is not ADDRESS:PORT"))?,
+            ),
+            Some(_) => return Err(format!("endpoint {n}: \"probe\" is not a string or null")),
+        };
         endpoints.push(CardEndpoint {
             fabric: get("fabric")?,
             domain: get("domain")?,
             address,
             speed_mbps,
+            probe,
         });
     }
     let card = OfiCard {
@@ -345,12 +355,14 @@ mod tests {
                     domain: "eth1".into(),
                     address: vec![2, 0, 0x1f, 0x90, 198, 18, 1, 10],
                     speed_mbps: 10_000,
+                    probe: Some("198.18.1.10:40000".parse().unwrap()),
                 },
                 CardEndpoint {
                     fabric: "198.18.2.0/24".into(),
                     domain: "eth2".into(),
                     address: vec![2, 0, 0x1f, 0x91, 198, 18, 2, 10],
                     speed_mbps: 0,
+                    probe: None,
                 },
             ],
         }

@@ -22,6 +22,7 @@ use std::fmt;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
+use kestrel_fabric::liveness::{Prober, Responder};
 use kestrel_fabric::{
     rdm_interfaces, FabricInterface, MsgEndpoint, Owner, PeerAddr, SendError as FabricSendError,
 };
@@ -36,6 +37,9 @@ use crate::wire::{self, Header, Kind, FRAME_LEN};
 
 /// Longest wait before received frames are acknowledged when no data goes back.
 const ACK_DELAY: Duration = Duration::from_millis(1);
+
+/// Time between two liveness probes of a peer whose acknowledgements stopped.
+const PROBE_EVERY: Duration = Duration::from_millis(250);
 
 /// Progress calls between two looks at the timers (the clock is read only then).
 const TICK_POLLS: u32 = 64;
@@ -84,6 +88,14 @@ pub const COUNTERS: &[CounterSpec] = &[
         name: "ofi_failovers",
         description: "Pairs of endpoints declared dead while another pair to the peer worked (traffic moved there).",
     },
+    CounterSpec {
+        name: "ofi_probes_sent",
+        description: "Liveness probes sent to peers whose acknowledgements had stopped.",
+    },
+    CounterSpec {
+        name: "ofi_probe_answers",
+        description: "Liveness probes answered: the peer was busy, not behind a dead link.",
+    },
 ];
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -96,6 +108,8 @@ struct Counters {
     duplicates_dropped: u64,
     acks_sent: u64,
     failovers: u64,
+    probes_sent: u64,
+    probe_answers: u64,
 }
 
 /// One endpoint, on one domain.
@@ -105,6 +119,10 @@ struct Rail {
     domain: String,
     /// The interface's link speed in Mb/s, 0 when sysfs does not say.
     speed_mbps: u32,
+    /// Answers peers' liveness probes on this rail's address (none without an IPv4 address).
+    responder: Option<Responder>,
+    /// Sends this process's probes from the rail's address.
+    prober: Option<Prober>,
 }
 
 /// What libfabric offers this process under the ofi parameters: the policy they set, the
@@ -167,6 +185,8 @@ pub struct OfiBtl {
     /// Peers whose acknowledgement is due now.
     ack_due: Vec<u32>,
     timing: Timing,
+    /// The nonce of the last liveness probe to each peer (an answer must echo it).
+    probe_nonces: Vec<u64>,
     clock_origin: Instant,
     polls: u32,
     card: OfiCard,
@@ -252,11 +272,23 @@ impl OfiBtl {
             let speed_mbps = sysfs_speed_mbps(iface);
             // Unknown speeds count as 10 Gb/s in the advertised bandwidth, 0 in the pairing.
             bandwidth_mbps = bandwidth_mbps.saturating_add(speed_mbps.unwrap_or(10_000));
+            let (responder, prober) = match iface.ipv4() {
+                Some(ip) => match (Responder::start(ip, me), Prober::bind(ip)) {
+                    (Ok(r), Ok(p)) => (Some(r), Some(p)),
+                    (Err(e), _) | (_, Err(e)) => {
+                        tracing::debug!(target: "ofi", domain = iface.domain(), error = %e, "no liveness probes on this rail: a busy peer is timed out like a dead link");
+                        (None, None)
+                    }
+                },
+                None => (None, None),
+            };
             rails.push(Rail {
                 endpoint,
                 fabric: iface.fabric().to_string(),
                 domain: iface.domain().to_string(),
                 speed_mbps: speed_mbps.unwrap_or(0),
+                responder,
+                prober,
             });
         }
         // The provider may cap messages below what was asked.
@@ -276,6 +308,7 @@ impl OfiBtl {
                     domain: r.domain.clone(),
                     address: r.endpoint.address(),
                     speed_mbps: r.speed_mbps,
+                    probe: r.responder.as_ref().map(Responder::addr),
                 })
                 .collect(),
         };
@@ -296,7 +329,11 @@ impl OfiBtl {
                 fail_after: ms(params::FAIL_AFTER_MS.get(params)),
                 peer_timeout: ms(params::PEER_TIMEOUT_MS.get(params)),
                 ack_delay: ACK_DELAY,
+                // Half the failover time: a busy peer's answer comes long before the limit.
+                probe_after: ms(params::FAIL_AFTER_MS.get(params) / 2),
+                probe_every: PROBE_EVERY,
             },
+            probe_nonces: Vec::new(),
             clock_origin: Instant::now(),
             polls: 0,
             card,
@@ -320,6 +357,9 @@ impl OfiBtl {
     /// Sets the set's key (frames carry it; others are dropped).
     pub fn set_key(&mut self, key: u64) {
         self.key = key;
+        for r in self.rails.iter().filter_map(|r| r.responder.as_ref()) {
+            r.set_key(key);
+        }
     }
 
     /// Adds `peer` from its card: the pairs of [`crate::card::pairing`] (a weighted matching of
@@ -360,6 +400,7 @@ impl OfiBtl {
                 rail,
                 addr,
                 remote: remote.domain.clone(),
+                probe: remote.probe,
                 dead: false,
             });
         }
@@ -368,6 +409,9 @@ impl OfiBtl {
             self.peers.resize_with(i + 1, || None);
         }
         self.peers[i] = Some(PeerPaths::new(pairs));
+        if self.probe_nonces.len() <= i {
+            self.probe_nonces.resize(i + 1, 0);
+        }
         Ok(())
     }
 
@@ -383,6 +427,8 @@ impl OfiBtl {
             (COUNTERS[5].name, c.duplicates_dropped),
             (COUNTERS[6].name, c.acks_sent),
             (COUNTERS[7].name, c.failovers),
+            (COUNTERS[8].name, c.probes_sent),
+            (COUNTERS[9].name, c.probe_answers),
         ]
     }
 
@@ -451,6 +497,7 @@ impl OfiBtl {
             return;
         }
         let now = self.clock_origin.elapsed();
+        self.take_probe_answers(now);
         for peer in 0..self.peers.len() as u32 {
             let Some(st) = self.peers[peer as usize].as_mut() else {
                 continue;
@@ -462,9 +509,55 @@ impl OfiBtl {
             if t.send_ack {
                 self.send_ack(peer);
             }
+            if t.probe {
+                self.probe(peer);
+            }
             if let Some(f) = t.failure {
                 self.on_failure(peer, f);
             }
+        }
+    }
+
+    /// Sends a liveness probe to `peer` over its active pair's link, when both ends have the
+    /// sockets for it.
+    fn probe(&mut self, peer: u32) {
+        let Some(st) = self.peers[peer as usize].as_ref() else {
+            return;
+        };
+        let pair = st.active();
+        let (Some(to), Some(prober)) = (pair.probe, self.rails[pair.rail].prober.as_ref()) else {
+            return;
+        };
+        let nonce = self.probe_nonces[peer as usize].wrapping_add(1);
+        self.probe_nonces[peer as usize] = nonce;
+        match prober.probe(to, self.key, self.me, peer, nonce) {
+            Ok(()) => self.counters.probes_sent += 1,
+            // A link that is down has no route: expected, the timeouts decide.
+            Err(e) => tracing::debug!(target: "ofi", peer, error = %e, "liveness probe not sent"),
+        }
+    }
+
+    /// Takes the liveness answers that arrived: a peer that answered the last probe is busy,
+    /// not lost.
+    fn take_probe_answers(&mut self, now: Duration) {
+        let (key, me) = (self.key, self.me);
+        let OfiBtl {
+            rails,
+            peers,
+            probe_nonces,
+            counters,
+            ..
+        } = self;
+        for prober in rails.iter().filter_map(|r| r.prober.as_ref()) {
+            prober.answers(key, me, |from, nonce| {
+                let i = from as usize;
+                if probe_nonces.get(i) == Some(&nonce) {
+                    if let Some(st) = peers.get_mut(i).and_then(Option::as_mut) {
+                        st.answered(now);
+                        counters.probe_answers += 1;
+                    }
+                }
+            });
         }
     }
 

@@ -8,6 +8,8 @@
 //!   string  domain name (the interface for tcp: "eth1")
 //!   bytes   endpoint address (fi_getname), 1..=MAX_ADDR_LEN bytes, opaque
 //!   u32     link speed in Mb/s (sysfs), 0 when unknown
+//!   u32     liveness responder IPv4 address (big-endian), 0 when none
+//!   u16     liveness responder UDP port, 0 when none (both 0 or both set)
 //! ```
 //!
 //! # Pairing
@@ -25,6 +27,8 @@
 //! bytes) and read back with its bounded reader. The card comes from another process: this
 //! module owns its layout and checks every length and count; it must never interpret the
 //! address (only the provider that wrote it can).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use kestrel_transport::codec::{DecodeError, Reader, Writer};
 #[cfg(feature = "libfabric")]
@@ -55,6 +59,9 @@ pub struct CardEndpoint {
     pub address: Vec<u8>,
     /// The link speed of the domain's interface in Mb/s, 0 when unknown.
     pub speed_mbps: u32,
+    /// The process's liveness responder on this endpoint's interface
+    /// (`kestrel_fabric::liveness`), when it runs one.
+    pub probe: Option<SocketAddrV4>,
 }
 
 /// One process's ofi endpoints, as its peers see them.
@@ -87,6 +94,8 @@ impl OfiCard {
                 .string(&e.domain)
                 .bytes(&e.address)
                 .u32(e.speed_mbps);
+            let (ip, port) = e.probe.map_or((0, 0), |a| (u32::from(*a.ip()), a.port()));
+            w.u32(ip).u16(port);
         }
         w.into_vec()
     }
@@ -123,11 +132,21 @@ impl OfiCard {
                 return Err(r.error("address", "empty or longer than 512 bytes"));
             }
             let speed_mbps = r.u32("speed")?;
+            let probe = match (r.u32("probe address")?, r.u16("probe port")?) {
+                (0, 0) => None,
+                (ip, port) if ip != 0 && port != 0 => {
+                    Some(SocketAddrV4::new(Ipv4Addr::from(ip), port))
+                }
+                _ => {
+                    return Err(r.error("probe port", "address and port must be both set or both 0"))
+                }
+            };
             endpoints.push(CardEndpoint {
                 fabric,
                 domain,
                 address,
                 speed_mbps,
+                probe,
             });
         }
         r.finish("card")?;
@@ -226,6 +245,7 @@ mod tests {
             domain: domain.into(),
             address: vec![1],
             speed_mbps,
+            probe: None,
         }
     }
 
@@ -328,12 +348,14 @@ mod tests {
                     domain: "eth1".into(),
                     address: vec![2, 0, 0x9c, 0x40, 198, 18, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0],
                     speed_mbps: 10_000,
+                    probe: Some(SocketAddrV4::new(Ipv4Addr::new(198, 18, 1, 2), 40000)),
                 },
                 CardEndpoint {
                     fabric: "198.18.2.0/24".into(),
                     domain: "eth2".into(),
                     address: vec![2, 0, 0x9c, 0x41, 198, 18, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0],
                     speed_mbps: 0,
+                    probe: None,
                 },
             ],
         }

@@ -19,10 +19,15 @@
 //! per-peer numbering, acknowledgement and failure state; it must never do I/O or read the
 //! clock.
 //!
-//! Like usnic's reliability layer, acknowledgements are produced only when the process makes
-//! progress: a peer that computes longer than the timeouts without calling MPI looks dead.
+//! Acknowledgements are produced only when the peer's process makes progress, so a peer that
+//! computes for long without calling MPI is as silent as a dead link. Once a pair has been
+//! silent for `probe_after`, [`Tick::probe`] asks the transport (every `probe_every`) to probe
+//! the peer's liveness responder over the same link (`kestrel_fabric::liveness`); an answer
+//! ([`PeerPaths::answered`]) restarts the silence clock, so a busy peer is waited for as long
+//! as it takes and only a silent link (or a stopped process) runs into the timeouts.
 
 use std::collections::VecDeque;
+use std::net::SocketAddrV4;
 use std::time::Duration;
 
 /// Frames received before an ack goes out even if no data does.
@@ -45,6 +50,10 @@ pub struct Timing {
     pub peer_timeout: Duration,
     /// Longest wait before received frames are acknowledged without data to carry it.
     pub ack_delay: Duration,
+    /// Silence after which the peer's liveness is probed.
+    pub probe_after: Duration,
+    /// Time between two probes of a silent peer.
+    pub probe_every: Duration,
 }
 
 /// One pair of endpoints that reaches the peer.
@@ -56,6 +65,8 @@ pub struct Pair<A> {
     pub addr: A,
     /// The peer's domain (interface) at the other end, for messages.
     pub remote: String,
+    /// The peer's liveness responder for that endpoint, when it published one.
+    pub probe: Option<SocketAddrV4>,
     /// Declared dead: never used again.
     pub dead: bool,
 }
@@ -106,6 +117,8 @@ pub struct Failure {
 pub struct Tick {
     /// Send an ack frame now.
     pub send_ack: bool,
+    /// Probe the peer's liveness over the active pair now.
+    pub probe: bool,
     /// A pair died.
     pub failure: Option<Failure>,
 }
@@ -136,6 +149,8 @@ pub struct PeerPaths<A> {
     rx_unacked: u32,
     /// Since when received frames wait for an ack.
     rx_waiting_since: Option<Duration>,
+    /// When the last liveness probe went out.
+    last_probe: Option<Duration>,
 }
 
 /// `a` is at or after `b` in wrapping sequence space.
@@ -163,6 +178,7 @@ impl<A> PeerPaths<A> {
             arrived: VecDeque::new(),
             rx_unacked: 0,
             rx_waiting_since: None,
+            last_probe: None,
         }
     }
 
@@ -336,7 +352,16 @@ impl<A> PeerPaths<A> {
         self.acked_out();
     }
 
-    /// Advances the timers to `now`: whether an ack is due, and whether the active pair died.
+    /// The peer's liveness responder answered a probe at `now`: the peer and the active
+    /// pair's link are alive, the peer is only busy. The silence clock restarts.
+    pub fn answered(&mut self, now: Duration) {
+        if self.outstanding() > 0 {
+            self.silent_since = Some(now);
+        }
+    }
+
+    /// Advances the timers to `now`: whether an ack is due, whether to probe the peer, and
+    /// whether the active pair died.
     pub fn tick(&mut self, now: Duration, timing: &Timing) -> Tick {
         let mut tick = Tick::default();
         if self.rx_unacked > 0 {
@@ -349,6 +374,14 @@ impl<A> PeerPaths<A> {
         }
         let since = *self.silent_since.get_or_insert(now);
         let silent_for = now.saturating_sub(since);
+        if silent_for >= timing.probe_after
+            && self
+                .last_probe
+                .is_none_or(|t| now.saturating_sub(t) >= timing.probe_every)
+        {
+            tick.probe = true;
+            self.last_probe = Some(now);
+        }
         let next_alive = (1..self.pairs.len())
             .map(|k| (self.active + k) % self.pairs.len())
             .find(|&i| !self.pairs[i].dead);
@@ -382,6 +415,8 @@ mod tests {
         fail_after: Duration::from_secs(3),
         peer_timeout: Duration::from_secs(10),
         ack_delay: Duration::from_millis(1),
+        probe_after: Duration::from_millis(1500),
+        probe_every: Duration::from_millis(250),
     };
 
     fn pair(rail: usize) -> Pair<u32> {
@@ -389,6 +424,7 @@ mod tests {
             rail,
             addr: rail as u32 * 10,
             remote: format!("eth{}", rail + 1),
+            probe: None,
             dead: false,
         }
     }
@@ -595,5 +631,33 @@ mod tests {
         assert!(!a.may_send(11));
         a.received(false, 0, 1, 0);
         assert!(a.may_send(MAX_RETAINED_BYTES * 2), "nothing kept: any size");
+    }
+
+    #[test]
+    fn a_busy_peer_that_answers_probes_is_never_taken_for_dead() {
+        let mut a = PeerPaths::new(vec![pair(0)]);
+        send(&mut a, 1);
+        let (mut probes, mut last_answer) = (0, 0);
+        for t in (0..60_000).step_by(50) {
+            let tick = a.tick(ms(t), &T);
+            assert!(tick.failure.is_none(), "failed at {t} ms");
+            if tick.probe {
+                probes += 1;
+                last_answer = t + 1;
+                a.answered(ms(last_answer));
+            }
+        }
+        // An answer restarts the silence clock: one probe per 1.5 s of silence, for a minute.
+        assert!((35..=45).contains(&probes), "{probes} probes");
+        // Answers stop (the link died): the last pair fails after the peer timeout.
+        let failed_at = (60_000..80_000)
+            .step_by(50)
+            .find(|&t| a.tick(ms(t), &T).failure.is_some())
+            .expect("fails");
+        let silent = failed_at - last_answer;
+        assert!(
+            (9_950..=10_050).contains(&silent),
+            "failed {silent} ms after the last answer"
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! separately launched jobs meeting (DPM server/client) across hosts in the same layouts; a
 //! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal; a
 //! data link going down mid-transfer, with another rail (the job completes) and without (it
-//! stops, naming the pair); an idle rank sleeping when its completion queues can wake it.
+//! stops, naming the pair); a peer computing longer than the peer timeout (answering liveness
+//! probes) waited for; an idle rank sleeping when its completion queues can wake it.
 //!
 //! Every job excludes the management network (198.18.0.0/24), so the endpoint opens on a data
 //! network, where the loss rules apply.
@@ -342,6 +343,39 @@ fn an_idle_rank_sleeps_when_ofi_can_wake_it() {
         spinning > 0.5,
         "the idle rank used only {:.0} % of a core with sleeping off: the check cannot tell",
         spinning * 100.0
+    );
+    cluster.assert_empty();
+}
+
+/// A peer that computes for longer than the peer timeout without calling MPI, while a message
+/// to it waits for its acknowledgement, is only busy: its liveness responder answers the
+/// probes over the same link and the job completes (before probes, the sender stopped the
+/// job after `ofi_peer_timeout_ms`, taking the peer for dead).
+#[test]
+fn a_peer_computing_longer_than_the_peer_timeout_is_not_taken_for_dead() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = job(
+        &hosts,
+        "self,ofi",
+        &[
+            "--mca",
+            "ofi_fail_after_ms",
+            "500",
+            "--mca",
+            "ofi_peer_timeout_ms",
+            "2000",
+        ],
+    );
+    cmd.arg(example("idle_check")).args(["6000", "busy-peer"]);
+    let out = run(cmd, DEADLINE);
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.stdout
+            .contains("idle_check: busy peers answered on 2 ranks"),
+        "{}",
+        out.show()
     );
     cluster.assert_empty();
 }
