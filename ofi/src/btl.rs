@@ -509,7 +509,8 @@ impl OfiBtl {
             if t.send_ack {
                 self.send_ack(peer);
             }
-            if t.probe {
+            // At finalize a silent peer is done with us; nothing to tell apart.
+            if t.probe && !self.finalizing {
                 self.probe(peer);
             }
             if let Some(f) = t.failure {

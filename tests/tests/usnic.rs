@@ -1,6 +1,7 @@
 //! The network transport between namespace hosts (issue 5 acceptance): benchmarks and the
 //! point-to-point and collective suites across hosts, a lossy data network, a rail going down
-//! mid-transfer, a misconfigured MTU, and a stranger spraying datagrams at the endpoints.
+//! mid-transfer, a misconfigured MTU, a stranger spraying datagrams at the endpoints, and a
+//! peer computing longer than the timeouts (answering liveness probes) waited for.
 //!
 //! Every job excludes the management network (198.18.0.0/24) so that traffic crosses the two
 //! data networks, where the loss rules and link changes apply.
@@ -248,4 +249,40 @@ fn spray(from: &str, host: &str, how_long: Duration) -> u64 {
         std::thread::sleep(Duration::from_millis(50));
     }
     sent
+}
+
+/// A peer that computes for longer than the peer timeout (and the first-contact probe
+/// timeout) without calling MPI, while a message to it waits for its acknowledgement, is only
+/// busy: its liveness responder answers over the same link, so the sender waits, and the
+/// busy rank, back, does not take the silence it did not listen to for a dead path. Before
+/// the probes either side stopped the job.
+#[test]
+fn a_peer_computing_longer_than_the_peer_timeout_is_not_taken_for_dead() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = job(
+        &hosts,
+        &[
+            "--mca",
+            "usnic_fail_after_ms",
+            "500",
+            "--mca",
+            "usnic_peer_timeout_ms",
+            "2000",
+            "--mca",
+            "usnic_probe_timeout_ms",
+            "2000",
+        ],
+    );
+    cmd.arg(example("idle_check")).args(["6000", "busy-peer"]);
+    let out = run(cmd, DEADLINE);
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.stdout
+            .contains("idle_check: busy peers answered on 2 ranks"),
+        "{}",
+        out.show()
+    );
+    cluster.assert_empty();
 }

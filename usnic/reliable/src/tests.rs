@@ -555,6 +555,74 @@ fn silent_peer_fails_after_fail_after_and_hands_back_exactly_the_unacked() {
 }
 
 #[test]
+fn a_silent_peer_reported_alive_never_fails_until_the_answers_stop() {
+    // The peer is busy (nothing comes back) for 20 s, seven times the failure limit, but the
+    // driver hears from its liveness responder every second.
+    let c = cfg();
+    let mut s = sim(
+        LinkConfig::clean(),
+        LinkConfig::clean(),
+        Workload::fixed(10, 5000, 39),
+        Workload::none(),
+        40,
+    );
+    drive("before silence", &mut s);
+    s.ab.cut = true;
+    s.ba.cut = true;
+    s.a.workload.count = 15;
+    s.run_until(Limits::default(), |s| s.a.conn.in_flight() > 0)
+        .unwrap();
+    let silent_from = s.now;
+    for second in 1..=20u64 {
+        let at = silent_from + Duration::from_secs(second);
+        s.run_until(Limits::default(), |s| s.now >= at || s.a.conn.is_failed())
+            .unwrap();
+        assert!(
+            !s.a.conn.is_failed(),
+            "failed after {second} s of answered silence"
+        );
+        assert!(s.a.conn.silent_for(s.now).unwrap() <= Duration::from_secs(1) + c.rto_max);
+        s.a.conn.peer_alive(s.now);
+    }
+    // Without answers, the limit runs out as usual.
+    let last_answer = s.now;
+    s.run_until(Limits::default(), |s| s.a.conn.is_failed())
+        .unwrap();
+    let waited = s.now - last_answer;
+    assert!(
+        waited >= c.fail_after && waited <= c.fail_after + Duration::from_millis(1),
+        "{waited:?}"
+    );
+}
+
+#[test]
+fn a_busy_peer_reported_alive_gets_everything_when_it_comes_back() {
+    let mut s = sim(
+        LinkConfig::clean(),
+        LinkConfig::clean(),
+        Workload::fixed(10, 5000, 41),
+        Workload::none(),
+        42,
+    );
+    drive("before silence", &mut s);
+    s.ab.cut = true;
+    s.ba.cut = true;
+    s.a.workload.count = 15;
+    s.run_until(Limits::default(), |s| s.a.conn.in_flight() > 0)
+        .unwrap();
+    let silent_from = s.now;
+    for second in 1..=10u64 {
+        let at = silent_from + Duration::from_secs(second);
+        s.run_until(Limits::default(), |s| s.now >= at).unwrap();
+        s.a.conn.peer_alive(s.now);
+    }
+    s.ab.cut = false;
+    s.ba.cut = false;
+    drive("after the peer came back", &mut s);
+    assert!(!s.a.conn.is_failed());
+}
+
+#[test]
 fn lost_acks_make_the_sender_fail_over_messages_the_peer_already_has() {
     // Only the ACK direction dies: the peer delivers everything, but the sender cannot know,
     // so it hands all of it back (the layer above deduplicates).

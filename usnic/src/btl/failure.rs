@@ -15,6 +15,10 @@ use crate::reliable::Event;
 
 impl UsnicBtl {
     pub(super) fn scan_timers(&mut self, now: Instant) {
+        // Time this process spent away is not the peer's silence; silent paths whose peer is
+        // only busy get their failure clock restarted.
+        self.forgive_time_away(now);
+        self.probe_silent_paths(now);
         for idx in 0..self.active.len() {
             let peer = self.active[idx];
             self.send_probes(peer, now);

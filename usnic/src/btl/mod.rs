@@ -41,12 +41,14 @@ use kestrel_transport::params::Params;
 
 use crate::card::{CardInterface, HostCard, ModexCard, ModexInterface};
 use crate::discovery::{self, Verdict};
+use crate::fabric::liveness::{Prober, Responder};
 use crate::fabric::{MsgEndpoint, PeerAddr};
 use crate::matching::{self, ProcessCard};
 use crate::params;
 use crate::reliable::{Config, Connection};
 
 mod failure;
+mod liveness;
 mod pairing;
 mod probe;
 mod recv;
@@ -83,6 +85,10 @@ struct Rail {
     endpoint: Option<MsgEndpoint>,
     max_datagram: usize,
     bad: BadDatagrams,
+    /// Answers peers' liveness probes on this rail's address (see `liveness.rs`).
+    responder: Option<Responder>,
+    /// Sends this process's liveness probes from the rail's address.
+    prober: Option<Prober>,
 }
 
 impl Rail {
@@ -116,6 +122,9 @@ struct Path {
     bytes_sent: u64,
     state: PathState,
     counters: PathCounters,
+    /// When the last liveness probe went out on this path, and its nonce.
+    last_probe: Option<Instant>,
+    probe_nonce: u64,
 }
 
 impl Path {
@@ -175,6 +184,8 @@ pub struct UsnicBtl {
     probe_timeout: Duration,
     print_stats: bool,
     next_timer_scan: Instant,
+    /// When the timers were last scanned (a long gap: this process was away).
+    last_scan: Instant,
     scratch: Vec<u8>,
     /// Peers whose connections may have something to send (ACKs, resends).
     touched: Vec<u32>,
@@ -228,12 +239,21 @@ impl UsnicBtl {
                 },
                 fabric_addr: ep.address(),
             });
+            let (responder, prober) = match (Responder::start(ipv4, rank), Prober::bind(ipv4)) {
+                (Ok(r), Ok(p)) => (Some(r), Some(p)),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::debug!(target: "usnic", interface = %iface.name, error = %e, "no liveness probes on this rail: a busy peer is timed out like a dead link");
+                    (None, None)
+                }
+            };
             rails.push(Rail {
                 name: iface.name.clone(),
                 ipv4,
                 endpoint: Some(ep),
                 max_datagram,
                 bad: BadDatagrams::default(),
+                responder,
+                prober,
             });
         }
         if rails.is_empty() {
@@ -245,7 +265,12 @@ impl UsnicBtl {
             .into_iter()
             .map(|i: ModexInterface| i.fabric_addr)
             .collect();
+        let ports = rails
+            .iter()
+            .map(|r| r.responder.as_ref().map_or(0, |x| x.addr().port()))
+            .collect();
         let card = ModexCard::from_host_card(&host, addrs)
+            .and_then(|c| c.with_probe_ports(ports))
             .map_err(|e| format!("usnic: this host's business card is invalid: {e}"))?;
         let smallest = rails.iter().map(|r| r.max_datagram).min().unwrap_or(1472);
         let cfg = Config::from_params(p, smallest).map_err(|e| format!("usnic: {e}"))?;
@@ -266,6 +291,7 @@ impl UsnicBtl {
             probe_timeout: Duration::from_millis(params::PROBE_TIMEOUT_MS.get(p) as u64),
             print_stats: params::STATS.get(p),
             next_timer_scan: Instant::now(),
+            last_scan: Instant::now(),
             scratch: vec![0; 65536],
             touched: Vec::new(),
             probe_replies: Vec::new(),
@@ -283,6 +309,9 @@ impl UsnicBtl {
     /// Sets the per-job key every datagram carries (the same on every rank).
     pub fn set_key(&mut self, key: u64) {
         self.key = key;
+        for r in self.rails.iter().filter_map(|r| r.responder.as_ref()) {
+            r.set_key(key);
+        }
     }
 
     /// Pairs this process's interfaces with `peer`'s and opens a connection per pair.
@@ -375,6 +404,8 @@ impl UsnicBtl {
             speed_mbps: speed.max(1),
             max_datagram,
             bytes_sent: 0,
+            last_probe: None,
+            probe_nonce: 0,
             state: PathState::Probing {
                 small: false,
                 large: false,

@@ -21,6 +21,10 @@ pub struct PathCounters {
     pub probes_sent: u64,
     /// Probe answers received.
     pub probe_replies: u64,
+    /// Liveness probes sent while the path was silent (see `liveness.rs`).
+    pub liveness_probes: u64,
+    /// Liveness answers received: the peer was busy, not behind a dead link.
+    pub liveness_answers: u64,
 }
 
 /// Datagrams dropped before they reached any connection, per rail.
@@ -95,12 +99,20 @@ pub const COUNTERS: &[CounterSpec] = &[
         name: "usnic_bad_datagrams",
         description: "Datagrams dropped before reaching a connection (another job's key, malformed, unknown sender).",
     },
+    CounterSpec {
+        name: "usnic_liveness_probes",
+        description: "Liveness probes sent to peers whose acknowledgements had stopped on a path.",
+    },
+    CounterSpec {
+        name: "usnic_liveness_answers",
+        description: "Liveness probes answered: the peer was busy, not behind a dead link.",
+    },
 ];
 
 impl UsnicBtl {
     /// [`COUNTERS`], summed over paths and rails.
     pub fn counter_values(&self) -> Vec<(&'static str, u64)> {
-        let mut v = [0u64; 13];
+        let mut v = [0u64; 15];
         for path in self.peers.iter().flatten().flat_map(|p| &p.paths) {
             let st = path.conn.stats();
             v[0] += path.counters.messages;
@@ -115,6 +127,8 @@ impl UsnicBtl {
             v[9] += st.acks_received;
             v[10] += path.counters.probes_sent;
             v[11] += path.counters.probe_replies;
+            v[13] += path.counters.liveness_probes;
+            v[14] += path.counters.liveness_answers;
         }
         v[12] = self.bad_datagrams().total();
         COUNTERS.iter().map(|c| c.name).zip(v).collect()

@@ -38,13 +38,16 @@
 //! All integers big-endian; every length is checked against the limits above before use.
 //!
 //! ```text
-//! u8 version (1) | u8 flags (bit 0: routes table present; other bits must be 0)
+//! u8 version (1) | u8 flags (bit 0: routes table present; bit 1: liveness ports present;
+//!     other bits must be 0)
 //! u8 node_len | node (UTF-8)
 //! u8 interface_count (<= 16), then per interface:
 //!     u8 name_len | name | [u8; 4] ipv4 | u8 prefix_len | u32 link_speed_mbps (0 = unknown)
 //!     | u16 mtu | u8 fabric_addr_len (1..=64) | fabric_addr
 //! if flags bit 0: u8 route_count (<= 64), then per route:
 //!     [u8; 4] dest | u8 dest_prefix_len | u8 interface index | u32 metric
+//! if flags bit 1: per interface, in order: u16 liveness responder port (0 = none), the UDP
+//!     port on that interface's ipv4 where the process answers liveness probes
 //! ```
 //!
 //! The encoding is canonical: a card has exactly one encoding, so a decoded card re-encodes to
@@ -517,6 +520,21 @@ mod tests {
     }
 
     #[test]
+    fn liveness_ports_round_trip_and_every_truncation_is_refused() {
+        let m = modex_example().with_probe_ports(vec![40000, 0]).unwrap();
+        let bytes = m.encode();
+        let back = ModexCard::decode(&bytes).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.probe_port(0), Some(40000));
+        assert_eq!(back.probe_port(1), None);
+        assert_eq!(modex_example().probe_port(0), None);
+        for len in 0..bytes.len() {
+            assert!(ModexCard::decode(&bytes[..len]).is_err(), "{len} bytes");
+        }
+        assert!(modex_example().with_probe_ports(vec![1]).is_err());
+    }
+
+    #[test]
     fn modex_round_trip_and_conversion() {
         let m = modex_example();
         let bytes = m.encode();
@@ -633,10 +651,10 @@ mod tests {
             Err(CardDecodeError::UnknownVersion { found: 2, .. })
         ));
         let mut b = bytes.clone();
-        b[1] = 0x03;
+        b[1] = 0x05;
         assert_eq!(
             ModexCard::decode(&b),
-            Err(CardDecodeError::UnknownFlags { flags: 3 })
+            Err(CardDecodeError::UnknownFlags { flags: 5 })
         );
         // node "h1" is bytes 2..5; the interface count follows.
         let mut b = bytes.clone();

@@ -24,6 +24,8 @@ use super::{
 
 /// Modex flag bit: a routes table follows the interfaces.
 const FLAG_ROUTES: u8 = 0x01;
+/// Flag bit: one liveness responder port per interface follows the routes.
+const FLAG_PROBES: u8 = 0x02;
 
 /// One interface of a modex card: the JSON card's fields plus the libfabric endpoint address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +44,9 @@ pub struct ModexCard {
     node: String,
     interfaces: Vec<ModexInterface>,
     routes: Option<Vec<CardRoute>>,
+    /// The UDP port of the process's liveness responder on each interface's address
+    /// (`kestrel_fabric::liveness`), in interface order; 0 for none.
+    probe_ports: Option<Vec<u16>>,
 }
 
 /// Why bytes from the modex are not a card. Never a panic: every read is bounds-checked.
@@ -293,6 +298,7 @@ impl ModexCard {
             node,
             interfaces,
             routes,
+            probe_ports: None,
         })
     }
 
@@ -321,6 +327,35 @@ impl ModexCard {
             })
             .collect();
         ModexCard::new(card.node.clone(), interfaces, card.routes.clone())
+    }
+
+    /// The card with the ports of this process's liveness responders, one per interface in
+    /// order (0: none on that interface).
+    pub fn with_probe_ports(mut self, ports: Vec<u16>) -> Result<ModexCard, InvalidField> {
+        if ports.len() != self.interfaces.len() {
+            return Err(InvalidField::new(
+                "probe_ports",
+                CardProblem::OutOfRange {
+                    value: format!("({} ports)", ports.len()),
+                    allowed: "one liveness port per interface",
+                },
+            ));
+        }
+        self.probe_ports = Some(ports);
+        Ok(self)
+    }
+
+    /// Every interface's liveness port (0: none), when the card carries them.
+    pub fn probe_ports(&self) -> Option<&[u16]> {
+        self.probe_ports.as_deref()
+    }
+
+    /// The liveness responder's port on interface `i`, if the process runs one there.
+    pub fn probe_port(&self, i: usize) -> Option<u16> {
+        self.probe_ports
+            .as_ref()
+            .and_then(|p| p.get(i).copied())
+            .filter(|&p| p != 0)
     }
 
     /// Format version of the card.
@@ -361,11 +396,14 @@ impl ModexCard {
     pub fn encode(&self) -> Vec<u8> {
         // Lengths below fit their prefixes because construction and decoding enforce the limits.
         let mut w = Writer::new();
-        w.u8(self.version).u8(if self.routes.is_some() {
-            FLAG_ROUTES
-        } else {
-            0
-        });
+        let mut flags = 0;
+        if self.routes.is_some() {
+            flags |= FLAG_ROUTES;
+        }
+        if self.probe_ports.is_some() {
+            flags |= FLAG_PROBES;
+        }
+        w.u8(self.version).u8(flags);
         write_short(&mut w, self.node.as_bytes());
         w.u8(self.interfaces.len() as u8);
         for itf in &self.interfaces {
@@ -391,6 +429,11 @@ impl ModexCard {
                     .u32(r.metric);
             }
         }
+        if let Some(ports) = &self.probe_ports {
+            for &p in ports {
+                w.u16(p);
+            }
+        }
         w.into_vec()
     }
 
@@ -406,7 +449,7 @@ impl ModexCard {
             });
         }
         let flags = r.u8("flags")?;
-        if flags & !FLAG_ROUTES != 0 {
+        if flags & !(FLAG_ROUTES | FLAG_PROBES) != 0 {
             return Err(CardDecodeError::UnknownFlags { flags });
         }
         let node = r.text("node")?;
@@ -479,7 +522,22 @@ impl ModexCard {
         } else {
             None
         };
+        let probe_ports = if flags & FLAG_PROBES != 0 {
+            let mut ports = Vec::with_capacity(interfaces.len());
+            for i in 0..interfaces.len() {
+                ports.push(r.u16(&format!("probe_ports[{i}]"))?);
+            }
+            Some(ports)
+        } else {
+            None
+        };
         r.finish()?;
-        ModexCard::new(node, interfaces, routes).map_err(CardDecodeError::Invalid)
+        let card = ModexCard::new(node, interfaces, routes).map_err(CardDecodeError::Invalid)?;
+        match probe_ports {
+            Some(ports) => card
+                .with_probe_ports(ports)
+                .map_err(CardDecodeError::Invalid),
+            None => Ok(card),
+        }
     }
 }

@@ -43,8 +43,12 @@ pub fn fuzz_one(data: &[u8]) {
         .iter()
         .map(|i| i.fabric_addr.clone())
         .collect();
+    let rebuilt = ModexCard::from_host_card(&host, addrs).and_then(|c| match card.probe_ports() {
+        Some(ports) => c.with_probe_ports(ports.to_vec()),
+        None => Ok(c),
+    });
     assert_eq!(
-        ModexCard::from_host_card(&host, addrs),
+        rebuilt,
         Ok(card.clone()),
         "the card rebuilt from its parts differs"
     );
@@ -93,9 +97,19 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("one_interface_two_routes", one.clone()),
         ("three_interfaces_one_speed_unknown", modex(3, None)),
         ("largest", modex(16, Some(64))),
+        (
+            "two_interfaces_with_liveness_ports",
+            ModexCard::decode(&modex(2, Some(1)))
+                .and_then(|c| {
+                    c.with_probe_ports(vec![40000, 0])
+                        .map_err(CardDecodeError::Invalid)
+                })
+                .expect("seed card is valid")
+                .encode(),
+        ),
         ("empty", vec![]),
         ("unknown_version", with(0, 2)),
-        ("unknown_flags", with(1, 0x03)),
+        ("unknown_flags", with(1, 0x05)),
         ("node_not_utf8", with(3, 0xff)),
         ("node_with_control_character", with(3, b'\n')),
         ("too_many_interfaces", with(5, 17)),

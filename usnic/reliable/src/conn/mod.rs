@@ -413,6 +413,14 @@ impl Connection {
         self.last_progress
     }
 
+    /// How long data has been outstanding without acknowledgement progress, at `now` (`None`
+    /// when nothing is outstanding or the connection is not open): what the failure timer
+    /// measures, for a driver that probes the peer's liveness.
+    pub fn silent_for(&self, now: Instant) -> Option<Duration> {
+        (self.state == State::Open && !self.in_flight.is_empty())
+            .then(|| now.saturating_duration_since(self.last_progress))
+    }
+
     /// Whether the driver declared this the peer's sole working path.
     pub fn is_sole_path(&self) -> bool {
         self.sole_path
@@ -720,6 +728,18 @@ impl Connection {
     pub fn set_sole_path(&mut self, sole: bool) {
         self.sole_path = sole;
         self.rearm();
+    }
+
+    /// The driver learned, outside this connection, that the peer's process is alive and the
+    /// path's link works (its liveness responder answered over the same link at `now`): the
+    /// peer is only busy, so the failure clock restarts. Also called when the driver itself was
+    /// away (not listening) for a long time: silence it did not listen to is no evidence.
+    /// Retransmissions go on as before.
+    pub fn peer_alive(&mut self, now: Instant) {
+        if self.state == State::Open && !self.in_flight.is_empty() {
+            self.last_progress = self.last_progress.max(now);
+            self.rearm();
+        }
     }
 
     /// Gives a buffer from [`Connection::poll_deliver`] back for reuse (optional; avoids an
