@@ -133,6 +133,22 @@ impl Cluster {
         }
     }
 
+    /// Runs `examples/idle_check 6000 busy-peer` with `job` (a launcher command for two ranks,
+    /// given timeouts shorter than the 6 s the peer computes) and asserts the job completed:
+    /// the busy peer was waited for, not taken for dead.
+    pub fn assert_busy_peer_is_waited_for(&self, mut job: Command, deadline: std::time::Duration) {
+        job.arg(crate::example("idle_check"))
+            .args(["6000", "busy-peer"]);
+        let out = crate::run(job, deadline);
+        assert!(out.success(), "{}", out.show());
+        assert!(
+            out.stdout
+                .contains("idle_check: busy peers answered on 2 ranks"),
+            "{}",
+            out.show()
+        );
+    }
+
     /// Sets `iface` of `host` down from a thread, once `host` has received `bytes` more on it
     /// than now (or after 30 s): cut once a transfer is well under way, not after a fixed
     /// delay a fast machine could outrun. The thread returns when it cut the link.

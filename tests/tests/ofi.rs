@@ -356,7 +356,7 @@ fn a_peer_computing_longer_than_the_peer_timeout_is_not_taken_for_dead() {
     let cluster = Cluster::up(2);
     let h = cluster.hosts();
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
-    let mut cmd = job(
+    let cmd = job(
         &hosts,
         "self,ofi",
         &[
@@ -368,14 +368,6 @@ fn a_peer_computing_longer_than_the_peer_timeout_is_not_taken_for_dead() {
             "2000",
         ],
     );
-    cmd.arg(example("idle_check")).args(["6000", "busy-peer"]);
-    let out = run(cmd, DEADLINE);
-    assert!(out.success(), "{}", out.show());
-    assert!(
-        out.stdout
-            .contains("idle_check: busy peers answered on 2 ranks"),
-        "{}",
-        out.show()
-    );
+    cluster.assert_busy_peer_is_waited_for(cmd, DEADLINE);
     cluster.assert_empty();
 }

@@ -554,17 +554,15 @@ fn silent_peer_fails_after_fail_after_and_hands_back_exactly_the_unacked() {
     assert_eq!(s.a.conn.poll_timeout(), None);
 }
 
-#[test]
-fn a_silent_peer_reported_alive_never_fails_until_the_answers_stop() {
-    // The peer is busy (nothing comes back) for 20 s, seven times the failure limit, but the
-    // driver hears from its liveness responder every second.
-    let c = cfg();
+/// A transfer of 10 messages completed, then the peer falls silent (nothing comes back) with
+/// 5 more messages outstanding.
+fn gone_silent(seed: u64) -> Sim {
     let mut s = sim(
         LinkConfig::clean(),
         LinkConfig::clean(),
-        Workload::fixed(10, 5000, 39),
+        Workload::fixed(10, 5000, seed),
         Workload::none(),
-        40,
+        seed + 1,
     );
     drive("before silence", &mut s);
     s.ab.cut = true;
@@ -572,6 +570,15 @@ fn a_silent_peer_reported_alive_never_fails_until_the_answers_stop() {
     s.a.workload.count = 15;
     s.run_until(Limits::default(), |s| s.a.conn.in_flight() > 0)
         .unwrap();
+    s
+}
+
+#[test]
+fn a_silent_peer_reported_alive_never_fails_until_the_answers_stop() {
+    // The peer is busy (nothing comes back) for 20 s, seven times the failure limit, but the
+    // driver hears from its liveness responder every second.
+    let c = cfg();
+    let mut s = gone_silent(39);
     let silent_from = s.now;
     for second in 1..=20u64 {
         let at = silent_from + Duration::from_secs(second);
@@ -597,19 +604,7 @@ fn a_silent_peer_reported_alive_never_fails_until_the_answers_stop() {
 
 #[test]
 fn a_busy_peer_reported_alive_gets_everything_when_it_comes_back() {
-    let mut s = sim(
-        LinkConfig::clean(),
-        LinkConfig::clean(),
-        Workload::fixed(10, 5000, 41),
-        Workload::none(),
-        42,
-    );
-    drive("before silence", &mut s);
-    s.ab.cut = true;
-    s.ba.cut = true;
-    s.a.workload.count = 15;
-    s.run_until(Limits::default(), |s| s.a.conn.in_flight() > 0)
-        .unwrap();
+    let mut s = gone_silent(41);
     let silent_from = s.now;
     for second in 1..=10u64 {
         let at = silent_from + Duration::from_secs(second);
