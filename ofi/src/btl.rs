@@ -197,6 +197,8 @@ pub struct OfiBtl {
     bandwidth_mbps: u32,
     counters: Counters,
     finalizing: bool,
+    /// When finalize's first quiesce ran.
+    finalize_started: Option<Instant>,
 }
 
 impl fmt::Debug for OfiBtl {
@@ -346,6 +348,7 @@ impl OfiBtl {
             bandwidth_mbps,
             counters: Counters::default(),
             finalizing: false,
+            finalize_started: None,
         })
     }
 
@@ -870,7 +873,30 @@ impl Btl for OfiBtl {
             }
         }
         self.progress(&mut |_| {});
-        self.quiet()
+        if self.quiet() {
+            return true;
+        }
+        // A pair this process left after the peer moved away (it followed the peer to another
+        // pair without a failure of its own) keeps its stuck sends on the rail for ever;
+        // what they carried went again on the live pair. Such a rail stops counting once the
+        // failover time has passed in finalize.
+        let started = *self.finalize_started.get_or_insert_with(Instant::now);
+        if started.elapsed() < self.timing.fail_after {
+            return false;
+        }
+        let stuck_on_dead_pairs_only = self.rails.iter().enumerate().all(|(i, r)| {
+            self.rail_failed[i]
+                || r.endpoint.free_tx_slots() == r.endpoint.tx_depth()
+                || self
+                    .peers
+                    .iter()
+                    .flatten()
+                    .any(|st| st.pairs().iter().any(|p| p.rail == i && p.dead))
+        });
+        if stuck_on_dead_pairs_only {
+            tracing::debug!(target: "ofi", "finalize: sends stuck on pairs taken as dead are given up");
+        }
+        !self.resends_pending && stuck_on_dead_pairs_only
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
