@@ -15,7 +15,8 @@
 //! * [`card`]: what a process publishes so peers reach it (provider, domain, address);
 //! * [`select`]: which provider and domain a process uses (`ofi_provider`, interface filters);
 //! * [`btl`]: the transport itself ([`btl::OfiBtl`]);
-//! * [`component`]: the registered component.
+//! * [`component`]: the registered component;
+//! * [`fuzzing`]: the bodies and seed corpora of the fuzz targets over what peers send.
 //!
 //! It has no `unsafe`: every libfabric call goes through `kestrel-fabric`.
 
@@ -26,6 +27,7 @@ pub mod btl;
 pub mod card;
 #[cfg(feature = "libfabric")]
 pub mod component;
+pub mod fuzzing;
 pub mod params;
 pub mod paths;
 #[cfg(feature = "libfabric")]
