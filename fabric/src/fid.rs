@@ -14,6 +14,8 @@ use super::error::{strerror, FabricError, Site};
 pub(super) struct Fid<T: HasFid> {
     ptr: NonNull<T>,
     what: &'static str,
+    /// Its owner gave it up with operations pending: a busy close is expected.
+    busy_expected: bool,
 }
 
 /// libfabric object types, each starting with an embedded `struct fid`.
@@ -54,8 +56,19 @@ impl<T: HasFid> Fid<T> {
             return Err(FabricError::from_code(what, site, ret.into()));
         }
         NonNull::new(raw)
-            .map(|ptr| Fid { ptr, what })
+            .map(|ptr| Fid {
+                ptr,
+                what,
+                busy_expected: false,
+            })
             .ok_or_else(|| FabricError::local(what, site, "returned no object".into()))
+    }
+
+    /// The owner gives this object up with operations still pending (sends stuck on a dead
+    /// link): `fi_close` may answer busy, which is then logged at debug level, not as a
+    /// warning.
+    pub(super) fn expect_busy(&mut self) {
+        self.busy_expected = true;
     }
 
     pub(super) fn as_ptr(&self) -> *mut T {
@@ -73,7 +86,13 @@ impl<T: HasFid> Drop for Fid<T> {
         // SAFETY: the object is live and closed exactly once, here; the owning struct orders its
         // fields so that objects depending on this one are closed first.
         let ret = unsafe { sys::fi_close(self.fid()) };
-        if ret != 0 {
+        if ret == -libc::EBUSY && self.busy_expected {
+            tracing::debug!(
+                target: "fabric",
+                object = self.what,
+                "fi_close found operations pending on an abandoned endpoint (expected after a link failure)"
+            );
+        } else if ret != 0 {
             tracing::warn!(
                 target: "fabric",
                 object = self.what,

@@ -572,6 +572,8 @@ impl OfiBtl {
             .expect("only known peers fail");
         let dead = &st.pairs()[f.pair];
         self.rail_failed[dead.rail] = true;
+        // Its stuck sends never complete: closing it at finalize will find it busy.
+        self.rails[dead.rail].endpoint.abandon();
         let local = &self.rails[dead.rail];
         let what = format!(
             "{} ({}) -> {} of process {peer}",
@@ -895,6 +897,11 @@ impl Btl for OfiBtl {
         });
         if stuck_on_dead_pairs_only {
             tracing::debug!(target: "ofi", "finalize: sends stuck on pairs taken as dead are given up");
+            for r in &mut self.rails {
+                if r.endpoint.free_tx_slots() != r.endpoint.tx_depth() {
+                    r.endpoint.abandon();
+                }
+            }
         }
         !self.resends_pending && stuck_on_dead_pairs_only
     }

@@ -195,6 +195,22 @@ impl MsgEndpoint {
         false
     }
 
+    /// The owner gives this endpoint up with sends still pending (its link died): closing it
+    /// later may find them busy, which is then expected rather than warned about.
+    pub fn abandon(&mut self) {
+        self.ep.expect_busy();
+        self.av.expect_busy();
+        self.cq.expect_busy();
+        if let Some(mr) = self.tx_mr.as_mut() {
+            mr.expect_busy();
+        }
+        if let Some(mr) = self.rx_mr.as_mut() {
+            mr.expect_busy();
+        }
+        self._domain.expect_busy();
+        self._fabric.expect_busy();
+    }
+
     /// Send slots neither in flight nor waiting for a retry.
     pub fn free_tx_slots(&self) -> usize {
         self.tx_free.len()
