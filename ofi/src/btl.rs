@@ -460,6 +460,18 @@ impl OfiBtl {
         }
     }
 
+    /// Sends an ack frame to every peer owed one (frames arrived since the last ack).
+    fn send_owed_acks(&mut self) {
+        for peer in 0..self.peers.len() as u32 {
+            if self.peers[peer as usize]
+                .as_ref()
+                .is_some_and(PeerPaths::owes_ack)
+            {
+                self.send_ack(peer);
+            }
+        }
+    }
+
     /// Sends again, on the active pair, what `peer` kept after a failover, oldest first, as
     /// far as the provider takes it now.
     fn flush_resends(&mut self, peer: u32) {
@@ -828,14 +840,7 @@ impl Btl for OfiBtl {
         }
         // A sender keeps frames until they are acknowledged and takes long silence for a
         // dead pair: acknowledge everything now rather than on a timer this rank sleeps past.
-        for peer in 0..self.peers.len() as u32 {
-            if self.peers[peer as usize]
-                .as_ref()
-                .is_some_and(PeerPaths::owes_ack)
-            {
-                self.send_ack(peer);
-            }
-        }
+        self.send_owed_acks();
         for (rail, &failed) in self.rails.iter_mut().zip(&self.rail_failed) {
             if failed {
                 continue;
@@ -865,14 +870,7 @@ impl Btl for OfiBtl {
             self.finalizing = true;
             // Peers still waiting for our acknowledgement get it now: this process may be
             // gone before its ack timer runs.
-            for peer in 0..self.peers.len() as u32 {
-                if self.peers[peer as usize]
-                    .as_ref()
-                    .is_some_and(PeerPaths::owes_ack)
-                {
-                    self.send_ack(peer);
-                }
-            }
+            self.send_owed_acks();
         }
         self.progress(&mut |_| {});
         if self.quiet() {

@@ -32,8 +32,6 @@ pub(crate) struct IdleSleep {
     /// Descriptors of the coming sleep (kept to reuse the allocation).
     fds: Vec<libc::pollfd>,
     raw: Vec<RawFd>,
-    /// Sleeps taken (a counter for the curious and the tests).
-    pub(crate) slept: u64,
 }
 
 impl IdleSleep {
@@ -63,11 +61,6 @@ impl Engine {
     /// Never sleep when idle from now on (see [`IdleSleep::disable`]).
     pub fn forbid_idle_sleep(&mut self) {
         self.sleep.disable();
-    }
-
-    /// Sleeps taken so far.
-    pub fn idle_sleeps(&self) -> u64 {
-        self.sleep.slept
     }
 
     /// Called every [`SLEEP_CHECK`] idle steps of a wait: starts the idle stretch on the first
@@ -128,7 +121,6 @@ impl Engine {
                     self.sleep.max_ms,
                 )
             };
-            self.sleep.slept += 1;
         }
         self.sleep.raw = raw;
     }
