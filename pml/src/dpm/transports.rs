@@ -72,6 +72,11 @@ impl Engine {
                 .map(|&(p, u)| (p, u as u32))
                 .collect();
             let slot = self.btls.len();
+            if btl.needs_kernel_time() {
+                // A connection over kernel UDP (usnic) needs the yields a job started with it
+                // gets (`Engine::yield_when_idle`).
+                self.yield_when_idle = true;
+            }
             self.btls.push(Box::new(Remapped::new(btl, &pairs)));
             for &(p, u) in &pairs {
                 if attached.route[u as usize] == i as u8 {

@@ -359,7 +359,7 @@ pub struct Engine {
     network_flush: bool,
     pub(crate) st: State,
     pub(crate) next_ctx: u16,
-    yield_when_idle: bool,
+    pub(crate) yield_when_idle: bool,
     spin_before_yield: u32,
     /// Sleeping in `poll(2)` after a long idle stretch (see `sleep.rs`).
     sleep: sleep::IdleSleep,

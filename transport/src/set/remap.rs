@@ -98,6 +98,9 @@ impl Btl for Remapped {
     fn prepare_sleep(&mut self, fds: &mut Vec<std::os::fd::RawFd>) -> SleepReadiness {
         self.inner.prepare_sleep(fds)
     }
+    fn needs_kernel_time(&self) -> bool {
+        self.inner.needs_kernel_time()
+    }
     fn can_get(&mut self, peer: u32) -> bool {
         match self.map(peer) {
             Ok(i) => self.inner.can_get(i),
