@@ -39,3 +39,7 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
 # handing over and completing requests).
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
   cargo test -p kestrel-abi-lock --release --test loom
+
+# bench/compare --plot writes valid charts with one line per stack (last: it installs Open MPI,
+# whose mpicc then takes the unsuffixed `mpicc` name).
+bash ci/plot-check.sh
