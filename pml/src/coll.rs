@@ -67,6 +67,9 @@ impl Engine {
         if let Some(r) = self.shm_barrier(ctx)? {
             return Ok(r);
         }
+        if let Some(h) = self.hierarchy(ctx)? {
+            return self.hier_barrier(&h);
+        }
         let (me, n) = self.comm_info(ctx)?;
         let mut k = 1;
         while k < n {
@@ -92,7 +95,13 @@ impl Engine {
         if self.shm_bcast(ctx, root, buf)? {
             return Ok(());
         }
-        if self.algorithm(&params::BCAST) == "linear" {
+        let forced = self.algorithm(&params::BCAST);
+        if forced == "auto" {
+            if let Some(h) = self.hierarchy(ctx)? {
+                return self.hier_bcast(&h, me, root, buf);
+            }
+        }
+        if forced == "linear" {
             if me == root {
                 let sends: Vec<(u32, &[u8])> = (0..n)
                     .filter(|&r| r != root)
@@ -148,6 +157,12 @@ impl Engine {
         }
         if self.shm_reduce(ctx, root, send, recv.as_deref_mut(), dtype, op)? {
             return Ok(());
+        }
+        // Hierarchical phases combine operands out of rank order: commutative operations only.
+        if op.is_commutative() && self.algorithm(&params::REDUCE) == "auto" {
+            if let Some(h) = self.hierarchy(ctx)? {
+                return self.hier_reduce(&h, me, root, send, recv, dtype, op);
+            }
         }
         let linear = !op.is_commutative() || self.algorithm(&params::REDUCE) == "linear";
         if linear {
@@ -228,6 +243,11 @@ impl Engine {
             return Ok(());
         }
         let forced = self.algorithm(&params::ALLREDUCE);
+        if forced == "auto" && op.is_commutative() {
+            if let Some(h) = self.hierarchy(ctx)? {
+                return self.hier_allreduce(&h, send, recv, dtype, op);
+            }
+        }
         let count = send.len() / dtype.size();
         let algo = match forced.as_str() {
             "auto" => {
@@ -424,6 +444,24 @@ impl Engine {
         if self.shm_scatter_gather(ctx, true, root, send, dst, len)? {
             return Ok(());
         }
+        if self.algorithm(&params::GATHER) == "auto" {
+            if let Some(h) = self.hierarchy(ctx)? {
+                let (me, _) = self.comm_info(ctx)?;
+                if root >= n {
+                    return Err(PmlError::Invalid(format!(
+                        "gather: root {root} outside a communicator of {n}"
+                    )));
+                }
+                if me == root {
+                    check_len(
+                        "gather",
+                        recv.as_ref().map_or(0, |r| r.len()),
+                        len * n as usize,
+                    )?;
+                }
+                return self.hier_gather(&h, me, root, send, recv);
+            }
+        }
         let counts = vec![len; n as usize];
         let displs: Vec<usize> = (0..n as usize).map(|r| r * len).collect();
         self.coll_gatherv(ctx, root, send, recv, &counts, &displs)
@@ -481,6 +519,17 @@ impl Engine {
         let len = recv.len();
         if self.shm_scatter_gather(ctx, false, root, send.unwrap_or_default(), recv, len)? {
             return Ok(());
+        }
+        if self.algorithm(&params::SCATTER) == "auto" {
+            if let Some(h) = self.hierarchy(ctx)? {
+                let (me, _) = self.comm_info(ctx)?;
+                if root >= n {
+                    return Err(PmlError::Invalid(format!(
+                        "scatter: root {root} outside a communicator of {n}"
+                    )));
+                }
+                return self.hier_scatter(&h, me, root, send, recv);
+            }
         }
         let counts = vec![len; n as usize];
         let displs: Vec<usize> = (0..n as usize).map(|r| r * len).collect();
@@ -577,6 +626,11 @@ impl Engine {
         let (_, n) = self.comm_info(ctx)?;
         let len = send.len();
         check_len("allgather", recv.len(), len * n as usize)?;
+        if n > 1 && self.algorithm(&params::ALLGATHER) == "auto" {
+            if let Some(h) = self.hierarchy(ctx)? {
+                return self.hier_allgather(&h, send, recv);
+            }
+        }
         let counts = vec![len; n as usize];
         let displs: Vec<usize> = (0..n as usize).map(|r| r * len).collect();
         self.coll_allgatherv(ctx, send, recv, &counts, &displs)

@@ -13,6 +13,7 @@
 #[allow(unsafe_code)]
 pub mod buf;
 pub mod coll;
+mod coll_hier;
 mod coll_shm;
 pub mod dpm;
 pub mod engine;

@@ -165,6 +165,15 @@ pub static SHM: Param<bool> = Param::new(ParamSpec {
     description: "Use the shared-memory segment engine for barrier, bcast, reduce and allreduce on node-local communicators.",
 });
 
+/// `KESTREL_COLL_HIERARCHICAL`: node / leaders / node phases for communicators across nodes.
+pub static HIERARCHICAL: Param<bool> = Param::new(ParamSpec {
+    name: "coll_hierarchical",
+    component: "coll",
+    kind: ParamKind::Bool,
+    default: "true",
+    description: "Run barrier, bcast, reduce and allreduce (commutative operations), allgather, gather and scatter on communicators that span several nodes with more than one member on some node in three phases: within each node (shared memory), among one leader per node (network), within each node again. Used when the collective's own algorithm parameter is auto; must be the same in every process. false: flat point-to-point algorithms over all members.",
+});
+
 /// `KESTREL_COLL_SHM_POSTED`.
 pub static SHM_POSTED: Param<bool> = Param::new(ParamSpec {
     name: "coll_shm_posted",
@@ -220,6 +229,7 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         GATHER.spec(),
         SCATTER.spec(),
         SHM.spec(),
+        HIERARCHICAL.spec(),
         SHM_POSTED.spec(),
         SHM_FRAGMENT.spec(),
         SHM_SETS.spec(),

@@ -78,6 +78,7 @@ impl Engine {
     /// Forgets a context (`MPI_Comm_free`); for an inter-communicator also its local context.
     pub fn free_context(&mut self, ctx: u16) {
         if ctx > CTX_SELF {
+            self.free_hierarchy(ctx);
             if let Some(slot) = self.coll_segments.get_mut(ctx as usize) {
                 *slot = None;
             }

@@ -371,6 +371,9 @@ pub struct Engine {
     /// Indexed by context id (looked up on every collective, so no hashing); the outer
     /// `None` means "not decided yet".
     pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
+    /// Hierarchical collectives per context (`None`: not decided yet; `Some(None)`: flat;
+    /// see `crate::coll_hier`).
+    pub(crate) coll_hier: Vec<Option<Option<std::sync::Arc<crate::coll_hier::Hier>>>>,
     /// The posted rounds of the same segments (nonblocking collectives), by context id: kept
     /// apart so that they go on while a blocking collective holds the segment.
     pub(crate) coll_posted: Vec<Option<Box<dyn kestrel_transport::node_coll::PostedRounds>>>,

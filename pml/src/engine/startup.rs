@@ -148,6 +148,7 @@ impl Engine {
             split_copy_min: crate::params::SPLIT_COPY_MIN.get(params),
             job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
+            coll_hier: Vec::new(),
             coll_posted: Vec::new(),
             alltoall_auto: None,
             scatter_gather_auto: None,
@@ -193,6 +194,7 @@ impl Engine {
         self.dpm_finalize();
         rt.barrier().map_err(|e| PmlError::Runtime(e.to_string()))?;
         self.coll_segments.clear();
+        self.coll_hier.clear();
         self.coll_posted.clear();
         self.btls.clear();
         Ok(())

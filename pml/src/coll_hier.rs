@@ -1,0 +1,460 @@
+//! Hierarchical collectives: for a communicator that spans several nodes with more than one
+//! member on some node, barrier, bcast, reduce, allreduce, allgather, gather and scatter run
+//! in three phases: among the members of each node (a node communicator, which the
+//! shared-memory segment engine or shared-memory messages serve), among one leader per node
+//! (a leader communicator, over the network), and on each node again.
+//!
+//! Owns the per-communicator choice (`Engine::coll_hier`) and the two sub-contexts it
+//! creates; every phase is an ordinary collective on a sub-context, so this module never
+//! moves bytes between processes itself (only copies that reorder node blocks into rank
+//! order, and one point-to-point hand-over to a root that is not its node's leader).
+//!
+//! The choice is made on a communicator's first collective that can use it, by all members
+//! alike: it depends only on the members' nodes (known to every process from the launch) and
+//! on `coll_hierarchical`, which must be the same everywhere (like every algorithm choice).
+//! Reductions keep MPI's rank order only for commutative operations, so non-commutative ones
+//! stay flat. Nodes are ordered by their lowest member; a node's leader is its lowest member.
+
+use std::sync::Arc;
+
+use crate::engine::{Engine, PmlError};
+use crate::op::{Dtype, Reduction};
+use crate::params;
+
+/// Point-to-point hand-over from a node leader to a root that is not a leader.
+const TAG_HIER: i32 = -13;
+
+/// The sub-communicators of one communicator.
+#[derive(Debug)]
+pub(crate) struct Hier {
+    /// This process's node: the communicator's members on it, lowest first (rank 0 leads).
+    node_ctx: u16,
+    /// The leaders, one per node in node order; `None` on members that do not lead.
+    leader_ctx: Option<u16>,
+    /// This process's node (index into `members`).
+    my_node: u32,
+    /// Per communicator rank: (node index, rank in that node's communicator).
+    place: Vec<(u32, u32)>,
+    /// Per node: its members' communicator ranks, lowest first.
+    members: Vec<Vec<u32>>,
+}
+
+/// A communicator split by node: what becomes [`Hier`]'s `place` and `members`.
+#[derive(Debug, PartialEq, Eq)]
+struct Layout {
+    place: Vec<(u32, u32)>,
+    members: Vec<Vec<u32>>,
+}
+
+impl Hier {
+    /// Splits a communicator of job ranks `group` by `node_of`; `None` when the hierarchy
+    /// would be flat (one node, or one member per node).
+    fn layout(group: &[u32], node_of: impl Fn(u32) -> String) -> Option<Layout> {
+        let mut names: Vec<String> = Vec::new();
+        let mut members: Vec<Vec<u32>> = Vec::new();
+        let mut place = Vec::with_capacity(group.len());
+        for (rank, &job_rank) in group.iter().enumerate() {
+            let name = node_of(job_rank);
+            let node = match names.iter().position(|n| *n == name) {
+                Some(i) => i,
+                None => {
+                    names.push(name);
+                    members.push(Vec::new());
+                    names.len() - 1
+                }
+            };
+            place.push((node as u32, members[node].len() as u32));
+            members[node].push(rank as u32);
+        }
+        let worth_it = members.len() >= 2 && members.iter().any(|m| m.len() > 1);
+        worth_it.then_some(Layout { place, members })
+    }
+}
+
+impl Engine {
+    /// The hierarchy of `ctx`, decided (and set up: a collective over `ctx`) on first use;
+    /// `None`: flat algorithms.
+    pub(crate) fn hierarchy(&mut self, ctx: u16) -> Result<Option<Arc<Hier>>, PmlError> {
+        if let Some(Some(known)) = self.coll_hier.get(ctx as usize) {
+            return Ok(known.clone());
+        }
+        let decided = self.decide_hierarchy(ctx)?.map(Arc::new);
+        let idx = ctx as usize;
+        if self.coll_hier.len() <= idx {
+            self.coll_hier.resize_with(idx + 1, || None);
+        }
+        self.coll_hier[idx] = Some(decided.clone());
+        Ok(decided)
+    }
+
+    fn decide_hierarchy(&mut self, ctx: u16) -> Result<Option<Hier>, PmlError> {
+        if self.is_inter(ctx) || !params::HIERARCHICAL.get(self.params()) {
+            return Ok(None);
+        }
+        let Some(group) = self.context_group(ctx).map(<[u32]>::to_vec) else {
+            return Ok(None);
+        };
+        // Other jobs' members (DPM) keep the flat algorithms, which notice their failure.
+        if group.iter().any(|&r| r >= self.size()) {
+            return Ok(None);
+        }
+        let Some(Layout { place, members }) = Hier::layout(&group, |r| self.node_of(r).to_string())
+        else {
+            return Ok(None);
+        };
+        // Two ids free at every member: the agreed one is the largest next-free id among
+        // them, so it and the one after are unused everywhere. Node communicators of
+        // different nodes share the first (their members are disjoint).
+        let base = self.agree_context(ctx)?;
+        if base >= u16::MAX - 1 {
+            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+        }
+        self.next_ctx = self.next_ctx.max(base + 2);
+        let me = group.iter().position(|&r| r == self.rank()).unwrap_or(0);
+        let (my_node, my_local) = place[me];
+        let node_group = members[my_node as usize]
+            .iter()
+            .map(|&r| group[r as usize])
+            .collect();
+        self.add_context(base, node_group);
+        let leader_ctx = if my_local == 0 {
+            let leaders = members.iter().map(|m| group[m[0] as usize]).collect();
+            self.add_context(base + 1, leaders);
+            Some(base + 1)
+        } else {
+            None
+        };
+        tracing::debug!(target: "coll", ctx, nodes = members.len(), node_ctx = base, ?leader_ctx, "hierarchical collectives");
+        Ok(Some(Hier {
+            node_ctx: base,
+            leader_ctx,
+            my_node,
+            place,
+            members,
+        }))
+    }
+
+    /// Forgets `ctx`'s hierarchy and frees its sub-contexts (`MPI_Comm_free`).
+    pub(crate) fn free_hierarchy(&mut self, ctx: u16) {
+        let Some(Some(Some(h))) = self.coll_hier.get_mut(ctx as usize).map(Option::take) else {
+            return;
+        };
+        self.free_context(h.node_ctx);
+        if let Some(l) = h.leader_ctx {
+            self.free_context(l);
+        }
+    }
+
+    /// Hierarchical `MPI_Barrier`: the node, the leaders, the node again.
+    pub(crate) fn hier_barrier(&mut self, h: &Hier) -> Result<(), PmlError> {
+        self.coll_barrier(h.node_ctx)?;
+        if let Some(l) = h.leader_ctx {
+            self.coll_barrier(l)?;
+        }
+        self.coll_barrier(h.node_ctx)
+    }
+
+    /// Hierarchical `MPI_Bcast`: the root's node first (so its leader has the data), then
+    /// among the leaders from the root's node, then every other node from its leader.
+    pub(crate) fn hier_bcast(
+        &mut self,
+        h: &Hier,
+        me: u32,
+        root: u32,
+        buf: &mut [u8],
+    ) -> Result<(), PmlError> {
+        let (root_node, root_local) = h.place[root as usize];
+        let my_node = h.place[me as usize].0;
+        if my_node == root_node && root_local != 0 {
+            self.coll_bcast(h.node_ctx, root_local, buf)?;
+        }
+        if let Some(l) = h.leader_ctx {
+            self.coll_bcast(l, root_node, buf)?;
+        }
+        if my_node != root_node || root_local == 0 {
+            self.coll_bcast(h.node_ctx, 0, buf)?;
+        }
+        Ok(())
+    }
+
+    /// Hierarchical `MPI_Reduce` (commutative `op`): each node to its leader, the leaders to
+    /// the root's leader, which hands the result to the root if it does not lead.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn hier_reduce(
+        &mut self,
+        h: &Hier,
+        me: u32,
+        root: u32,
+        send: &[u8],
+        recv: Option<&mut [u8]>,
+        dtype: Dtype,
+        op: &Reduction,
+    ) -> Result<(), PmlError> {
+        let (root_node, root_local) = h.place[root as usize];
+        let (my_node, my_local) = h.place[me as usize];
+        if me == root && root_local == 0 {
+            let recv = recv.ok_or_else(|| {
+                PmlError::Invalid("reduce: the root needs a receive buffer".into())
+            })?;
+            let mut partial = vec![0u8; send.len()];
+            self.coll_reduce(h.node_ctx, 0, send, Some(&mut partial), dtype, op)?;
+            let l = h.leader_ctx.expect("a node's rank 0 leads");
+            return self.coll_reduce(l, root_node, &partial, Some(recv), dtype, op);
+        }
+        if let Some(l) = h.leader_ctx {
+            let mut partial = vec![0u8; send.len()];
+            self.coll_reduce(h.node_ctx, 0, send, Some(&mut partial), dtype, op)?;
+            if my_node == root_node {
+                // The root is another member of this node: reduce here, then hand it over.
+                let mut total = vec![0u8; send.len()];
+                self.coll_reduce(l, root_node, &partial, Some(&mut total), dtype, op)?;
+                return self.exchange(h.node_ctx, TAG_HIER, &[(root_local, &total)], &mut []);
+            }
+            return self.coll_reduce(l, root_node, &partial, None, dtype, op);
+        }
+        debug_assert_ne!(my_local, 0);
+        self.coll_reduce(h.node_ctx, 0, send, None, dtype, op)?;
+        if me == root {
+            let recv = recv.ok_or_else(|| {
+                PmlError::Invalid("reduce: the root needs a receive buffer".into())
+            })?;
+            self.exchange(h.node_ctx, TAG_HIER, &[], &mut [(0, recv)])?;
+        }
+        Ok(())
+    }
+
+    /// Hierarchical `MPI_Allreduce` (commutative `op`): reduce to each node's leader,
+    /// allreduce among the leaders, bcast on each node.
+    pub(crate) fn hier_allreduce(
+        &mut self,
+        h: &Hier,
+        send: &[u8],
+        recv: &mut [u8],
+        dtype: Dtype,
+        op: &Reduction,
+    ) -> Result<(), PmlError> {
+        if let Some(l) = h.leader_ctx {
+            let mut partial = vec![0u8; send.len()];
+            self.coll_reduce(h.node_ctx, 0, send, Some(&mut partial), dtype, op)?;
+            self.coll_allreduce(l, &partial, recv, dtype, op)?;
+        } else {
+            self.coll_reduce(h.node_ctx, 0, send, None, dtype, op)?;
+        }
+        self.coll_bcast(h.node_ctx, 0, recv)
+    }
+
+    /// Hierarchical `MPI_Allgather` of equal blocks: gather on each node, allgatherv of the
+    /// node blocks among the leaders, rank order restored, bcast on each node.
+    pub(crate) fn hier_allgather(
+        &mut self,
+        h: &Hier,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), PmlError> {
+        let len = send.len();
+        if let Some(l) = h.leader_ctx {
+            let mut node_blocks = vec![0u8; h.members[h.my_node as usize].len() * len];
+            self.coll_gather(h.node_ctx, 0, send, Some(&mut node_blocks))?;
+            let counts: Vec<usize> = h.members.iter().map(|m| m.len() * len).collect();
+            let displs = prefix_sums(&counts);
+            let mut by_node = vec![0u8; recv.len()];
+            self.coll_allgatherv(l, &node_blocks, &mut by_node, &counts, &displs)?;
+            h.node_major_to_rank_order(&by_node, recv, len);
+        } else {
+            self.coll_gather(h.node_ctx, 0, send, None)?;
+        }
+        self.coll_bcast(h.node_ctx, 0, recv)
+    }
+
+    /// Hierarchical `MPI_Gather` of equal blocks: gather on each node, gatherv of the node
+    /// blocks to the root's leader, rank order restored there, handed to a non-leader root.
+    pub(crate) fn hier_gather(
+        &mut self,
+        h: &Hier,
+        me: u32,
+        root: u32,
+        send: &[u8],
+        recv: Option<&mut [u8]>,
+    ) -> Result<(), PmlError> {
+        let len = send.len();
+        let (root_node, root_local) = h.place[root as usize];
+        let Some(l) = h.leader_ctx else {
+            self.coll_gather(h.node_ctx, 0, send, None)?;
+            if me == root {
+                let recv = recv.ok_or_else(|| {
+                    PmlError::Invalid("gather: the root needs a receive buffer".into())
+                })?;
+                self.exchange(h.node_ctx, TAG_HIER, &[], &mut [(0, recv)])?;
+            }
+            return Ok(());
+        };
+        let my_node = h.my_node;
+        let mut node_blocks = vec![0u8; h.members[my_node as usize].len() * len];
+        self.coll_gather(h.node_ctx, 0, send, Some(&mut node_blocks))?;
+        if my_node != root_node {
+            return self.coll_gatherv(l, root_node, &node_blocks, None, &[], &[]);
+        }
+        let counts: Vec<usize> = h.members.iter().map(|m| m.len() * len).collect();
+        let displs = prefix_sums(&counts);
+        let total = h.place.len() * len;
+        let mut by_node = vec![0u8; total];
+        self.coll_gatherv(
+            l,
+            root_node,
+            &node_blocks,
+            Some(&mut by_node),
+            &counts,
+            &displs,
+        )?;
+        if root_local == 0 {
+            let recv = recv.ok_or_else(|| {
+                PmlError::Invalid("gather: the root needs a receive buffer".into())
+            })?;
+            h.node_major_to_rank_order(&by_node, recv, len);
+            return Ok(());
+        }
+        let mut ordered = vec![0u8; total];
+        h.node_major_to_rank_order(&by_node, &mut ordered, len);
+        self.exchange(h.node_ctx, TAG_HIER, &[(root_local, &ordered)], &mut [])
+    }
+
+    /// Hierarchical `MPI_Scatter` of equal blocks: the root's blocks (handed to its leader
+    /// if it does not lead) go by node to the leaders, and each leader scatters its node's.
+    pub(crate) fn hier_scatter(
+        &mut self,
+        h: &Hier,
+        me: u32,
+        root: u32,
+        send: Option<&[u8]>,
+        recv: &mut [u8],
+    ) -> Result<(), PmlError> {
+        let len = recv.len();
+        let (root_node, root_local) = h.place[root as usize];
+        let Some(l) = h.leader_ctx else {
+            if me == root {
+                let send = send.ok_or_else(|| {
+                    PmlError::Invalid("scatter: the root needs a send buffer".into())
+                })?;
+                self.exchange(h.node_ctx, TAG_HIER, &[(0, send)], &mut [])?;
+            }
+            return self.coll_scatter(h.node_ctx, 0, None, recv);
+        };
+        let my_node = h.my_node;
+        let counts: Vec<usize> = h.members.iter().map(|m| m.len() * len).collect();
+        let displs = prefix_sums(&counts);
+        let mut by_node = Vec::new();
+        if my_node == root_node {
+            let total = h.place.len() * len;
+            let mut ordered = vec![0u8; total];
+            if root_local == 0 {
+                let send = send.ok_or_else(|| {
+                    PmlError::Invalid("scatter: the root needs a send buffer".into())
+                })?;
+                if send.len() != total {
+                    return Err(PmlError::Invalid(format!(
+                        "scatter: send buffer of {} bytes where {total} are needed",
+                        send.len()
+                    )));
+                }
+                ordered.copy_from_slice(send);
+            } else {
+                self.exchange(h.node_ctx, TAG_HIER, &[], &mut [(root_local, &mut ordered)])?;
+            }
+            by_node = vec![0u8; total];
+            h.rank_order_to_node_major(&ordered, &mut by_node, len);
+        }
+        let mut node_blocks = vec![0u8; counts[my_node as usize]];
+        let root_send = (my_node == root_node).then_some(&by_node[..]);
+        self.coll_scatterv(l, root_node, root_send, &counts, &displs, &mut node_blocks)?;
+        self.coll_scatter(h.node_ctx, 0, Some(&node_blocks), recv)
+    }
+}
+
+impl Hier {
+    /// `by_node` holds blocks of `len` bytes node by node (members lowest first): writes
+    /// them to `out` in communicator rank order.
+    fn node_major_to_rank_order(&self, by_node: &[u8], out: &mut [u8], len: usize) {
+        let mut at = 0;
+        for m in &self.members {
+            for &r in m {
+                let r = r as usize;
+                out[r * len..(r + 1) * len].copy_from_slice(&by_node[at..at + len]);
+                at += len;
+            }
+        }
+    }
+
+    /// The inverse of [`Hier::node_major_to_rank_order`].
+    fn rank_order_to_node_major(&self, ordered: &[u8], out: &mut [u8], len: usize) {
+        let mut at = 0;
+        for m in &self.members {
+            for &r in m {
+                let r = r as usize;
+                out[at..at + len].copy_from_slice(&ordered[r * len..(r + 1) * len]);
+                at += len;
+            }
+        }
+    }
+}
+
+fn prefix_sums(counts: &[usize]) -> Vec<usize> {
+    let mut at = 0;
+    counts
+        .iter()
+        .map(|&c| {
+            let d = at;
+            at += c;
+            d
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes<'a>(spec: &'a [&'a str]) -> impl Fn(u32) -> String + 'a {
+        move |r| spec[r as usize].to_string()
+    }
+
+    #[test]
+    fn one_node_or_one_member_per_node_stays_flat() {
+        assert!(Hier::layout(&[0, 1, 2], nodes(&["a", "a", "a"])).is_none());
+        assert!(Hier::layout(&[0, 1, 2], nodes(&["a", "b", "c"])).is_none());
+        assert!(Hier::layout(&[0], nodes(&["a"])).is_none());
+    }
+
+    #[test]
+    fn nodes_are_ordered_by_their_lowest_member_and_members_by_rank() {
+        // Ranks interleaved over two nodes, and a communicator whose job ranks are permuted.
+        let Layout { place, members } = Hier::layout(
+            &[5, 2, 7, 0],
+            nodes(&["a", "b", "b", "a", "a", "b", "a", "a"]),
+        )
+        .unwrap();
+        // job ranks 5 (b), 2 (b), 7 (a), 0 (a): node 0 = b with comm ranks 0, 1; node 1 = a.
+        assert_eq!(members, vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(place, vec![(0, 0), (0, 1), (1, 0), (1, 1)]);
+    }
+
+    #[test]
+    fn node_major_blocks_round_trip_to_rank_order() {
+        let Layout { place, members } =
+            Hier::layout(&[0, 1, 2, 3, 4], nodes(&["a", "b", "a", "b", "a"])).unwrap();
+        let h = Hier {
+            node_ctx: 9,
+            leader_ctx: Some(10),
+            my_node: 0,
+            place,
+            members,
+        };
+        // Node a: ranks 0, 2, 4; node b: 1, 3; blocks of 2 bytes holding the rank.
+        let by_node: Vec<u8> = [0u8, 2, 4, 1, 3].iter().flat_map(|&r| [r, r]).collect();
+        let mut ordered = vec![0u8; 10];
+        h.node_major_to_rank_order(&by_node, &mut ordered, 2);
+        assert_eq!(ordered, vec![0, 0, 1, 1, 2, 2, 3, 3, 4, 4]);
+        let mut back = vec![0u8; 10];
+        h.rank_order_to_node_major(&ordered, &mut back, 2);
+        assert_eq!(back, by_node);
+    }
+}
