@@ -44,6 +44,7 @@ mod contexts;
 pub mod counters;
 mod detached;
 mod exchange;
+pub(crate) mod hier;
 pub mod nbc;
 mod post;
 mod progress;
@@ -372,8 +373,8 @@ pub struct Engine {
     /// `None` means "not decided yet".
     pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
     /// Hierarchical collectives per context (`None`: not decided yet; `Some(None)`: flat;
-    /// see `crate::coll_hier`).
-    pub(crate) coll_hier: Vec<Option<Option<std::sync::Arc<crate::coll_hier::Hier>>>>,
+    /// see `hier` and `crate::coll_hier`).
+    pub(crate) coll_hier: Vec<Option<Option<std::sync::Arc<hier::Hier>>>>,
     /// The posted rounds of the same segments (nonblocking collectives), by context id: kept
     /// apart so that they go on while a blocking collective holds the segment.
     pub(crate) coll_posted: Vec<Option<Box<dyn kestrel_transport::node_coll::PostedRounds>>>,
