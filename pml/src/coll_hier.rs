@@ -147,9 +147,7 @@ impl Engine {
         let (root_node, root_local) = h.place[root as usize];
         let (my_node, my_local) = h.place[me as usize];
         if me == root && root_local == 0 {
-            let recv = recv.ok_or_else(|| {
-                PmlError::Invalid("reduce: the root needs a receive buffer".into())
-            })?;
+            let recv = recv.ok_or_else(|| root_buffer("reduce", "receive"))?;
             let mut partial = vec![0u8; send.len()];
             self.coll_reduce(h.node_ctx, 0, send, Some(&mut partial), dtype, op)?;
             let l = h.leader_ctx.expect("a node's rank 0 leads");
@@ -169,9 +167,7 @@ impl Engine {
         debug_assert_ne!(my_local, 0);
         self.coll_reduce(h.node_ctx, 0, send, None, dtype, op)?;
         if me == root {
-            let recv = recv.ok_or_else(|| {
-                PmlError::Invalid("reduce: the root needs a receive buffer".into())
-            })?;
+            let recv = recv.ok_or_else(|| root_buffer("reduce", "receive"))?;
             self.exchange(h.node_ctx, TAG_HIER, &[], &mut [(0, recv)])?;
         }
         Ok(())
@@ -209,8 +205,7 @@ impl Engine {
         if let Some(l) = h.leader_ctx {
             let mut node_blocks = vec![0u8; h.members[h.my_node as usize].len() * len];
             self.coll_gather(h.node_ctx, 0, send, Some(&mut node_blocks))?;
-            let counts: Vec<usize> = h.members.iter().map(|m| m.len() * len).collect();
-            let displs = prefix_sums(&counts);
+            let (counts, displs) = node_block_layout(h, len);
             let mut by_node = vec![0u8; recv.len()];
             self.coll_allgatherv(l, &node_blocks, &mut by_node, &counts, &displs)?;
             h.node_major_to_rank_order(&by_node, recv, len);
@@ -235,9 +230,7 @@ impl Engine {
         let Some(l) = h.leader_ctx else {
             self.coll_gather(h.node_ctx, 0, send, None)?;
             if me == root {
-                let recv = recv.ok_or_else(|| {
-                    PmlError::Invalid("gather: the root needs a receive buffer".into())
-                })?;
+                let recv = recv.ok_or_else(|| root_buffer("gather", "receive"))?;
                 self.exchange(h.node_ctx, TAG_HIER, &[], &mut [(0, recv)])?;
             }
             return Ok(());
@@ -248,8 +241,7 @@ impl Engine {
         if my_node != root_node {
             return self.coll_gatherv(l, root_node, &node_blocks, None, &[], &[]);
         }
-        let counts: Vec<usize> = h.members.iter().map(|m| m.len() * len).collect();
-        let displs = prefix_sums(&counts);
+        let (counts, displs) = node_block_layout(h, len);
         let total = h.place.len() * len;
         let mut by_node = vec![0u8; total];
         self.coll_gatherv(
@@ -261,9 +253,7 @@ impl Engine {
             &displs,
         )?;
         if root_local == 0 {
-            let recv = recv.ok_or_else(|| {
-                PmlError::Invalid("gather: the root needs a receive buffer".into())
-            })?;
+            let recv = recv.ok_or_else(|| root_buffer("gather", "receive"))?;
             h.node_major_to_rank_order(&by_node, recv, len);
             return Ok(());
         }
@@ -286,24 +276,19 @@ impl Engine {
         let (root_node, root_local) = h.place[root as usize];
         let Some(l) = h.leader_ctx else {
             if me == root {
-                let send = send.ok_or_else(|| {
-                    PmlError::Invalid("scatter: the root needs a send buffer".into())
-                })?;
+                let send = send.ok_or_else(|| root_buffer("scatter", "send"))?;
                 self.exchange(h.node_ctx, TAG_HIER, &[(0, send)], &mut [])?;
             }
             return self.coll_scatter(h.node_ctx, 0, None, recv);
         };
         let my_node = h.my_node;
-        let counts: Vec<usize> = h.members.iter().map(|m| m.len() * len).collect();
-        let displs = prefix_sums(&counts);
+        let (counts, displs) = node_block_layout(h, len);
         let mut by_node = Vec::new();
         if my_node == root_node {
             let total = h.place.len() * len;
             let mut ordered = vec![0u8; total];
             if root_local == 0 {
-                let send = send.ok_or_else(|| {
-                    PmlError::Invalid("scatter: the root needs a send buffer".into())
-                })?;
+                let send = send.ok_or_else(|| root_buffer("scatter", "send"))?;
                 if send.len() != total {
                     return Err(PmlError::Invalid(format!(
                         "scatter: send buffer of {} bytes where {total} are needed",
@@ -322,6 +307,19 @@ impl Engine {
         self.coll_scatterv(l, root_node, root_send, &counts, &displs, &mut node_blocks)?;
         self.coll_scatter(h.node_ctx, 0, Some(&node_blocks), recv)
     }
+}
+
+/// The error of a root called without the buffer its role needs.
+fn root_buffer(what: &str, which: &str) -> PmlError {
+    PmlError::Invalid(format!("{what}: the root needs a {which} buffer"))
+}
+
+/// Byte counts and displacements of the node blocks (blocks of `len` bytes, node by node)
+/// for the leaders' gatherv, scatterv and allgatherv.
+fn node_block_layout(h: &Hier, len: usize) -> (Vec<usize>, Vec<usize>) {
+    let counts: Vec<usize> = h.members.iter().map(|m| m.len() * len).collect();
+    let displs = prefix_sums(&counts);
+    (counts, displs)
 }
 
 fn prefix_sums(counts: &[usize]) -> Vec<usize> {
