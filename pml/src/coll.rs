@@ -6,13 +6,16 @@
 //! reductions go through [`crate::op::Reduction`] with MPI's order convention (the operand of
 //! the lower rank is the `input`), so non-commutative operations get rank order.
 //!
-//! Algorithms, chosen by size and communicator size, each forceable by a parameter:
+//! Algorithms, chosen by the tuning table (`crate::coll_select`) for the communicator's shape
+//! and the size, each forceable by a parameter:
 //! barrier — dissemination; bcast — binomial tree, or linear; reduce — binomial tree
 //! (commutative) or rank-ordered linear; allreduce — recursive doubling (small), ring (large,
 //! commutative), or reduce + bcast; gather(v)/scatter(v) — linear; allgather(v) — ring or
 //! recursive doubling; alltoall(v) — pairwise exchange; reduce_scatter — ring
 //! (commutative) or reduce + scatterv; scan/exscan — chain in rank order.
 
+use crate::coll_select::Chosen;
+use crate::coll_table::Coll;
 use crate::engine::{Engine, PmlError};
 use crate::op::{Dtype, Reduction};
 use crate::params;
@@ -67,10 +70,12 @@ impl Engine {
         if let Some(r) = self.shm_barrier(ctx)? {
             return Ok(r);
         }
-        if let Some(h) = self.hierarchy(ctx)? {
+        let (me, n) = self.comm_info(ctx)?;
+        if let Chosen::Hier(h) =
+            self.coll_choose(ctx, Coll::Barrier, &params::BARRIER, n, 0, true)?
+        {
             return self.hier_barrier(&h);
         }
-        let (me, n) = self.comm_info(ctx)?;
         let mut k = 1;
         while k < n {
             let to = (me + k) % n;
@@ -95,13 +100,12 @@ impl Engine {
         if self.shm_bcast(ctx, root, buf)? {
             return Ok(());
         }
-        let forced = self.algorithm(&params::BCAST);
-        if forced == "auto" {
-            if let Some(h) = self.hierarchy(ctx)? {
-                return self.hier_bcast(&h, me, root, buf);
-            }
-        }
-        if forced == "linear" {
+        let algo =
+            match self.coll_choose(ctx, Coll::Bcast, &params::BCAST, n, buf.len() as u64, true)? {
+                Chosen::Hier(h) => return self.hier_bcast(&h, me, root, buf),
+                Chosen::Flat(a) => a,
+            };
+        if algo == "linear" {
             if me == root {
                 let sends: Vec<(u32, &[u8])> = (0..n)
                     .filter(|&r| r != root)
@@ -159,12 +163,18 @@ impl Engine {
             return Ok(());
         }
         // Hierarchical phases combine operands out of rank order: commutative operations only.
-        if op.is_commutative() && self.algorithm(&params::REDUCE) == "auto" {
-            if let Some(h) = self.hierarchy(ctx)? {
-                return self.hier_reduce(&h, me, root, send, recv, dtype, op);
-            }
-        }
-        let linear = !op.is_commutative() || self.algorithm(&params::REDUCE) == "linear";
+        let algo = match self.coll_choose(
+            ctx,
+            Coll::Reduce,
+            &params::REDUCE,
+            n,
+            send.len() as u64,
+            op.is_commutative(),
+        )? {
+            Chosen::Hier(h) => return self.hier_reduce(&h, me, root, send, recv, dtype, op),
+            Chosen::Flat(a) => a,
+        };
+        let linear = !op.is_commutative() || algo == "linear";
         if linear {
             // Rank order: result = a0 op (a1 op (... op a(n-1))).
             if me != root {
@@ -242,31 +252,27 @@ impl Engine {
         if self.shm_allreduce(ctx, send, recv, dtype, op)? {
             return Ok(());
         }
-        let forced = self.algorithm(&params::ALLREDUCE);
-        if forced == "auto" && op.is_commutative() {
-            if let Some(h) = self.hierarchy(ctx)? {
-                return self.hier_allreduce(&h, send, recv, dtype, op);
-            }
-        }
+        let chosen = self.coll_choose(
+            ctx,
+            Coll::Allreduce,
+            &params::ALLREDUCE,
+            n,
+            send.len() as u64,
+            op.is_commutative(),
+        )?;
+        let algo = match chosen {
+            Chosen::Hier(h) => return self.hier_allreduce(&h, send, recv, dtype, op),
+            Chosen::Flat(a) => a,
+        };
+        // The ring splits the vector into one piece per rank and both it and recursive
+        // doubling combine out of rank order.
         let count = send.len() / dtype.size();
-        let algo = match forced.as_str() {
-            "auto" => {
-                if !op.is_commutative() {
-                    "reduce_bcast"
-                } else if send.len() >= params::ALLREDUCE_RING_MIN.get(self.params()) as usize
-                    && count >= n as usize
-                {
-                    "ring"
-                } else {
-                    "recursive_doubling"
-                }
-            }
+        let algo = match algo {
             "ring" if !op.is_commutative() || count < n as usize => "reduce_bcast",
             "recursive_doubling" if !op.is_commutative() => "reduce_bcast",
             other => other,
-        }
-        .to_string();
-        match algo.as_str() {
+        };
+        match algo {
             "ring" => self.allreduce_ring(ctx, me, n, send, recv, dtype, op),
             "recursive_doubling" => self.allreduce_rd(ctx, me, n, send, recv, dtype, op),
             _ => {
@@ -444,23 +450,23 @@ impl Engine {
         if self.shm_scatter_gather(ctx, true, root, send, dst, len)? {
             return Ok(());
         }
-        if self.algorithm(&params::GATHER) == "auto" {
-            if let Some(h) = self.hierarchy(ctx)? {
-                let (me, _) = self.comm_info(ctx)?;
-                if root >= n {
-                    return Err(PmlError::Invalid(format!(
-                        "gather: root {root} outside a communicator of {n}"
-                    )));
-                }
-                if me == root {
-                    check_len(
-                        "gather",
-                        recv.as_ref().map_or(0, |r| r.len()),
-                        len * n as usize,
-                    )?;
-                }
-                return self.hier_gather(&h, me, root, send, recv);
+        if let Chosen::Hier(h) =
+            self.coll_choose(ctx, Coll::Gather, &params::GATHER, n, len as u64, true)?
+        {
+            let (me, _) = self.comm_info(ctx)?;
+            if root >= n {
+                return Err(PmlError::Invalid(format!(
+                    "gather: root {root} outside a communicator of {n}"
+                )));
             }
+            if me == root {
+                check_len(
+                    "gather",
+                    recv.as_ref().map_or(0, |r| r.len()),
+                    len * n as usize,
+                )?;
+            }
+            return self.hier_gather(&h, me, root, send, recv);
         }
         let counts = vec![len; n as usize];
         let displs: Vec<usize> = (0..n as usize).map(|r| r * len).collect();
@@ -520,16 +526,16 @@ impl Engine {
         if self.shm_scatter_gather(ctx, false, root, send.unwrap_or_default(), recv, len)? {
             return Ok(());
         }
-        if self.algorithm(&params::SCATTER) == "auto" {
-            if let Some(h) = self.hierarchy(ctx)? {
-                let (me, _) = self.comm_info(ctx)?;
-                if root >= n {
-                    return Err(PmlError::Invalid(format!(
-                        "scatter: root {root} outside a communicator of {n}"
-                    )));
-                }
-                return self.hier_scatter(&h, me, root, send, recv);
+        if let Chosen::Hier(h) =
+            self.coll_choose(ctx, Coll::Scatter, &params::SCATTER, n, len as u64, true)?
+        {
+            let (me, _) = self.comm_info(ctx)?;
+            if root >= n {
+                return Err(PmlError::Invalid(format!(
+                    "scatter: root {root} outside a communicator of {n}"
+                )));
             }
+            return self.hier_scatter(&h, me, root, send, recv);
         }
         let counts = vec![len; n as usize];
         let displs: Vec<usize> = (0..n as usize).map(|r| r * len).collect();
@@ -558,15 +564,19 @@ impl Engine {
         if self.shm_allgatherv(ctx, send, recv, counts, displs)? {
             return Ok(());
         }
-        let algo = self.algorithm(&params::ALLGATHER);
+        // Every rank must pick the same algorithm: decide on the total, which all ranks know,
+        // never on the local contribution (allgatherv contributions differ).
+        let total = counts.iter().sum::<usize>() as u64;
+        let algo =
+            match self.coll_choose(ctx, Coll::Allgather, &params::ALLGATHER, n, total, false)? {
+                Chosen::Flat(a) => a,
+                Chosen::Hier(_) => unreachable!("coll_choose: a hierarchy was not allowed"),
+            };
         // Recursive doubling exchanges contiguous ranges of blocks, so it needs a power-of-two
         // size and blocks laid out back to back in rank order; otherwise the ring runs.
         let contiguous = (1..n as usize).all(|r| displs[r] == displs[r - 1] + counts[r - 1]);
         let doubling_fits = n.is_power_of_two() && contiguous;
-        // Every rank must pick the same algorithm: decide on the total, which all ranks know,
-        // never on the local contribution (allgatherv contributions differ).
-        let small = counts.iter().sum::<usize>() <= 64 << 10;
-        if doubling_fits && (algo == "recursive_doubling" || (algo == "auto" && small)) {
+        if doubling_fits && algo == "recursive_doubling" {
             // Each step doubles the contiguous range of blocks a rank holds.
             let mut mask = 1;
             while mask < n {
@@ -626,8 +636,15 @@ impl Engine {
         let (_, n) = self.comm_info(ctx)?;
         let len = send.len();
         check_len("allgather", recv.len(), len * n as usize)?;
-        if n > 1 && self.algorithm(&params::ALLGATHER) == "auto" {
-            if let Some(h) = self.hierarchy(ctx)? {
+        if n > 1 {
+            if let Chosen::Hier(h) = self.coll_choose(
+                ctx,
+                Coll::Allgather,
+                &params::ALLGATHER,
+                n,
+                recv.len() as u64,
+                true,
+            )? {
                 return self.hier_allgather(&h, send, recv);
             }
         }
@@ -665,7 +682,13 @@ impl Engine {
             rparts[me as usize].len(),
         )?;
         rparts[me as usize].copy_from_slice(sparts[me as usize]);
-        let linear = self.algorithm(&params::ALLTOALL) == "linear";
+        // Members need not agree here (one message per pair, matched by source whatever the
+        // order), so the local average block is the size.
+        let avg_block = scounts.iter().sum::<usize>() as u64 / u64::from(n);
+        let linear = matches!(
+            self.coll_choose(ctx, Coll::Alltoall, &params::ALLTOALL, n, avg_block, false)?,
+            Chosen::Flat("linear")
+        );
         if linear {
             let sends: Vec<(u32, &[u8])> = (0..n)
                 .filter(|&r| r != me)

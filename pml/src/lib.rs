@@ -14,7 +14,9 @@
 pub mod buf;
 pub mod coll;
 mod coll_hier;
+mod coll_select;
 mod coll_shm;
+pub mod coll_table;
 pub mod dpm;
 pub mod engine;
 pub mod group;

@@ -68,31 +68,49 @@ pub static RMA_LAZY_LOCK: Param<bool> = Param::new(ParamSpec {
     description: "MPI_Win_lock of a target reached by messages sends its request with the epoch's first operation instead of waiting for the grant (a lock of the process's own window is always taken at once).",
 });
 
+/// `KESTREL_COLL_BARRIER`.
+pub static BARRIER: Param<String> = Param::new(ParamSpec {
+    name: "coll_barrier",
+    component: "coll",
+    kind: ParamKind::Choice(&["auto", "dissemination", "hierarchical"]),
+    default: "auto",
+    description: "Barrier algorithm where the shared-memory engine does not serve it; auto: the tuning table (coll_tuning_file; built in: hierarchical on communicators that span nodes with several members on some, else dissemination).",
+});
+
+/// `KESTREL_COLL_TUNING_FILE`: the table `bench/tune` writes (see `crate::coll_tune`).
+pub static TUNING_FILE: Param<String> = Param::new(ParamSpec {
+    name: "coll_tuning_file",
+    component: "coll",
+    kind: ParamKind::Str,
+    default: "",
+    description: "Collective tuning table (written by bench/tune) whose rows override the built-in choices of every coll_* parameter left at auto, by collective, communicator shape (node, nodes, hier), rank count and size; must be the same file in every process. Empty: the built-in table. kestrel-info --coll shows the active choices.",
+});
+
 /// `KESTREL_COLL_BCAST`.
 pub static BCAST: Param<String> = Param::new(ParamSpec {
     name: "coll_bcast",
     component: "coll",
-    kind: ParamKind::Choice(&["auto", "binomial", "linear"]),
+    kind: ParamKind::Choice(&["auto", "binomial", "linear", "hierarchical"]),
     default: "auto",
-    description: "Point-to-point broadcast algorithm (node-local communicators use the shared-memory engine unless coll_shm is off).",
+    description: "Broadcast algorithm where the shared-memory engine does not serve it (node-local communicators use it unless coll_shm is off); auto: the tuning table (built in: hierarchical where possible, else binomial).",
 });
 
 /// `KESTREL_COLL_REDUCE`.
 pub static REDUCE: Param<String> = Param::new(ParamSpec {
     name: "coll_reduce",
     component: "coll",
-    kind: ParamKind::Choice(&["auto", "binomial", "linear"]),
+    kind: ParamKind::Choice(&["auto", "binomial", "linear", "hierarchical"]),
     default: "auto",
-    description: "Point-to-point reduce algorithm (linear keeps rank order; non-commutative ops always use it).",
+    description: "Reduce algorithm (linear keeps rank order; non-commutative ops always use it); auto: the tuning table (built in: hierarchical where possible, else binomial).",
 });
 
 /// `KESTREL_COLL_ALLREDUCE`.
 pub static ALLREDUCE: Param<String> = Param::new(ParamSpec {
     name: "coll_allreduce",
     component: "coll",
-    kind: ParamKind::Choice(&["auto", "recursive_doubling", "ring", "reduce_bcast"]),
+    kind: ParamKind::Choice(&["auto", "recursive_doubling", "ring", "reduce_bcast", "hierarchical"]),
     default: "auto",
-    description: "Point-to-point allreduce algorithm; auto: recursive doubling, ring from coll_allreduce_ring_min bytes.",
+    description: "Allreduce algorithm (non-commutative ops use reduce_bcast); auto: the tuning table (built in: hierarchical where possible, else recursive doubling, ring from coll_allreduce_ring_min bytes).",
 });
 
 /// `KESTREL_COLL_ALLREDUCE_RING_MIN`.
@@ -105,7 +123,7 @@ pub static ALLREDUCE_RING_MIN: Param<u64> = Param::new(ParamSpec {
     },
     default: "64K",
     description:
-        "Message size from which auto allreduce uses the ring algorithm (commutative ops).",
+        "Message size from which the built-in tuning table chooses the ring algorithm for allreduce (commutative ops).",
 });
 
 /// `KESTREL_COLL_IALLREDUCE_DIRECT_MAX`.
@@ -124,9 +142,9 @@ pub static IALLREDUCE_DIRECT_MAX: Param<u64> = Param::new(ParamSpec {
 pub static ALLGATHER: Param<String> = Param::new(ParamSpec {
     name: "coll_allgather",
     component: "coll",
-    kind: ParamKind::Choice(&["auto", "ring", "recursive_doubling", "gather_bcast"]),
+    kind: ParamKind::Choice(&["auto", "recursive_doubling", "ring", "gather_bcast", "hierarchical"]),
     default: "auto",
-    description: "Allgather algorithm; auto: recursive doubling for small power-of-two communicators, else ring.",
+    description: "Allgather algorithm (recursive doubling needs a power-of-two communicator and blocks in rank order, else the ring runs); auto: the tuning table (built in: hierarchical where possible, else recursive doubling up to 64 KiB in all, then ring).",
 });
 
 /// `KESTREL_COLL_ALLTOALL`.
@@ -135,25 +153,25 @@ pub static ALLTOALL: Param<String> = Param::new(ParamSpec {
     component: "coll",
     kind: ParamKind::Choice(&["auto", "pairwise", "linear"]),
     default: "auto",
-    description: "Alltoall algorithm; auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else pairwise exchange; pairwise or linear (all at once) force message algorithms.",
+    description: "Alltoall algorithm; auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: pairwise exchange); pairwise or linear (all at once) force message algorithms.",
 });
 
 /// `KESTREL_COLL_GATHER`.
 pub static GATHER: Param<String> = Param::new(ParamSpec {
     name: "coll_gather",
     component: "coll",
-    kind: ParamKind::Choice(&["auto", "linear"]),
+    kind: ParamKind::Choice(&["auto", "linear", "hierarchical"]),
     default: "auto",
-    description: "Gather algorithm (MPI_Gather; MPI_Gatherv is always linear); auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else linear (the root receives from each rank); linear forces messages.",
+    description: "Gather algorithm (MPI_Gather; MPI_Gatherv is always linear); auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: hierarchical where possible, else linear, the root receiving from each rank); linear forces messages.",
 });
 
 /// `KESTREL_COLL_SCATTER`.
 pub static SCATTER: Param<String> = Param::new(ParamSpec {
     name: "coll_scatter",
     component: "coll",
-    kind: ParamKind::Choice(&["auto", "linear"]),
+    kind: ParamKind::Choice(&["auto", "linear", "hierarchical"]),
     default: "auto",
-    description: "Scatter algorithm (MPI_Scatter; MPI_Scatterv is always linear); auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else linear (the root sends to each rank); linear forces messages.",
+    description: "Scatter algorithm (MPI_Scatter; MPI_Scatterv is always linear); auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: hierarchical where possible, else linear, the root sending to each rank); linear forces messages.",
 });
 
 /// `KESTREL_COLL_SHM`.
@@ -171,7 +189,7 @@ pub static HIERARCHICAL: Param<bool> = Param::new(ParamSpec {
     component: "coll",
     kind: ParamKind::Bool,
     default: "true",
-    description: "Run barrier, bcast, reduce and allreduce (commutative operations), allgather, gather and scatter on communicators that span several nodes with more than one member on some node in three phases: within each node (shared memory), among one leader per node (network), within each node again. Used when the collective's own algorithm parameter is auto; must be the same in every process. false: flat point-to-point algorithms over all members.",
+    description: "Run barrier, bcast, reduce and allreduce (commutative operations), allgather, gather and scatter on communicators that span several nodes with more than one member on some node in three phases: within each node (shared memory), among one leader per node (network), within each node again. Used where the collective's algorithm parameter is hierarchical, or auto and the tuning table chooses it (the built-in table does wherever it is possible); must be the same in every process. false: flat point-to-point algorithms over all members.",
 });
 
 /// `KESTREL_COLL_SHM_POSTED`.
@@ -219,6 +237,8 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         SPLIT_COPY_MIN.spec(),
         RMA_SINGLE_COPY_MIN.spec(),
         RMA_LAZY_LOCK.spec(),
+        BARRIER.spec(),
+        TUNING_FILE.spec(),
         BCAST.spec(),
         REDUCE.spec(),
         ALLREDUCE.spec(),

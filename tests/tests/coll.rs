@@ -129,3 +129,116 @@ fn topologies_and_neighborhood_collectives_on_one_to_six_ranks() {
         );
     }
 }
+
+/// A tuning table file (`coll_tuning_file`, issue 20) that switches algorithms by size and
+/// communicator size within one job, through the message algorithms (`coll_shm=false`):
+/// every answer still right, and the log shows the table's choices were taken.
+#[test]
+fn a_tuning_table_switches_algorithms_by_size_and_communicator_size() {
+    let table =
+        std::env::temp_dir().join(format!("kestrel-coll-tuning-{}.conf", std::process::id()));
+    std::fs::write(
+        &table,
+        "# written by the coll test\n\
+         kestrel-coll-tuning 1\n\
+         allreduce node * 0 reduce_bcast\n\
+         allreduce node * 64 ring\n\
+         allreduce node 4 4K recursive_doubling\n\
+         bcast node * 256 linear\n\
+         reduce node 3-* 128 linear\n\
+         allgather node * 0 gather_bcast\n\
+         allgather node * 512 ring\n\
+         alltoall node * 64 linear\n",
+    )
+    .unwrap();
+    let prog = example("coll_check");
+    let setting = format!("KESTREL_COLL_TUNING_FILE={}", table.display());
+    let out = run(
+        kestrel_run(&[
+            "--oversubscribe",
+            "-n",
+            "4",
+            "--mca",
+            "coll_shm",
+            "false",
+            "-x",
+            &setting,
+            "-x",
+            "KESTREL_VERBOSE=coll:trace",
+            prog.to_str().unwrap(),
+            "full",
+        ]),
+        DEADLINE,
+    );
+    let bad = std::env::temp_dir().join(format!(
+        "kestrel-coll-tuning-bad-{}.conf",
+        std::process::id()
+    ));
+    std::fs::write(
+        &bad,
+        "kestrel-coll-tuning 1\nallreduce node * 0 ring\nbcast node * 1K fastest\n",
+    )
+    .unwrap();
+    let bad_setting = format!("KESTREL_COLL_TUNING_FILE={}", bad.display());
+    let refused = run(
+        kestrel_run(&["-n", "2", "-x", &bad_setting, prog.to_str().unwrap()]),
+        DEADLINE,
+    );
+    let _ = std::fs::remove_file(&table);
+    let _ = std::fs::remove_file(&bad);
+    assert!(
+        out.success() && out.stdout.contains("passed"),
+        "coll_check with a tuning table: {}",
+        out.show()
+    );
+    let logged = |coll: &str, algo: &str| {
+        out.stderr.lines().any(|l| {
+            l.contains("chosen")
+                && l.contains(&format!("coll=\"{coll}\""))
+                && l.contains(&format!("algo=\"{algo}\""))
+        })
+    };
+    for (coll, algo) in [
+        ("allreduce", "reduce_bcast"),
+        ("allreduce", "ring"),
+        ("allreduce", "recursive_doubling"),
+        ("bcast", "binomial"),
+        ("bcast", "linear"),
+        ("reduce", "linear"),
+        ("reduce", "binomial"),
+        ("allgather", "gather_bcast"),
+        ("allgather", "ring"),
+        ("alltoall", "pairwise"),
+        ("alltoall", "linear"),
+    ] {
+        assert!(logged(coll, algo), "no {coll} chose {algo}: {}", out.show());
+    }
+    // A malformed table stops the start, naming the file, the line and the problem.
+    assert!(!refused.success(), "{}", refused.show());
+    let said = format!("{}{}", refused.stderr, refused.stdout);
+    assert!(
+        said.contains("line 3")
+            && said.contains("fastest")
+            && said.contains(&bad.display().to_string()),
+        "{}",
+        refused.show()
+    );
+}
+
+/// `hierarchical` forced on one node (no hierarchy possible) falls back to the table's
+/// message algorithms.
+#[test]
+fn hierarchical_forced_on_one_node_runs_flat() {
+    check(
+        4,
+        &[
+            ("coll_shm", "false"),
+            ("coll_barrier", "hierarchical"),
+            ("coll_bcast", "hierarchical"),
+            ("coll_allreduce", "hierarchical"),
+            ("coll_allgather", "hierarchical"),
+            ("coll_gather", "hierarchical"),
+        ],
+        &["full"],
+    );
+}

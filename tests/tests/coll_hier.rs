@@ -3,7 +3,8 @@
 //! over 2 hosts x 2 ranks, 2 hosts x 3 ranks and an uneven 1 + 2 + 3 layout with the default
 //! transports, where communicators spanning hosts run node / leaders / node phases; the same
 //! with `coll_hierarchical=false` (flat algorithms) for comparison; 4 hosts x 1 rank stays
-//! flat (one member per node), which the ofi suites cover.
+//! flat (one member per node), which the ofi suites cover; a tuning table that keeps the
+//! hierarchy for small messages and goes flat for large ones.
 
 use std::process::Command;
 use std::time::Duration;
@@ -88,4 +89,53 @@ fn every_collective_is_right_through_node_and_leader_phases() {
         out.show()
     );
     assert_eq!(hierarchies(&out), 0, "{}", out.show());
+
+    // A tuning table that keeps the hierarchy for small messages and runs flat algorithms
+    // over every member for large ones, in the same communicators: still right, both taken.
+    let table = std::env::temp_dir().join(format!(
+        "kestrel-coll-tuning-hier-{}.conf",
+        std::process::id()
+    ));
+    std::fs::write(
+        &table,
+        "kestrel-coll-tuning 1\n\
+         allreduce hier * 1K ring\n\
+         bcast hier 4 256 linear\n\
+         reduce hier * 512 binomial\n\
+         allgather hier * 2K ring\n\
+         gather hier * 64 linear\n",
+    )
+    .unwrap();
+    let setting = format!("KESTREL_COLL_TUNING_FILE={}", table.display());
+    let out = run(
+        coll_check(
+            &hosts,
+            &["-x", &setting, "-x", "KESTREL_VERBOSE=coll:trace"],
+        ),
+        DEADLINE,
+    );
+    let _ = std::fs::remove_file(&table);
+    assert!(
+        out.success() && out.stdout.contains("passed"),
+        "coll_check with a tuning table on {hosts}: {}",
+        out.show()
+    );
+    assert!(hierarchies(&out) >= 4, "{}", out.show());
+    for (coll, algo) in [
+        ("allreduce", "ring"),
+        ("allreduce", "hierarchical"),
+        ("bcast", "linear"),
+        ("bcast", "hierarchical"),
+        ("reduce", "binomial"),
+        ("allgather", "ring"),
+        ("gather", "linear"),
+        ("gather", "hierarchical"),
+    ] {
+        let taken = out.stderr.lines().any(|l| {
+            l.contains("chosen")
+                && l.contains(&format!("coll=\"{coll}\""))
+                && l.contains(&format!("algo=\"{algo}\""))
+        });
+        assert!(taken, "no {coll} chose {algo}: {}", out.show());
+    }
 }

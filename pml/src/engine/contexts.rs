@@ -79,6 +79,9 @@ impl Engine {
     pub fn free_context(&mut self, ctx: u16) {
         if ctx > CTX_SELF {
             self.free_hierarchy(ctx);
+            if let Some(slot) = self.coll_scopes.get_mut(ctx as usize) {
+                *slot = None;
+            }
             if let Some(slot) = self.coll_segments.get_mut(ctx as usize) {
                 *slot = None;
             }

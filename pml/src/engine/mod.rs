@@ -375,6 +375,10 @@ pub struct Engine {
     /// Hierarchical collectives per context (`None`: not decided yet; `Some(None)`: flat;
     /// see `hier` and `crate::coll_hier`).
     pub(crate) coll_hier: Vec<Option<Option<std::sync::Arc<hier::Hier>>>>,
+    /// Where each context's members are (`None`: not looked at yet; `crate::coll_select`).
+    pub(crate) coll_scopes: Vec<Option<crate::coll_table::Scope>>,
+    /// The collective tuning table (built in, and `coll_tuning_file`).
+    pub(crate) coll_table: crate::coll_table::Table,
     /// The posted rounds of the same segments (nonblocking collectives), by context id: kept
     /// apart so that they go on while a blocking collective holds the segment.
     pub(crate) coll_posted: Vec<Option<Box<dyn kestrel_transport::node_coll::PostedRounds>>>,

@@ -21,6 +21,10 @@ impl Engine {
         rt: &mut Runtime,
         registry: &'static [&'static dyn Component],
     ) -> Result<Engine, PmlError> {
+        // A malformed tuning table stops the start here, naming its file and line, rather
+        // than each collective falling back to other choices than the other processes.
+        crate::coll_table::Table::from_params(params)
+            .map_err(|e| PmlError::Invalid(e.to_string()))?;
         let rank = rt.rank();
         let size = rt.size();
         let runtime_err = |e: kestrel_runtime::RuntimeError| PmlError::Runtime(e.to_string());
@@ -149,6 +153,11 @@ impl Engine {
             job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
             coll_hier: Vec::new(),
+            coll_scopes: Vec::new(),
+            coll_table: crate::coll_table::Table::from_params(params).unwrap_or_else(|e| {
+                tracing::warn!(target: "coll", "{e}; using the built-in table");
+                crate::coll_table::Table::builtin(crate::params::ALLREDUCE_RING_MIN.get(params))
+            }),
             coll_posted: Vec::new(),
             alltoall_auto: None,
             scatter_gather_auto: None,
@@ -195,6 +204,7 @@ impl Engine {
         rt.barrier().map_err(|e| PmlError::Runtime(e.to_string()))?;
         self.coll_segments.clear();
         self.coll_hier.clear();
+        self.coll_scopes.clear();
         self.coll_posted.clear();
         self.btls.clear();
         Ok(())
