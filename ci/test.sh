@@ -16,6 +16,10 @@ if cargo tree -p kestrel-pml -e normal | grep -E 'kestrel-(shm|usnic)'; then
   exit 1
 fi
 
+# bench/tune measures a few collectives and writes a tuning table that loads and keeps every
+# collective right.
+bash ci/tune-check.sh
+
 # mpi4py's own test suite, a real client of libmpich.so.12: built from its PyPI source with
 # abi/bin/mpicc and with MPICH's mpicc, run at 2 ranks on both; Kestrel may not do worse
 # (MPI-IO modules aside). The 1- and 3-rank runs are closing measurements.
