@@ -347,6 +347,7 @@ impl Engine {
             Some(r) => r,
             None => &mut none,
         };
+        let commutative = op.is_commutative();
         let done = self
             .with_segment(ctx, "reduce", |seg| {
                 let mut apply = |i: &[u8], io: &mut [u8]| {
@@ -356,6 +357,9 @@ impl Engine {
                 };
                 if seg.flat(send.len()) {
                     seg.flat_reduce(Some(root as usize), send, target, &mut apply);
+                } else if commutative
+                    && seg.tree_reduce(Some(root as usize), send, target, &mut apply)
+                {
                 } else if seg.single_copy(send.len()) {
                     if let Err(e) = seg.single_copy_reduce(
                         Some(root as usize),
@@ -390,6 +394,7 @@ impl Engine {
     ) -> Result<bool, PmlError> {
         let mut err = None;
         let mut cma_err = None;
+        let commutative = op.is_commutative();
         let done = self
             .with_segment(ctx, "allreduce", |seg| {
                 let mut apply = |i: &[u8], io: &mut [u8]| {
@@ -399,6 +404,7 @@ impl Engine {
                 };
                 if seg.flat(send.len()) {
                     seg.flat_reduce(None, send, recv, &mut apply);
+                } else if commutative && seg.tree_reduce(None, send, recv, &mut apply) {
                 } else if seg.single_copy(send.len()) {
                     if let Err(e) =
                         seg.single_copy_reduce(None, send, recv, dtype.size(), &mut apply)

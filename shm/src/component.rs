@@ -245,6 +245,15 @@ impl NodeSegment for CollSegment {
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>) {
         CollSegment::flat_reduce(self, root, send, recv, apply)
     }
+    fn tree_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        apply: Apply<'_>,
+    ) -> bool {
+        CollSegment::tree_reduce(self, root, send, recv, apply)
+    }
     fn posted_rounds(&self) -> Box<dyn kestrel_transport::node_coll::PostedRounds> {
         Box::new(CollSegment::posted_rounds(self))
     }

@@ -185,6 +185,16 @@ pub trait NodeSegment: Send {
     fn flat_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize);
     /// A reduction of a small block in one round (to `root`, or to all with `None`).
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>);
+    /// A small reduction of a commutative operation over the segment's barrier tree (to
+    /// `root`, or to all with `None`) in groups too large for [`NodeSegment::flat`]; `false`,
+    /// with nothing done, where it does not apply (the same answer on every member).
+    fn tree_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        apply: Apply<'_>,
+    ) -> bool;
     /// The handle on the segment's posted rounds (call once per segment): the nonblocking
     /// form of the one-round exchange, through lines of its own, usable while a blocking
     /// operation holds the segment.
