@@ -5,7 +5,7 @@
 //!
 //! | region | size | written by | read by |
 //! |---|---|---|---|
-//! | header | 128 | creator (once), `attach_count` by attachers (atomic add) | attachers |
+//! | header | 128 | creator (once), `attach_count` by attachers (atomic add); `sleepers` (byte 64): members going to sleep and waking (SeqCst add) | attachers; `sleepers`: every releasing store |
 //! | control block of rank r | 128 | `arrive` (word 0): r, Release; `release` (byte 64): r's tree parent, Release; the 56 bytes after each word: [`CollSegment::tree_reduce`]'s partial (r, plain, before `arrive`) and result (the parent, plain, before `release`) | `arrive` and the partial: r's parent (Acquire, then plain); `release` and the result: r (Acquire, then plain) |
 //! | data slots | `sets` × n × `frag` | slot (s, r): rank r (plain, before its `arrive`) | everyone, after the barrier that follows |
 //! | result area | `sets` × `frag` | slice i: rank i (plain, before its `arrive`) | everyone, after the next barrier |
@@ -37,7 +37,7 @@
 //! into publish, poll and finish, through lines and a generation of their own.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 
 use kestrel_transport::node_coll::Stall;
 
@@ -52,6 +52,16 @@ const MAGIC: u64 = u64::from_le_bytes(*b"KSTRLCOL");
 const HEADER: usize = 128;
 const CONTROL: usize = 128;
 const ATTACH: usize = 32;
+/// Header word counting the members asleep in [`CollSegment::wait_word`] (on a line of its
+/// own: written only by members going to sleep and waking, read by every releasing store of
+/// a segment whose members yield).
+const SLEEPERS: usize = 64;
+/// Yields a waiting member of an oversubscribed node makes before it sleeps on the word
+/// (futex) instead: a member that yields in a loop still takes turns on the cores the
+/// members it waits for need.
+const SLEEP_AFTER_YIELDS: u32 = 200;
+/// Longest single sleep: the member wakes at least this often to run its poll hook.
+const SLEEP_MAX: std::time::Duration = std::time::Duration::from_micros(500);
 /// Bytes of one inline line: a generation word, then up to [`INLINE_MAX`] payload bytes.
 const INLINE_LINE: usize = 128;
 /// Largest payload of the single-round inline operations.
@@ -287,7 +297,9 @@ impl CollSegment {
                     });
                 }
             }
-            if yielding {
+            if self.spin_yield && spins > 64 + SLEEP_AFTER_YIELDS {
+                self.sleep_on(off, at_least);
+            } else if yielding {
                 std::thread::yield_now();
             } else if spins > 1_000 {
                 // Not in the first polls: PAUSE would add its tens of nanoseconds to latency.
@@ -298,6 +310,35 @@ impl CollSegment {
             if let Some(hook) = self.stall_hook {
                 hook(Stall::Ended);
             }
+        }
+    }
+
+    /// Sleeps on the word at `off` until a [`CollSegment::release_store`] there, or
+    /// [`SLEEP_MAX`]. The sleeper count is raised before the last look at the word and the
+    /// releaser looks at the count after its store (both sequentially consistent), so either
+    /// this member sees the store or the releaser sees the sleeper and wakes it.
+    fn sleep_on(&self, off: usize, at_least: u64) {
+        self.map.fetch_add(SLEEPERS, 1, SeqCst);
+        let now = self.map.load(off, SeqCst);
+        if now < at_least {
+            self.map.futex_wait(off, now as u32, SLEEP_MAX);
+        }
+        self.map.fetch_add(SLEEPERS, u64::MAX, SeqCst);
+    }
+
+    /// Stores `g` into the word at `off` (Release) for members that wait on it, waking any
+    /// asleep there.
+    fn release_store(&self, off: usize, g: u64) {
+        self.map.store(off, g, Release);
+        // Members sleep only where they yield, which their launch decides for all of a node
+        // alike; a member that does not yield still wakes sleepers it happens to see (without
+        // the fence a wake can be missed, and the sleeper wakes after SLEEP_MAX). The count's
+        // line is only read while nobody sleeps, so looking costs a cached load.
+        if self.spin_yield {
+            std::sync::atomic::fence(SeqCst);
+        }
+        if self.map.load(SLEEPERS, Relaxed) > 0 {
+            self.map.futex_wake(off);
         }
     }
 
@@ -318,7 +359,7 @@ impl CollSegment {
         let parity = (g % 2) as usize;
         let mine = self.inline_line(self.me, parity);
         self.map.write_bytes(mine + 8, payload);
-        self.map.store(mine, g, Release);
+        self.release_store(mine, g);
         for r in 0..self.geo.n {
             let line = self.inline_line(r, parity);
             if r != self.me {
@@ -481,11 +522,11 @@ impl CollSegment {
             self.wait_word(self.ctl(c), g);
         }
         if me != 0 {
-            self.map.store(self.ctl(me), g, Release);
+            self.release_store(self.ctl(me), g);
             self.wait_word(self.ctl(me) + 64, g);
         }
         for c in children {
-            self.map.store(self.ctl(c) + 64, g, Release);
+            self.release_store(self.ctl(c) + 64, g);
         }
     }
 
@@ -527,13 +568,13 @@ impl CollSegment {
             // rewritten (next operation) only after the parent's `release` = g, which it
             // sends once it has read every child.
             self.map.write_bytes(self.ctl(me) + 8, &acc[..len]);
-            self.map.store(self.ctl(me), g, Release);
+            self.release_store(self.ctl(me), g);
             self.wait_word(self.ctl(me) + 64, g);
             self.map.read_bytes(self.ctl(me) + 72, &mut acc[..len]);
         }
         for c in children {
             self.map.write_bytes(self.ctl(c) + 72, &acc[..len]);
-            self.map.store(self.ctl(c) + 64, g, Release);
+            self.release_store(self.ctl(c) + 64, g);
         }
         if root.is_none() || root == Some(me) {
             recv[..len].copy_from_slice(&acc[..len]);
@@ -880,6 +921,38 @@ mod tests {
         let (_, small) = group(2, 256);
         let mut seg = small.into_iter().next().unwrap();
         assert!(!seg.tree_reduce(None, &[1], &mut [0], &mut |_, _| {}));
+    }
+
+    /// A member that waits long on a yielding segment sleeps on the word (the sleeper count
+    /// shows it) and comes back with the operation complete once the late member arrives.
+    #[test]
+    fn a_long_wait_sleeps_and_is_woken() {
+        for n in [2usize, FLAT_MAX_RANKS + 1] {
+            let (_, segs) = group(n, 128);
+            let mut segs = segs.into_iter();
+            let mut late = segs.next().unwrap();
+            let early: Vec<_> = segs
+                .map(|mut seg| {
+                    std::thread::spawn(move || {
+                        seg.barrier();
+                        let mut b = vec![0u8; 8];
+                        seg.bcast(0, &mut b);
+                        b
+                    })
+                })
+                .collect();
+            // Every early member must be asleep before the late one arrives.
+            while late.map.load(SLEEPERS, SeqCst) < (n - 1) as u64 {
+                std::thread::yield_now();
+            }
+            late.barrier();
+            let mut b = vec![7u8; 8];
+            late.bcast(0, &mut b);
+            for h in early {
+                assert_eq!(h.join().unwrap(), vec![7u8; 8], "n {n}");
+            }
+            assert_eq!(late.map.load(SLEEPERS, SeqCst), 0);
+        }
     }
 
     #[test]

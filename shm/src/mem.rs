@@ -123,6 +123,53 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// Sleeps until the word at `off` is woken by [`Mapping::futex_wake`] (in any process
+    /// mapping the same file), its low 32 bits differ from `seen`, or `timeout` passes. The
+    /// kernel compares the word with `seen` atomically with going to sleep, so a store and
+    /// wake between the caller's last look and this call is never missed.
+    pub fn futex_wait(&self, off: usize, seen: u32, timeout: std::time::Duration) {
+        let word = self.word(off);
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: the address is an in-bounds, 8-aligned word of this shared mapping (checked
+        // by `word`), whose low 32 bits on this little-endian target are the futex word; the
+        // kernel only reads it. Not FUTEX_PRIVATE: other processes wake it through their
+        // own mappings of the same file. Any result (woken, value changed, timed out,
+        // interrupted) sends the caller back to look at the word again.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr() as *const u32,
+                libc::FUTEX_WAIT,
+                seen,
+                &ts as *const libc::timespec,
+                std::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+    }
+
+    /// Wakes every process sleeping in [`Mapping::futex_wait`] on the word at `off`.
+    pub fn futex_wake(&self, off: usize) {
+        let word = self.word(off);
+        // SAFETY: as in `futex_wait`; FUTEX_WAKE only uses the address as a key.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr() as *const u32,
+                libc::FUTEX_WAKE,
+                i32::MAX,
+                std::ptr::null::<libc::timespec>(),
+                std::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: base/len are exactly what mmap returned; no borrow of the mapping outlives
