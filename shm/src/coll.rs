@@ -28,10 +28,13 @@
 //!
 //! Small operations on small groups take one round instead: each rank has two inline lines
 //! (used alternately by a second generation counter), writes its payload and then the
-//! generation into its line (Release), and reads every other rank's line once it shows the
-//! generation (Acquire). A rank rewrites a line two operations later, and only after every rank
-//! has published the operation in between, which each does only after it finished reading the
-//! earlier one, so no reader can see a line overwritten under it.
+//! generation into its line (Release), and reads the lines it needs once they show the
+//! generation (Acquire): every line for barrier, allreduce, allgather and alltoall; the root
+//! every line and the others none for reduce and gather (they go on at once); every member
+//! the root's line and the root none for bcast and scatter. A rank rewrites a line two
+//! operations later, and only after every member that read it then has published the
+//! operation in between, which each does only after it finished reading the earlier one, so
+//! no reader can see a line overwritten under it.
 //!
 //! Nonblocking collectives use posted rounds ([`PostedRounds`]): the same one-round exchange split
 //! into publish, poll and finish, through lines and a generation of their own.
@@ -69,6 +72,18 @@ pub const INLINE_MAX: usize = INLINE_LINE - 8;
 /// Largest communicator for the single-round (flat) operations: every rank reads every
 /// other rank's line, which is cheaper than a tree only while the group is small.
 pub const FLAT_MAX_RANKS: usize = 16;
+/// Which members read which lines in a flat round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Readers {
+    /// Every member reads every line (barrier, allreduce, allgather, alltoall).
+    All,
+    /// The root reads every line; the others read none and go on once published (reduce
+    /// and gather to a root).
+    Root(usize),
+    /// Every member reads the root's line; the root reads none (bcast, scatter).
+    OfRoot(usize),
+}
+
 /// Largest reduction of [`CollSegment::tree_reduce`]: the bytes of a control line beside its
 /// word.
 pub const TREE_PAYLOAD_MAX: usize = 56;
@@ -136,6 +151,10 @@ pub struct CollSegment {
     gen: u64,
     fragments: u64,
     flat_gen: u64,
+    /// Who read the lines of the last two flat rounds, by parity (see `flat_round`).
+    flat_readers: [Readers; 2],
+    /// Whether the last flat round waited for every member's publication.
+    flat_saw_all: bool,
     spin_yield: bool,
     /// Called when a wait has spun [`STALL_SPINS`] times, then every [`STALL_TICK`] spins.
     stall_hook: Option<kestrel_transport::node_coll::StallHook>,
@@ -220,6 +239,8 @@ impl CollSegment {
             gen: 0,
             fragments: 0,
             flat_gen: 0,
+            flat_readers: [Readers::All; 2],
+            flat_saw_all: true,
             spin_yield,
             stall_hook: None,
             poll_hook: None,
@@ -235,7 +256,7 @@ impl CollSegment {
         mine[..8].copy_from_slice(&addr.to_le_bytes());
         mine[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
         let mut members = vec![(0u64, 0u32); self.geo.n];
-        self.flat_round(&mine, 16, &mut |r, b| {
+        self.flat_round(&mine, 16, Readers::All, &mut |r, b| {
             let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
             members[r] = (word(0), word(8) as u32);
         });
@@ -353,16 +374,62 @@ impl CollSegment {
 
     /// One round: publish `payload` (may be empty) and wait until every rank published the
     /// same generation; then `visit(r, bytes)` sees each rank's payload in rank order.
-    fn flat_round(&mut self, payload: &[u8], len: usize, visit: &mut dyn FnMut(usize, &[u8])) {
+    fn flat_round(
+        &mut self,
+        payload: &[u8],
+        len: usize,
+        readers: Readers,
+        visit: &mut dyn FnMut(usize, &[u8]),
+    ) {
         self.flat_gen += 1;
         let g = self.flat_gen;
         let parity = (g % 2) as usize;
-        let mine = self.inline_line(self.me, parity);
+        let (n, me) = (self.geo.n, self.me);
+        // My line of this parity was last written two rounds ago. Whoever read it then must
+        // be done: each reader publishes the round in between only after its reads, so wait
+        // for that publication from the readers of that round (nothing to wait for when the
+        // last round already showed every member's publication here).
+        if g > 2 && !self.flat_saw_all {
+            let earlier = self.flat_readers[parity];
+            let before = self.flat_gen - 1;
+            let wait = |seg: &Self, r: usize| seg.wait_word(seg.inline_line(r, 1 - parity), before);
+            match earlier {
+                Readers::All => (0..n).filter(|&r| r != me).for_each(|r| wait(self, r)),
+                Readers::Root(root) if root != me => wait(self, root),
+                Readers::OfRoot(root) if root == me => {
+                    (0..n).filter(|&r| r != me).for_each(|r| wait(self, r))
+                }
+                _ => {}
+            }
+        }
+        self.flat_readers[parity] = readers;
+        let mine = self.inline_line(me, parity);
         self.map.write_bytes(mine + 8, payload);
         self.release_store(mine, g);
-        for r in 0..self.geo.n {
+        let reads_all = match readers {
+            Readers::All => true,
+            Readers::Root(root) => root == me,
+            Readers::OfRoot(_) => false,
+        };
+        self.flat_saw_all = reads_all;
+        if let Readers::OfRoot(root) = readers {
+            if root != me {
+                let line = self.inline_line(root, parity);
+                self.wait_word(line, g);
+                if len > 0 {
+                    // The root rewrites its line only after this member has published a
+                    // later round, so the view stays valid during `visit`.
+                    visit(root, self.map.bytes(line + 8, len));
+                }
+            }
+            return;
+        }
+        if !reads_all {
+            return;
+        }
+        for r in 0..n {
             let line = self.inline_line(r, parity);
-            if r != self.me {
+            if r != me {
                 self.wait_word(line, g);
             }
             if len > 0 {
@@ -375,18 +442,18 @@ impl CollSegment {
 
     /// Single-round barrier (small groups).
     pub fn flat_barrier(&mut self) {
-        self.flat_round(&[], 0, &mut |_, _| {});
+        self.flat_round(&[], 0, Readers::All, &mut |_, _| {});
     }
 
     /// Single-round broadcast of at most [`INLINE_MAX`] bytes (small groups).
     pub fn flat_bcast(&mut self, root: usize, buf: &mut [u8]) {
         if self.me == root {
             // The root reads nothing back: it publishes the buffer as it is.
-            self.flat_round(buf, 0, &mut |_, _| {});
+            self.flat_round(buf, 0, Readers::OfRoot(root), &mut |_, _| {});
             return;
         }
         let len = buf.len();
-        self.flat_round(&[], len, &mut |r, bytes| {
+        self.flat_round(&[], len, Readers::OfRoot(root), &mut |r, bytes| {
             if r == root {
                 buf.copy_from_slice(bytes);
             }
@@ -405,7 +472,7 @@ impl CollSegment {
     ) {
         let widest = counts.iter().copied().max().unwrap_or(0);
         let me = self.me;
-        self.flat_round(send, widest, &mut |r, bytes| {
+        self.flat_round(send, widest, Readers::All, &mut |r, bytes| {
             if r != me {
                 recv[displs[r]..displs[r] + counts[r]].copy_from_slice(&bytes[..counts[r]]);
             }
@@ -419,7 +486,7 @@ impl CollSegment {
         let me = self.me;
         let mine = me * block..(me + 1) * block;
         recv[mine.clone()].copy_from_slice(&send[mine.clone()]);
-        self.flat_round(send, send.len(), &mut |r, bytes| {
+        self.flat_round(send, send.len(), Readers::All, &mut |r, bytes| {
             if r != me {
                 recv[r * block..(r + 1) * block].copy_from_slice(&bytes[mine.clone()]);
             }
@@ -437,11 +504,11 @@ impl CollSegment {
             if recv.len() == block {
                 recv.copy_from_slice(&send[mine]);
             }
-            self.flat_round(send, 0, &mut |_, _| {});
+            self.flat_round(send, 0, Readers::OfRoot(root), &mut |_, _| {});
             return;
         }
         let total = block * self.geo.n;
-        self.flat_round(&[], total, &mut |r, bytes| {
+        self.flat_round(&[], total, Readers::OfRoot(root), &mut |r, bytes| {
             if r == root {
                 recv.copy_from_slice(&bytes[mine.clone()]);
             }
@@ -454,13 +521,13 @@ impl CollSegment {
     pub fn flat_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
         let me = self.me;
         if me != root {
-            self.flat_round(send, 0, &mut |_, _| {});
+            self.flat_round(send, 0, Readers::Root(root), &mut |_, _| {});
             return;
         }
         if send.len() == block {
             recv[me * block..(me + 1) * block].copy_from_slice(send);
         }
-        self.flat_round(&[], block, &mut |r, bytes| {
+        self.flat_round(&[], block, Readers::Root(root), &mut |r, bytes| {
             if r != me {
                 recv[r * block..(r + 1) * block].copy_from_slice(bytes);
             }
@@ -482,9 +549,18 @@ impl CollSegment {
         // Reused across calls: this path exists for latency, so no zeroing or allocation.
         let mut all = std::mem::take(&mut self.scratch);
         all.resize((n + 1) * INLINE_MAX, 0);
-        self.flat_round(send, if want { len } else { 0 }, &mut |r, bytes| {
-            all[r * len..(r + 1) * len].copy_from_slice(bytes);
-        });
+        let readers = match root {
+            Some(root) => Readers::Root(root),
+            None => Readers::All,
+        };
+        self.flat_round(
+            send,
+            if want { len } else { 0 },
+            readers,
+            &mut |r, bytes| {
+                all[r * len..(r + 1) * len].copy_from_slice(bytes);
+            },
+        );
         if want {
             let (contributions, acc) = all.split_at_mut(n * INLINE_MAX);
             let acc = &mut acc[..len];
@@ -921,6 +997,76 @@ mod tests {
         let (_, small) = group(2, 256);
         let mut seg = small.into_iter().next().unwrap();
         assert!(!seg.tree_reduce(None, &[1], &mut [0], &mut |_, _| {}));
+    }
+
+    /// Flat rounds whose members read different lines (rooted reduce and gather, where the
+    /// others run ahead; bcast and scatter, where the root does), mixed with full rounds, in a
+    /// sequence every member derives alike: every value arrives intact, so no line is
+    /// rewritten while a reader still needs it.
+    #[test]
+    fn rooted_flat_rounds_never_overwrite_a_line_still_read() {
+        for n in [2usize, 3, 5] {
+            let (_, segs) = group(n, 128);
+            let handles: Vec<_> = segs
+                .into_iter()
+                .enumerate()
+                .map(|(me, mut seg)| {
+                    std::thread::spawn(move || {
+                        let mut sum = |i: &[u8], io: &mut [u8]| {
+                            for (a, b) in i.iter().zip(io.iter_mut()) {
+                                *b = b.wrapping_add(*a);
+                            }
+                        };
+                        for round in 0..3000usize {
+                            let root = (round / 5 + round) % n;
+                            let v = |r: usize| (r * 31 + round) as u8;
+                            match round % 5 {
+                                0 => {
+                                    let mut b = vec![if me == root { v(root) } else { 0 }; 24];
+                                    seg.flat_bcast(root, &mut b);
+                                    assert!(b.iter().all(|&x| x == v(root)), "bcast {round}");
+                                }
+                                1 => {
+                                    let mut out = vec![0u8; 8];
+                                    seg.flat_reduce(Some(root), &[v(me); 8], &mut out, &mut sum);
+                                    if me == root {
+                                        let want = (0..n).map(v).fold(0u8, u8::wrapping_add);
+                                        assert_eq!(out, vec![want; 8], "reduce {round}");
+                                    }
+                                }
+                                2 => {
+                                    let mut all = vec![0u8; 4 * n];
+                                    seg.flat_gather(root, &[v(me); 4], &mut all, 4);
+                                    if me == root {
+                                        for r in 0..n {
+                                            assert_eq!(
+                                                all[r * 4..r * 4 + 4],
+                                                [v(r); 4],
+                                                "gather {round}"
+                                            );
+                                        }
+                                    }
+                                }
+                                3 => {
+                                    let send: Vec<u8> = (0..n).flat_map(|r| [v(r); 4]).collect();
+                                    let mut mine = vec![0u8; 4];
+                                    seg.flat_scatter(root, &send, &mut mine, 4);
+                                    assert_eq!(mine, vec![v(me); 4], "scatter {round}");
+                                }
+                                _ => {
+                                    if round % 10 == 4 {
+                                        seg.flat_barrier();
+                                    }
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        }
     }
 
     /// A member that waits long on a yielding segment sleeps on the word (the sleeper count

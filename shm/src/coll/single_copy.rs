@@ -221,7 +221,7 @@ impl CollSegment {
         };
         let mut members = vec![Member::default(); n];
         let bytes = Member::BYTES;
-        self.flat_round(&mine.encode(), bytes, &mut |r, b| {
+        self.flat_round(&mine.encode(), bytes, super::Readers::All, &mut |r, b| {
             members[r] = Member::decode(b)
         });
         let len = send.len();
