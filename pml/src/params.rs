@@ -153,7 +153,7 @@ pub static ALLTOALL: Param<String> = Param::new(ParamSpec {
     component: "coll",
     kind: ParamKind::Choice(&["auto", "pairwise", "linear"]),
     default: "auto",
-    description: "Alltoall algorithm; auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: pairwise exchange); pairwise or linear (all at once) force message algorithms.",
+    description: "Alltoall algorithm; auto: one round of the node segment for blocks of at most 504 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: pairwise exchange); pairwise or linear (all at once) force message algorithms.",
 });
 
 /// `KESTREL_COLL_GATHER`.
@@ -162,7 +162,7 @@ pub static GATHER: Param<String> = Param::new(ParamSpec {
     component: "coll",
     kind: ParamKind::Choice(&["auto", "linear", "hierarchical"]),
     default: "auto",
-    description: "Gather algorithm (MPI_Gather; MPI_Gatherv is always linear); auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: hierarchical where possible, else linear, the root receiving from each rank); linear forces messages.",
+    description: "Gather algorithm (MPI_Gather; MPI_Gatherv is always linear); auto: one round of the node segment for blocks of at most 504 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: hierarchical where possible, else linear, the root receiving from each rank); linear forces messages.",
 });
 
 /// `KESTREL_COLL_SCATTER`.
@@ -171,7 +171,7 @@ pub static SCATTER: Param<String> = Param::new(ParamSpec {
     component: "coll",
     kind: ParamKind::Choice(&["auto", "linear", "hierarchical"]),
     default: "auto",
-    description: "Scatter algorithm (MPI_Scatter; MPI_Scatterv is always linear); auto: one round of the node segment for blocks of at most 120 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: hierarchical where possible, else linear, the root sending to each rank); linear forces messages.",
+    description: "Scatter algorithm (MPI_Scatter; MPI_Scatterv is always linear); auto: one round of the node segment for blocks of at most 504 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: hierarchical where possible, else linear, the root sending to each rank); linear forces messages.",
 });
 
 /// `KESTREL_COLL_SHM`.
@@ -198,7 +198,7 @@ pub static SHM_POSTED: Param<bool> = Param::new(ParamSpec {
     component: "coll",
     kind: ParamKind::Bool,
     default: "true",
-    description: "Nonblocking barrier, bcast and allreduce of at most 120 bytes on a node-local communicator of at most 16 ranks whose segment exists (after its first blocking collective) run as one posted round through the segment: each rank publishes its block when it starts and reads the others' when they are there, with no message and nothing left for a busy rank to forward. Persistent collectives keep the message schedules.",
+    description: "Nonblocking barrier, bcast and allreduce of at most 504 bytes on a node-local communicator of at most 16 ranks whose segment exists (after its first blocking collective) run as one posted round through the segment: each rank publishes its block when it starts and reads the others' when they are there, with no message and nothing left for a busy rank to forward. Persistent collectives keep the message schedules.",
 });
 
 /// `KESTREL_COLL_SHM_FRAGMENT_SIZE`.
