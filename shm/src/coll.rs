@@ -934,6 +934,31 @@ mod tests {
         (path, segs)
     }
 
+    /// Runs `body(me, segment)` on a thread per member and waits for all.
+    fn on_every_member(
+        segs: Vec<CollSegment>,
+        body: impl Fn(usize, CollSegment) + Send + Sync + Clone + 'static,
+    ) {
+        let handles: Vec<_> = segs
+            .into_iter()
+            .enumerate()
+            .map(|(me, seg)| {
+                let body = body.clone();
+                std::thread::spawn(move || body(me, seg))
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    }
+
+    /// Byte-wise wrapping sum: a commutative operation whose result is easy to predict.
+    fn wrapping_sum(input: &[u8], inout: &mut [u8]) {
+        for (i, o) in input.iter().zip(inout.iter_mut()) {
+            *o = o.wrapping_add(*i);
+        }
+    }
+
     /// The tree reduction of groups above the flat limit, interleaved with tree barriers and
     /// slot reductions on the same control words: sums of distinct values, to all and to
     /// every root, over 3-byte to 56-byte operands; declined where it does not apply.
@@ -941,63 +966,50 @@ mod tests {
     fn tree_reductions_agree_in_large_groups() {
         let n = FLAT_MAX_RANKS + 4;
         let (_, segs) = group(n, 256);
-        let handles: Vec<_> = segs
-            .into_iter()
-            .enumerate()
-            .map(|(me, mut seg)| {
-                std::thread::spawn(move || {
-                    let mut sum = |input: &[u8], inout: &mut [u8]| {
-                        for (i, o) in input.iter().zip(inout.iter_mut()) {
-                            *o = o.wrapping_add(*i);
-                        }
-                    };
-                    let mut none = [0u8; 0];
-                    assert!(!seg.tree_reduce(
-                        None,
-                        &[0u8; TREE_PAYLOAD_MAX + 1],
-                        &mut [0u8; TREE_PAYLOAD_MAX + 1],
-                        &mut sum
-                    ));
-                    for round in 0..200usize {
-                        let len = 3 + round % (TREE_PAYLOAD_MAX - 2);
-                        let send: Vec<u8> = (0..len).map(|i| (me * 7 + i + round) as u8).collect();
-                        let want: Vec<u8> = (0..len)
-                            .map(|i| {
-                                (0..n)
-                                    .map(|r| (r * 7 + i + round) as u8)
-                                    .fold(0u8, u8::wrapping_add)
-                            })
-                            .collect();
-                        let root = if round % 2 == 0 {
-                            None
-                        } else {
-                            Some(round % n)
-                        };
-                        let mut recv = vec![0u8; len];
-                        let target: &mut [u8] = if root.is_none() || root == Some(me) {
-                            &mut recv
-                        } else {
-                            &mut none
-                        };
-                        assert!(seg.tree_reduce(root, &send, target, &mut sum));
-                        if root.is_none() || root == Some(me) {
-                            assert_eq!(recv, want, "rank {me} round {round} root {root:?}");
-                        }
-                        if round % 3 == 0 {
-                            seg.barrier();
-                        }
-                        if round % 5 == 0 {
-                            let mut all = vec![0u8; len];
-                            seg.reduce(None, &send, &mut all, 1, &mut sum);
-                            assert_eq!(all, want, "slot reduce round {round}");
-                        }
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        on_every_member(segs, move |me, mut seg| {
+            let mut sum = wrapping_sum;
+            let mut none = [0u8; 0];
+            assert!(!seg.tree_reduce(
+                None,
+                &[0u8; TREE_PAYLOAD_MAX + 1],
+                &mut [0u8; TREE_PAYLOAD_MAX + 1],
+                &mut sum
+            ));
+            for round in 0..200usize {
+                let len = 3 + round % (TREE_PAYLOAD_MAX - 2);
+                let send: Vec<u8> = (0..len).map(|i| (me * 7 + i + round) as u8).collect();
+                let want: Vec<u8> = (0..len)
+                    .map(|i| {
+                        (0..n)
+                            .map(|r| (r * 7 + i + round) as u8)
+                            .fold(0u8, u8::wrapping_add)
+                    })
+                    .collect();
+                let root = if round % 2 == 0 {
+                    None
+                } else {
+                    Some(round % n)
+                };
+                let mut recv = vec![0u8; len];
+                let target: &mut [u8] = if root.is_none() || root == Some(me) {
+                    &mut recv
+                } else {
+                    &mut none
+                };
+                assert!(seg.tree_reduce(root, &send, target, &mut sum));
+                if root.is_none() || root == Some(me) {
+                    assert_eq!(recv, want, "rank {me} round {round} root {root:?}");
+                }
+                if round % 3 == 0 {
+                    seg.barrier();
+                }
+                if round % 5 == 0 {
+                    let mut all = vec![0u8; len];
+                    seg.reduce(None, &send, &mut all, 1, &mut sum);
+                    assert_eq!(all, want, "slot reduce round {round}");
+                }
+            }
+        });
         let (_, small) = group(2, 256);
         let mut seg = small.into_iter().next().unwrap();
         assert!(!seg.tree_reduce(None, &[1], &mut [0], &mut |_, _| {}));
@@ -1011,65 +1023,48 @@ mod tests {
     fn rooted_flat_rounds_never_overwrite_a_line_still_read() {
         for n in [2usize, 3, 5] {
             let (_, segs) = group(n, 128);
-            let handles: Vec<_> = segs
-                .into_iter()
-                .enumerate()
-                .map(|(me, mut seg)| {
-                    std::thread::spawn(move || {
-                        let mut sum = |i: &[u8], io: &mut [u8]| {
-                            for (a, b) in i.iter().zip(io.iter_mut()) {
-                                *b = b.wrapping_add(*a);
+            on_every_member(segs, move |me, mut seg| {
+                let mut sum = wrapping_sum;
+                for round in 0..3000usize {
+                    let root = (round / 5 + round) % n;
+                    let v = |r: usize| (r * 31 + round) as u8;
+                    match round % 5 {
+                        0 => {
+                            let mut b = vec![if me == root { v(root) } else { 0 }; 24];
+                            seg.flat_bcast(root, &mut b);
+                            assert!(b.iter().all(|&x| x == v(root)), "bcast {round}");
+                        }
+                        1 => {
+                            let mut out = vec![0u8; 8];
+                            seg.flat_reduce(Some(root), &[v(me); 8], &mut out, &mut sum);
+                            if me == root {
+                                let want = (0..n).map(v).fold(0u8, u8::wrapping_add);
+                                assert_eq!(out, vec![want; 8], "reduce {round}");
                             }
-                        };
-                        for round in 0..3000usize {
-                            let root = (round / 5 + round) % n;
-                            let v = |r: usize| (r * 31 + round) as u8;
-                            match round % 5 {
-                                0 => {
-                                    let mut b = vec![if me == root { v(root) } else { 0 }; 24];
-                                    seg.flat_bcast(root, &mut b);
-                                    assert!(b.iter().all(|&x| x == v(root)), "bcast {round}");
-                                }
-                                1 => {
-                                    let mut out = vec![0u8; 8];
-                                    seg.flat_reduce(Some(root), &[v(me); 8], &mut out, &mut sum);
-                                    if me == root {
-                                        let want = (0..n).map(v).fold(0u8, u8::wrapping_add);
-                                        assert_eq!(out, vec![want; 8], "reduce {round}");
-                                    }
-                                }
-                                2 => {
-                                    let mut all = vec![0u8; 4 * n];
-                                    seg.flat_gather(root, &[v(me); 4], &mut all, 4);
-                                    if me == root {
-                                        for r in 0..n {
-                                            assert_eq!(
-                                                all[r * 4..r * 4 + 4],
-                                                [v(r); 4],
-                                                "gather {round}"
-                                            );
-                                        }
-                                    }
-                                }
-                                3 => {
-                                    let send: Vec<u8> = (0..n).flat_map(|r| [v(r); 4]).collect();
-                                    let mut mine = vec![0u8; 4];
-                                    seg.flat_scatter(root, &send, &mut mine, 4);
-                                    assert_eq!(mine, vec![v(me); 4], "scatter {round}");
-                                }
-                                _ => {
-                                    if round % 10 == 4 {
-                                        seg.flat_barrier();
-                                    }
+                        }
+                        2 => {
+                            let mut all = vec![0u8; 4 * n];
+                            seg.flat_gather(root, &[v(me); 4], &mut all, 4);
+                            if me == root {
+                                for r in 0..n {
+                                    assert_eq!(all[r * 4..r * 4 + 4], [v(r); 4], "gather {round}");
                                 }
                             }
                         }
-                    })
-                })
-                .collect();
-            for h in handles {
-                h.join().unwrap();
-            }
+                        3 => {
+                            let send: Vec<u8> = (0..n).flat_map(|r| [v(r); 4]).collect();
+                            let mut mine = vec![0u8; 4];
+                            seg.flat_scatter(root, &send, &mut mine, 4);
+                            assert_eq!(mine, vec![v(me); 4], "scatter {round}");
+                        }
+                        _ => {
+                            if round % 10 == 4 {
+                                seg.flat_barrier();
+                            }
+                        }
+                    }
+                }
+            });
         }
     }
 
