@@ -46,8 +46,11 @@ use kestrel_transport::node_coll::Stall;
 
 use crate::mem::{Mapping, SharedMem};
 
+mod flat;
 mod posted;
 mod single_copy;
+
+use flat::Readers;
 
 pub use posted::PostedRounds;
 
@@ -76,18 +79,6 @@ pub const INLINE_MAX: usize = INLINE_LINE - 8;
 /// Largest communicator for the single-round (flat) operations: every rank reads every
 /// other rank's line, which is cheaper than a tree only while the group is small.
 pub const FLAT_MAX_RANKS: usize = 16;
-/// Which members read which lines in a flat round.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Readers {
-    /// Every member reads every line (barrier, allreduce, allgather, alltoall).
-    All,
-    /// The root reads every line; the others read none and go on once published (reduce
-    /// and gather to a root).
-    Root(usize),
-    /// Every member reads the root's line; the root reads none (bcast, scatter).
-    OfRoot(usize),
-}
-
 /// Largest reduction of [`CollSegment::tree_reduce`]: the bytes of a control line beside its
 /// word.
 pub const TREE_PAYLOAD_MAX: usize = 56;
@@ -365,216 +356,6 @@ impl CollSegment {
         if self.map.load(SLEEPERS, Relaxed) > 0 {
             self.map.futex_wake(off);
         }
-    }
-
-    fn inline_line(&self, r: usize, parity: usize) -> usize {
-        self.geo.inline_off() + (r * 2 + parity) * INLINE_LINE
-    }
-
-    /// Whether the single-round operations apply to this group and payload.
-    pub fn flat(&self, len: usize) -> bool {
-        self.geo.n <= FLAT_MAX_RANKS && len <= INLINE_MAX
-    }
-
-    /// One round: publish `payload` (may be empty) and wait until every rank published the
-    /// same generation; then `visit(r, bytes)` sees each rank's payload in rank order.
-    fn flat_round(
-        &mut self,
-        payload: &[u8],
-        len: usize,
-        readers: Readers,
-        visit: &mut dyn FnMut(usize, &[u8]),
-    ) {
-        self.flat_gen += 1;
-        let g = self.flat_gen;
-        let parity = (g % 2) as usize;
-        let (n, me) = (self.geo.n, self.me);
-        // My line of this parity was last written two rounds ago. Whoever read it then must
-        // be done: each reader publishes the round in between only after its reads, so wait
-        // for that publication from the readers of that round (nothing to wait for when the
-        // last round already showed every member's publication here).
-        if g > 2 && !self.flat_saw_all {
-            let earlier = self.flat_readers[parity];
-            let before = self.flat_gen - 1;
-            let wait = |seg: &Self, r: usize| seg.wait_word(seg.inline_line(r, 1 - parity), before);
-            match earlier {
-                Readers::All => (0..n).filter(|&r| r != me).for_each(|r| wait(self, r)),
-                Readers::Root(root) if root != me => wait(self, root),
-                Readers::OfRoot(root) if root == me => {
-                    (0..n).filter(|&r| r != me).for_each(|r| wait(self, r))
-                }
-                _ => {}
-            }
-        }
-        self.flat_readers[parity] = readers;
-        let mine = self.inline_line(me, parity);
-        self.map.write_bytes(mine + 8, payload);
-        self.release_store(mine, g);
-        let reads_all = match readers {
-            Readers::All => true,
-            Readers::Root(root) => root == me,
-            Readers::OfRoot(_) => false,
-        };
-        self.flat_saw_all = reads_all;
-        if let Readers::OfRoot(root) = readers {
-            if root != me {
-                let line = self.inline_line(root, parity);
-                self.wait_word(line, g);
-                if len > 0 {
-                    // The root rewrites its line only after this member has published a
-                    // later round, so the view stays valid during `visit`.
-                    visit(root, self.map.bytes(line + 8, len));
-                }
-            }
-            return;
-        }
-        if !reads_all {
-            return;
-        }
-        for r in 0..n {
-            let line = self.inline_line(r, parity);
-            if r != me {
-                self.wait_word(line, g);
-            }
-            if len > 0 {
-                // Other ranks rewrite a line only two operations later, after this rank has
-                // published the next one, so the view stays valid during `visit`.
-                visit(r, self.map.bytes(line + 8, len));
-            }
-        }
-    }
-
-    /// Single-round barrier (small groups).
-    pub fn flat_barrier(&mut self) {
-        self.flat_round(&[], 0, Readers::All, &mut |_, _| {});
-    }
-
-    /// Single-round broadcast of at most [`INLINE_MAX`] bytes (small groups).
-    pub fn flat_bcast(&mut self, root: usize, buf: &mut [u8]) {
-        if self.me == root {
-            // The root reads nothing back: it publishes the buffer as it is.
-            self.flat_round(buf, 0, Readers::OfRoot(root), &mut |_, _| {});
-            return;
-        }
-        let len = buf.len();
-        self.flat_round(&[], len, Readers::OfRoot(root), &mut |r, bytes| {
-            if r == root {
-                buf.copy_from_slice(bytes);
-            }
-        });
-    }
-
-    /// Single-round allgather(v) of blocks of at most [`INLINE_MAX`] bytes (small groups):
-    /// every rank publishes its block and copies the others' into `recv` at `displs`.
-    /// `recv` already holds this rank's own block.
-    pub fn flat_allgatherv(
-        &mut self,
-        send: &[u8],
-        recv: &mut [u8],
-        counts: &[usize],
-        displs: &[usize],
-    ) {
-        let widest = counts.iter().copied().max().unwrap_or(0);
-        let me = self.me;
-        self.flat_round(send, widest, Readers::All, &mut |r, bytes| {
-            if r != me {
-                recv[displs[r]..displs[r] + counts[r]].copy_from_slice(&bytes[..counts[r]]);
-            }
-        });
-    }
-
-    /// Single-round alltoall of `n` blocks of `block` bytes, at most [`INLINE_MAX`] in all
-    /// (small groups): every rank publishes its whole send buffer and copies block `me` of
-    /// every other rank's into `recv`.
-    pub fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
-        let me = self.me;
-        let mine = me * block..(me + 1) * block;
-        recv[mine.clone()].copy_from_slice(&send[mine.clone()]);
-        self.flat_round(send, send.len(), Readers::All, &mut |r, bytes| {
-            if r != me {
-                recv[r * block..(r + 1) * block].copy_from_slice(&bytes[mine.clone()]);
-            }
-        });
-    }
-
-    /// Single-round scatter of `n` blocks of `block` bytes, at most [`INLINE_MAX`] in all
-    /// (small groups): the root publishes its whole `send` buffer and every other member copies
-    /// its block out of the root's line into `recv`. The root copies its own block unless
-    /// `recv` is empty (in place); `send` is read at the root only.
-    pub fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
-        let me = self.me;
-        let mine = me * block..(me + 1) * block;
-        if me == root {
-            if recv.len() == block {
-                recv.copy_from_slice(&send[mine]);
-            }
-            self.flat_round(send, 0, Readers::OfRoot(root), &mut |_, _| {});
-            return;
-        }
-        let total = block * self.geo.n;
-        self.flat_round(&[], total, Readers::OfRoot(root), &mut |r, bytes| {
-            if r == root {
-                recv.copy_from_slice(&bytes[mine.clone()]);
-            }
-        });
-    }
-
-    /// Single-round gather of blocks of `block` bytes, at most [`INLINE_MAX`] in all (small
-    /// groups): every member publishes its `send` block and the root copies the others' into
-    /// `recv` (`n` blocks), and its own too unless `send` is empty (in place: it is there).
-    pub fn flat_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
-        let me = self.me;
-        if me != root {
-            self.flat_round(send, 0, Readers::Root(root), &mut |_, _| {});
-            return;
-        }
-        if send.len() == block {
-            recv[me * block..(me + 1) * block].copy_from_slice(send);
-        }
-        self.flat_round(&[], block, Readers::Root(root), &mut |r, bytes| {
-            if r != me {
-                recv[r * block..(r + 1) * block].copy_from_slice(bytes);
-            }
-        });
-    }
-
-    /// Single-round reduction of at most [`INLINE_MAX`] bytes (small groups): every rank
-    /// combines all contributions itself, in rank order; `root` = `None` means all keep it.
-    pub fn flat_reduce(
-        &mut self,
-        root: Option<usize>,
-        send: &[u8],
-        recv: &mut [u8],
-        apply: &mut dyn FnMut(&[u8], &mut [u8]),
-    ) {
-        let len = send.len();
-        let n = self.geo.n;
-        let want = root.is_none() || root == Some(self.me);
-        // Reused across calls: this path exists for latency, so no zeroing or allocation.
-        let mut all = std::mem::take(&mut self.scratch);
-        all.resize((n + 1) * INLINE_MAX, 0);
-        let readers = match root {
-            Some(root) => Readers::Root(root),
-            None => Readers::All,
-        };
-        self.flat_round(
-            send,
-            if want { len } else { 0 },
-            readers,
-            &mut |r, bytes| {
-                all[r * len..(r + 1) * len].copy_from_slice(bytes);
-            },
-        );
-        if want {
-            let (contributions, acc) = all.split_at_mut(n * INLINE_MAX);
-            let acc = &mut acc[..len];
-            acc.copy_from_slice(&contributions[(n - 1) * len..n * len]);
-            for r in (0..n - 1).rev() {
-                apply(&contributions[r * len..(r + 1) * len], acc);
-            }
-            recv[..len].copy_from_slice(acc);
-        }
-        self.scratch = all;
     }
 
     /// Members of the communicator.
@@ -907,7 +688,8 @@ fn create_file(dir: &Path, name: &str, len: usize, n: usize) -> Result<(PathBuf,
     Ok((path, map))
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
 
