@@ -325,7 +325,8 @@ fn full(c: &SimpleCommunicator) {
     check_type::<f32>(c, &float_ops, &counts);
     check_type::<f64>(c, &float_ops, &counts);
     check_loc(c);
-    for count in [0usize, 1, 7, 4096] {
+    // 300 elements: blocks past an inline line but within a fragment slot.
+    for count in [0usize, 1, 7, 300, 4096] {
         check_data_movement(c, count);
     }
 }

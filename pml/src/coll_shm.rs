@@ -168,10 +168,11 @@ impl Engine {
         self.with_segment(ctx, "barrier", |s| s.barrier())
     }
 
-    /// Alltoall of `block`-byte blocks in one round of the node segment, when all of this
-    /// rank's blocks fit an inline line (the same answer on every member: MPI makes the
-    /// block size the same everywhere) and `coll_alltoall` is `auto`. False: not taken,
-    /// nothing done.
+    /// Alltoall of `block`-byte blocks through the node segment when `coll_alltoall` is
+    /// `auto`: one round of inline lines when all of this rank's blocks fit one, the fragment
+    /// slots when they fit a slot, single copy for larger send buffers (the same answer on
+    /// every member: MPI makes the block size the same everywhere). False: not taken,
+    /// nothing done (messages then).
     pub(crate) fn shm_alltoall(
         &mut self,
         ctx: u16,
@@ -191,13 +192,23 @@ impl Engine {
             return Ok(false);
         }
         let done = self.with_segment(ctx, "alltoall", |seg| {
-            if !seg.flat(send.len()) {
-                return false;
+            if seg.flat(send.len()) {
+                seg.flat_alltoall(send, recv, block);
+                return Ok(true);
             }
-            seg.flat_alltoall(send, recv, block);
-            true
+            // All of a member's blocks in one fragment slot: a copy in, a barrier, a copy out
+            // (4 ranks on 2 cores, 128 B blocks: pairwise messages took 6.2 us).
+            if seg.fragment_alltoall(send, recv, block) {
+                return Ok(true);
+            }
+            if !seg.single_copy(send.len()) {
+                return Ok(false);
+            }
+            seg.single_copy_alltoall(send, recv, block)
+                .map_err(PmlError::Transport)?;
+            Ok(true)
         })?;
-        Ok(done.unwrap_or(false))
+        done.unwrap_or(Ok(false))
     }
 
     /// `MPI_Scatter` (`gather` false) or `MPI_Gather` (true) of equal blocks of `block` bytes

@@ -548,6 +548,36 @@ impl CollSegment {
         true
     }
 
+    /// Alltoall of `n` blocks of `block` bytes through one set of fragment slots, when all of
+    /// a member's blocks fit one slot and a block is at most [`FRAGMENT_BLOCK_MAX`]: every
+    /// member writes its whole `send` buffer into its slot, one barrier, every member copies
+    /// block `me` of every other member's slot into `recv` (its own block straight from
+    /// `send`). One copy in and one out per block, where pairwise messages pay a match and a
+    /// handshake per peer. False, nothing done, when the blocks are larger (the same answer
+    /// everywhere: MPI makes the block size the same on every member); the slots are reused as
+    /// in [`CollSegment::fragment_allgatherv`].
+    pub fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
+        let n = self.geo.n;
+        if block > FRAGMENT_BLOCK_MAX || block.saturating_mul(n) > self.geo.frag {
+            return false;
+        }
+        let Some(set) = self.fragment_set(block) else {
+            return false;
+        };
+        let me = self.me;
+        let mine = me * block..(me + 1) * block;
+        self.map.write_bytes(self.slot(set, me), &send[..n * block]);
+        recv[mine.clone()].copy_from_slice(&send[mine]);
+        self.barrier();
+        for r in (0..n).filter(|&r| r != me) {
+            self.map.read_bytes(
+                self.slot(set, r) + me * block,
+                &mut recv[r * block..(r + 1) * block],
+            );
+        }
+        true
+    }
+
     /// Broadcast of `buf` from `root`, fragment by fragment.
     pub fn bcast(&mut self, root: usize, buf: &mut [u8]) {
         let frag = self.geo.frag;
@@ -997,6 +1027,17 @@ mod tests {
                                 assert_eq!(all, big, "fragment gather n {n} round {round}");
                             }
                             assert!(!seg.fragment_gather(root, &[], &mut [], 1 << 20));
+                            // Alltoall through the fragment slots: block d of member s
+                            // holds s, d and the round; all of a member's blocks (n x 24
+                            // bytes) fit the 128-byte slot up to 5 members.
+                            let a2a =
+                                |s: usize, d: usize| vec![(s * 16 + d) as u8 ^ round as u8; 24];
+                            let send: Vec<u8> = (0..n).flat_map(|d| a2a(me, d)).collect();
+                            let mut got = vec![0u8; 24 * n];
+                            assert!(seg.fragment_alltoall(&send, &mut got, 24));
+                            let want: Vec<u8> = (0..n).flat_map(|s| a2a(s, me)).collect();
+                            assert_eq!(got, want, "fragment alltoall n {n} round {round}");
+                            assert!(!seg.fragment_alltoall(&[], &mut [], 1 << 20));
                             let want: u64 = (0..n as u64).fold(0, |acc, r| acc * 10 + r + 1);
                             for c in recv.chunks_exact(8) {
                                 assert_eq!(

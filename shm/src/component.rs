@@ -224,6 +224,9 @@ impl NodeSegment for CollSegment {
     ) -> bool {
         CollSegment::fragment_allgatherv(self, send, recv, counts, displs)
     }
+    fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
+        CollSegment::fragment_alltoall(self, send, recv, block)
+    }
     fn fragment_scatter(
         &mut self,
         root: usize,
@@ -284,6 +287,14 @@ impl NodeSegment for CollSegment {
         displs: &[usize],
     ) -> Result<(), String> {
         CollSegment::single_copy_allgather(self, send, recv, counts, displs)
+    }
+    fn single_copy_alltoall(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> Result<(), String> {
+        CollSegment::single_copy_alltoall(self, send, recv, block)
     }
     fn barrier(&mut self) {
         CollSegment::barrier(self)

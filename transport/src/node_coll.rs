@@ -167,6 +167,10 @@ pub trait NodeSegment: Send {
         counts: &[usize],
         displs: &[usize],
     ) -> bool;
+    /// An alltoall through the fragment slots when all of a member's `block`-byte blocks fit
+    /// one slot (and a block is at most 16 KiB); false, nothing done, otherwise (the same
+    /// answer on every member).
+    fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool;
     /// A scatter of equal blocks of up to a fragment (and 16 KiB) through the fragment slots
     /// (arguments as [`NodeSegment::flat_scatter`]); false, nothing done, when the block is
     /// larger (the same answer on every member).
@@ -221,6 +225,13 @@ pub trait NodeSegment: Send {
         recv: &mut [u8],
         counts: &[usize],
         displs: &[usize],
+    ) -> Result<(), String>;
+    /// An alltoall reading block `me` of every peer's send buffer directly.
+    fn single_copy_alltoall(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
     ) -> Result<(), String>;
     /// A barrier (one flat round in small groups, the segment's tree in larger ones).
     fn barrier(&mut self);

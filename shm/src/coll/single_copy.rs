@@ -328,4 +328,29 @@ impl CollSegment {
         self.flat_barrier();
         result
     }
+    /// Alltoall through the members' own buffers: one round publishes every send buffer's
+    /// address; each member reads block `me` of member r's send buffer straight into block r
+    /// of `recv` with single copy (its own block from `send`); a closing round keeps every
+    /// buffer alive until all copies are done.
+    pub fn single_copy_alltoall(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> Result<(), String> {
+        let (n, me) = (self.geo.n, self.me);
+        let members = self.exchange_addresses(send.as_ptr() as u64);
+        recv[me * block..(me + 1) * block].copy_from_slice(&send[me * block..(me + 1) * block]);
+        let mut result = Ok(());
+        // Start with the next member, so the members do not all read member 0's buffer first.
+        for r in (1..n).map(|k| (me + k) % n) {
+            let (addr, pid) = members[r];
+            let dst = &mut recv[r * block..(r + 1) * block];
+            if let Err(e) = cma::read(pid, addr + (me * block) as u64, dst) {
+                result = Err(format!("shm coll: reading rank {r}'s send buffer: {e}"));
+            }
+        }
+        self.flat_barrier();
+        result
+    }
 }
