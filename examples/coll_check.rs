@@ -331,19 +331,25 @@ fn full(c: &SimpleCommunicator) {
     }
 }
 
+/// The product of two 2x2 integer matrices (row-major), wrapping: the non-commutative
+/// operation of the user-operation checks. Matrices of the form [a 1; 1 0] do not commute
+/// for different a (upper unitriangular ones, which these checks once used, do), so a
+/// reduction that combines out of rank order fails.
+fn mul1(x: &[i64; 4], y: &[i64; 4]) -> [i64; 4] {
+    let dot = |a: i64, b: i64, c: i64, d: i64| a.wrapping_mul(b).wrapping_add(c.wrapping_mul(d));
+    [
+        dot(x[0], y[0], x[1], y[2]),
+        dot(x[0], y[1], x[1], y[3]),
+        dot(x[2], y[0], x[3], y[2]),
+        dot(x[2], y[1], x[3], y[3]),
+    ]
+}
+
 fn user(c: &SimpleCommunicator) {
     let me = c.rank();
     let n = c.size();
     // Non-commutative: 2x2 integer matrix product, in rank order. A matrix is one element.
-    let mat = |r: i32| [1i64, r as i64 + 1, 0, 1];
-    fn mul1(x: &[i64; 4], y: &[i64; 4]) -> [i64; 4] {
-        [
-            x[0] * y[0] + x[1] * y[2],
-            x[0] * y[1] + x[1] * y[3],
-            x[2] * y[0] + x[3] * y[2],
-            x[2] * y[1] + x[3] * y[3],
-        ]
-    }
+    let mat = |r: i32| [r as i64 + 1, 1, 1, 0];
     let mul = |a: &[[i64; 4]], b: &mut [[i64; 4]]| {
         for (x, y) in a.iter().zip(b.iter_mut()) {
             *y = mul1(x, y);
@@ -382,6 +388,28 @@ fn user(c: &SimpleCommunicator) {
         c.process_at_rank(0)
             .reduce_into(&mine, UserOperation::non_commutative(mul));
     }
+    // The same between the inline line and single copy (2 and 12.5 KiB: one-barrier
+    // reductions through the fragment slots, or sliced ones), rooted at the last rank.
+    for count in [64usize, 400] {
+        let mine = vec![mat(me); count];
+        let mut out = vec![[0i64; 4]; count];
+        c.all_reduce_into(&mine[..], &mut out[..], UserOperation::non_commutative(mul));
+        if out.iter().any(|m| *m != want) {
+            fail(me, format!("non-commutative user allreduce of {count}"));
+        }
+        let root = c.process_at_rank(n - 1);
+        if me == n - 1 {
+            root.reduce_into_root(&mine[..], &mut out[..], UserOperation::non_commutative(mul));
+            if out.iter().any(|m| *m != want) {
+                fail(
+                    me,
+                    format!("non-commutative user reduce of {count} at rank {}", n - 1),
+                );
+            }
+        } else {
+            root.reduce_into(&mine[..], UserOperation::non_commutative(mul));
+        }
+    }
     let add = UserOperation::commutative(|a: &[f64], b: &mut [f64]| {
         b.iter_mut().zip(a).for_each(|(y, x)| *y += x)
     });
@@ -397,15 +425,7 @@ fn large(c: &SimpleCommunicator) {
     // A non-commutative operation over 640 KiB: the single-copy path must keep rank order.
     let me = c.rank();
     let n = c.size();
-    fn mul1(x: &[i64; 4], y: &[i64; 4]) -> [i64; 4] {
-        [
-            x[0] * y[0] + x[1] * y[2],
-            x[0] * y[1] + x[1] * y[3],
-            x[2] * y[0] + x[3] * y[2],
-            x[2] * y[1] + x[3] * y[3],
-        ]
-    }
-    let mat = |r: i32, i: usize| [1i64, (r as i64 + 1) * (i as i64 % 7 + 1), 0, 1];
+    let mat = |r: i32, i: usize| [(r as i64 + 1) * (i as i64 % 7 + 1), 1, 1, 0];
     let mine: Vec<[i64; 4]> = (0..20_000).map(|i| mat(me, i)).collect();
     let mut out = vec![[0i64; 4]; mine.len()];
     let op = UserOperation::non_commutative(|a: &[[i64; 4]], b: &mut [[i64; 4]]| {

@@ -368,9 +368,11 @@ impl Engine {
                 };
                 if seg.flat(send.len()) {
                     seg.flat_reduce(Some(root as usize), send, target, &mut apply);
-                } else if commutative
-                    && seg.tree_reduce(Some(root as usize), send, target, &mut apply)
+                } else if (commutative
+                    && seg.tree_reduce(Some(root as usize), send, target, &mut apply))
+                    || seg.fragment_reduce(Some(root as usize), send, target, &mut apply)
                 {
+                    // Done in one tree barrier, or one barrier through the fragment slots.
                 } else if seg.single_copy(send.len()) {
                     if let Err(e) = seg.single_copy_reduce(
                         Some(root as usize),
@@ -415,7 +417,10 @@ impl Engine {
                 };
                 if seg.flat(send.len()) {
                     seg.flat_reduce(None, send, recv, &mut apply);
-                } else if commutative && seg.tree_reduce(None, send, recv, &mut apply) {
+                } else if (commutative && seg.tree_reduce(None, send, recv, &mut apply))
+                    || seg.fragment_reduce(None, send, recv, &mut apply)
+                {
+                    // Done in one tree barrier, or one barrier through the fragment slots.
                 } else if seg.single_copy(send.len()) {
                     if let Err(e) =
                         seg.single_copy_reduce(None, send, recv, dtype.size(), &mut apply)

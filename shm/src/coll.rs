@@ -47,6 +47,7 @@ use kestrel_transport::node_coll::Stall;
 use crate::mem::{Mapping, SharedMem};
 
 mod flat;
+mod fragment;
 mod posted;
 mod single_copy;
 
@@ -453,129 +454,6 @@ impl CollSegment {
         let set = (self.fragments % self.geo.sets as u64) as usize;
         self.fragments += 1;
         Some(set)
-    }
-
-    /// Allgather(v) of blocks of at most a fragment (and [`FRAGMENT_BLOCK_MAX`]) each, in
-    /// one set of fragment slots: every
-    /// member writes its block into its slot, one barrier, every member copies the others'
-    /// slots into `recv` at `displs` (`recv` already holds its own block). False, nothing
-    /// done, when a block is larger than a fragment (the same answer on every member: all
-    /// know the counts). The set is rewritten two fragment operations later, after a barrier
-    /// that every reader of this one passes only once it has read, as in [`CollSegment::bcast`].
-    pub fn fragment_allgatherv(
-        &mut self,
-        send: &[u8],
-        recv: &mut [u8],
-        counts: &[usize],
-        displs: &[usize],
-    ) -> bool {
-        let Some(set) = self.fragment_set(counts.iter().copied().max().unwrap_or(0)) else {
-            return false;
-        };
-        let me = self.me;
-        self.map
-            .write_bytes(self.slot(set, me), &send[..counts[me]]);
-        self.barrier();
-        for (r, (&at, &len)) in displs.iter().zip(counts).enumerate() {
-            if r != me {
-                self.map
-                    .read_bytes(self.slot(set, r), &mut recv[at..at + len]);
-            }
-        }
-        true
-    }
-
-    /// Scatter of `n` blocks of `block` bytes (at most a fragment and [`FRAGMENT_BLOCK_MAX`])
-    /// through one set of fragment slots: the root writes block r into member r's slot, one
-    /// barrier, every other member copies its slot into `recv`. The root copies its own
-    /// block unless `recv` is empty (in place). False, nothing done, when the block is larger
-    /// (the same answer everywhere); the slots are reused as in
-    /// [`CollSegment::fragment_allgatherv`].
-    pub fn fragment_scatter(
-        &mut self,
-        root: usize,
-        send: &[u8],
-        recv: &mut [u8],
-        block: usize,
-    ) -> bool {
-        let Some(set) = self.fragment_set(block) else {
-            return false;
-        };
-        let me = self.me;
-        if me == root {
-            for r in (0..self.geo.n).filter(|&r| r != me) {
-                self.map
-                    .write_bytes(self.slot(set, r), &send[r * block..(r + 1) * block]);
-            }
-            if recv.len() == block {
-                recv.copy_from_slice(&send[me * block..(me + 1) * block]);
-            }
-        }
-        self.barrier();
-        if me != root {
-            self.map.read_bytes(self.slot(set, me), recv);
-        }
-        true
-    }
-
-    /// Gather of blocks of `block` bytes (at most a fragment and [`FRAGMENT_BLOCK_MAX`])
-    /// through one set of fragment slots: every member writes its block into its slot, one
-    /// barrier, the root copies the others' into `recv` (and its own unless `send` is empty,
-    /// in place). False as [`CollSegment::fragment_scatter`].
-    pub fn fragment_gather(
-        &mut self,
-        root: usize,
-        send: &[u8],
-        recv: &mut [u8],
-        block: usize,
-    ) -> bool {
-        let Some(set) = self.fragment_set(block) else {
-            return false;
-        };
-        let me = self.me;
-        if me != root {
-            self.map.write_bytes(self.slot(set, me), send);
-        } else if send.len() == block {
-            recv[me * block..(me + 1) * block].copy_from_slice(send);
-        }
-        self.barrier();
-        if me == root {
-            for r in (0..self.geo.n).filter(|&r| r != me) {
-                self.map
-                    .read_bytes(self.slot(set, r), &mut recv[r * block..(r + 1) * block]);
-            }
-        }
-        true
-    }
-
-    /// Alltoall of `n` blocks of `block` bytes through one set of fragment slots, when all of
-    /// a member's blocks fit one slot and a block is at most [`FRAGMENT_BLOCK_MAX`]: every
-    /// member writes its whole `send` buffer into its slot, one barrier, every member copies
-    /// block `me` of every other member's slot into `recv` (its own block straight from
-    /// `send`). One copy in and one out per block, where pairwise messages pay a match and a
-    /// handshake per peer. False, nothing done, when the blocks are larger (the same answer
-    /// everywhere: MPI makes the block size the same on every member); the slots are reused as
-    /// in [`CollSegment::fragment_allgatherv`].
-    pub fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
-        let n = self.geo.n;
-        if block > FRAGMENT_BLOCK_MAX || block.saturating_mul(n) > self.geo.frag {
-            return false;
-        }
-        let Some(set) = self.fragment_set(block) else {
-            return false;
-        };
-        let me = self.me;
-        let mine = me * block..(me + 1) * block;
-        self.map.write_bytes(self.slot(set, me), &send[..n * block]);
-        recv[mine.clone()].copy_from_slice(&send[mine]);
-        self.barrier();
-        for r in (0..n).filter(|&r| r != me) {
-            self.map.read_bytes(
-                self.slot(set, r) + me * block,
-                &mut recv[r * block..(r + 1) * block],
-            );
-        }
-        true
     }
 
     /// Broadcast of `buf` from `root`, fragment by fragment.
@@ -1038,6 +916,26 @@ mod tests {
                             let want: Vec<u8> = (0..n).flat_map(|s| a2a(s, me)).collect();
                             assert_eq!(got, want, "fragment alltoall n {n} round {round}");
                             assert!(!seg.fragment_alltoall(&[], &mut [], 1 << 20));
+                            // The one-barrier reduction of the same operands (`send` is the
+                            // alltoall's now), rooted and to all, in rank order like the
+                            // sliced one: a slot-sized prefix, and the whole declined.
+                            let operand: Vec<u8> = (0..count)
+                                .flat_map(|_| (me as u64 + 1).to_ne_bytes())
+                                .collect();
+                            for to in [Some(root), None] {
+                                let mut out = vec![0u8; 128];
+                                assert!(seg.fragment_reduce(
+                                    to,
+                                    &operand[..128],
+                                    &mut out,
+                                    &mut apply
+                                ));
+                                if to.is_none_or(|r| r == me) {
+                                    assert_eq!(out, recv[..128], "fragment reduce n {n} {to:?}");
+                                }
+                            }
+                            let mut out = vec![0u8; operand.len()];
+                            assert!(!seg.fragment_reduce(None, &operand, &mut out, &mut apply));
                             let want: u64 = (0..n as u64).fold(0, |acc, r| acc * 10 + r + 1);
                             for c in recv.chunks_exact(8) {
                                 assert_eq!(

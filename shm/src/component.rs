@@ -224,6 +224,15 @@ impl NodeSegment for CollSegment {
     ) -> bool {
         CollSegment::fragment_allgatherv(self, send, recv, counts, displs)
     }
+    fn fragment_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        apply: Apply<'_>,
+    ) -> bool {
+        CollSegment::fragment_reduce(self, root, send, recv, apply)
+    }
     fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
         CollSegment::fragment_alltoall(self, send, recv, block)
     }

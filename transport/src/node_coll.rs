@@ -179,6 +179,17 @@ pub trait NodeSegment: Send {
     /// A gather of equal blocks of up to a fragment (and 16 KiB) through the fragment slots
     /// (arguments as [`NodeSegment::flat_gather`]); false as [`NodeSegment::fragment_scatter`].
     fn fragment_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) -> bool;
+    /// A reduction of operands of up to 16 KiB (and a fragment) through the fragment slots in
+    /// one barrier: every member that wants the result (`root`, or all when `None`) combines
+    /// every operand itself, in rank order; false, nothing done, for longer operands (the
+    /// same answer on every member).
+    fn fragment_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        apply: Apply<'_>,
+    ) -> bool;
     /// A scatter of small equal blocks in one round: `send` (at the root) holds one
     /// `block`-byte block per member, `recv` gets this member's (the root's own unless `recv`
     /// is empty, in place); the whole `send` must pass [`NodeSegment::flat`].

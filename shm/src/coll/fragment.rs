@@ -1,0 +1,207 @@
+//! Collectives of blocks up to [`FRAGMENT_BLOCK_MAX`] through one set of fragment slots:
+//! every writer copies its data into a slot, one barrier, every reader copies (or, for a
+//! reduction, combines) out of the slots. Between the inline line of the flat rounds and
+//! single copy, this replaces per-pair messages (alltoall, gather, scatter) and the
+//! two-barrier pipelined reduction of short messages.
+//!
+//! This module owns the choice of a fragment set and what each operation reads and writes in
+//! it; it never waits for anything but the segment's barrier, and it never touches a set
+//! that a member may still read: a set is rewritten two fragment operations later, and every
+//! reader of this one passes the next operation's barrier only after it has read.
+
+use super::{CollSegment, FRAGMENT_BLOCK_MAX};
+use crate::mem::SharedMem;
+
+/// Largest operand of [`CollSegment::fragment_reduce`].
+pub const FRAGMENT_REDUCE_MAX: usize = 16 << 10;
+
+/// Most bytes of other members' operands that all readers of
+/// [`CollSegment::fragment_reduce`] together copy and combine. Every reader combining all
+/// operands costs less than the sliced reduction's second barrier only while this stays
+/// short, and where ranks outnumber cores the readers take turns (4 ranks on 2 cores,
+/// `osu_allreduce` 4 KiB 4.4-5.7 -> 3.5-4.6 us, but 16 KiB 7.9-9.8 -> 9.6-10.5, so it stays
+/// sliced; rooted `osu_reduce` 16 KiB 6.9-7.1 -> 4.1-5.0). The bound counts every reader
+/// even where each has a core: it must not depend on anything members may see differently
+/// (whether this rank yields does), or they would take different paths and deadlock.
+const FRAGMENT_REDUCE_READS: usize = 64 << 10;
+
+impl CollSegment {
+    /// Allgather(v) of blocks of at most a fragment (and [`FRAGMENT_BLOCK_MAX`]) each, in
+    /// one set of fragment slots: every
+    /// member writes its block into its slot, one barrier, every member copies the others'
+    /// slots into `recv` at `displs` (`recv` already holds its own block). False, nothing
+    /// done, when a block is larger than a fragment (the same answer on every member: all
+    /// know the counts). The set is rewritten two fragment operations later, after a barrier
+    /// that every reader of this one passes only once it has read, as in [`CollSegment::bcast`].
+    pub fn fragment_allgatherv(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> bool {
+        let Some(set) = self.fragment_set(counts.iter().copied().max().unwrap_or(0)) else {
+            return false;
+        };
+        let me = self.me;
+        self.map
+            .write_bytes(self.slot(set, me), &send[..counts[me]]);
+        self.barrier();
+        for (r, (&at, &len)) in displs.iter().zip(counts).enumerate() {
+            if r != me {
+                self.map
+                    .read_bytes(self.slot(set, r), &mut recv[at..at + len]);
+            }
+        }
+        true
+    }
+
+    /// Scatter of `n` blocks of `block` bytes (at most a fragment and [`FRAGMENT_BLOCK_MAX`])
+    /// through one set of fragment slots: the root writes block r into member r's slot, one
+    /// barrier, every other member copies its slot into `recv`. The root copies its own
+    /// block unless `recv` is empty (in place). False, nothing done, when the block is larger
+    /// (the same answer everywhere); the slots are reused as in
+    /// [`CollSegment::fragment_allgatherv`].
+    pub fn fragment_scatter(
+        &mut self,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> bool {
+        let Some(set) = self.fragment_set(block) else {
+            return false;
+        };
+        let me = self.me;
+        if me == root {
+            for r in (0..self.geo.n).filter(|&r| r != me) {
+                self.map
+                    .write_bytes(self.slot(set, r), &send[r * block..(r + 1) * block]);
+            }
+            if recv.len() == block {
+                recv.copy_from_slice(&send[me * block..(me + 1) * block]);
+            }
+        }
+        self.barrier();
+        if me != root {
+            self.map.read_bytes(self.slot(set, me), recv);
+        }
+        true
+    }
+
+    /// Gather of blocks of `block` bytes (at most a fragment and [`FRAGMENT_BLOCK_MAX`])
+    /// through one set of fragment slots: every member writes its block into its slot, one
+    /// barrier, the root copies the others' into `recv` (and its own unless `send` is empty,
+    /// in place). False as [`CollSegment::fragment_scatter`].
+    pub fn fragment_gather(
+        &mut self,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> bool {
+        let Some(set) = self.fragment_set(block) else {
+            return false;
+        };
+        let me = self.me;
+        if me != root {
+            self.map.write_bytes(self.slot(set, me), send);
+        } else if send.len() == block {
+            recv[me * block..(me + 1) * block].copy_from_slice(send);
+        }
+        self.barrier();
+        if me == root {
+            for r in (0..self.geo.n).filter(|&r| r != me) {
+                self.map
+                    .read_bytes(self.slot(set, r), &mut recv[r * block..(r + 1) * block]);
+            }
+        }
+        true
+    }
+
+    /// Alltoall of `n` blocks of `block` bytes through one set of fragment slots, when all of
+    /// a member's blocks fit one slot and a block is at most [`FRAGMENT_BLOCK_MAX`]: every
+    /// member writes its whole `send` buffer into its slot, one barrier, every member copies
+    /// block `me` of every other member's slot into `recv` (its own block straight from
+    /// `send`). One copy in and one out per block, where pairwise messages pay a match and a
+    /// handshake per peer. False, nothing done, when the blocks are larger (the same answer
+    /// everywhere: MPI makes the block size the same on every member); the slots are reused as
+    /// in [`CollSegment::fragment_allgatherv`].
+    pub fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
+        let n = self.geo.n;
+        if block > FRAGMENT_BLOCK_MAX || block.saturating_mul(n) > self.geo.frag {
+            return false;
+        }
+        let Some(set) = self.fragment_set(block) else {
+            return false;
+        };
+        let me = self.me;
+        let mine = me * block..(me + 1) * block;
+        self.map.write_bytes(self.slot(set, me), &send[..n * block]);
+        recv[mine.clone()].copy_from_slice(&send[mine]);
+        self.barrier();
+        for r in (0..n).filter(|&r| r != me) {
+            self.map.read_bytes(
+                self.slot(set, r) + me * block,
+                &mut recv[r * block..(r + 1) * block],
+            );
+        }
+        true
+    }
+
+    /// Reduction of operands of at most [`FRAGMENT_REDUCE_MAX`] bytes (and a fragment)
+    /// through one set of fragment slots: every member writes its operand into its slot, one
+    /// barrier, and every member that wants the result (`root`, or all when `None`) combines
+    /// all operands itself in rank order (`apply(input, inout)` with the lower rank's operand
+    /// as `input`, as [`CollSegment::reduce`] does), so non-commutative operations keep MPI's
+    /// order. One barrier where the sliced reduction needs two. False, nothing done, when the
+    /// operands are longer (the same answer everywhere).
+    pub fn fragment_reduce(
+        &mut self,
+        root: Option<usize>,
+        send: &[u8],
+        recv: &mut [u8],
+        apply: &mut dyn FnMut(&[u8], &mut [u8]),
+    ) -> bool {
+        let (n, me) = (self.geo.n, self.me);
+        let len = send.len();
+        let per_reader = len.saturating_mul(n - 1);
+        let readers = if root.is_some() { 1 } else { n };
+        if len > FRAGMENT_REDUCE_MAX || per_reader.saturating_mul(readers) > FRAGMENT_REDUCE_READS {
+            return false;
+        }
+        let Some(set) = self.fragment_set(len) else {
+            return false;
+        };
+        let want = root.is_none_or(|r| r == me);
+        // A root alone reads the slots, so it need not publish its own operand.
+        if root != Some(me) {
+            self.map.write_bytes(self.slot(set, me), send);
+        }
+        self.barrier();
+        if !want {
+            return true;
+        }
+        let acc = &mut recv[..len];
+        if me == n - 1 {
+            acc.copy_from_slice(send);
+        } else {
+            self.map.read_bytes(self.slot(set, n - 1), acc);
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        if scratch.len() < len {
+            scratch.resize(len, 0);
+        }
+        let operand = &mut scratch[..len];
+        for r in (0..n - 1).rev() {
+            if r == me {
+                apply(send, acc);
+            } else {
+                self.map.read_bytes(self.slot(set, r), operand);
+                apply(operand, acc);
+            }
+        }
+        self.scratch = scratch;
+        true
+    }
+}
