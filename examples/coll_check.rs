@@ -325,8 +325,9 @@ fn full(c: &SimpleCommunicator) {
     check_type::<f32>(c, &float_ops, &counts);
     check_type::<f64>(c, &float_ops, &counts);
     check_loc(c);
-    // 300 elements: blocks past an inline line but within a fragment slot.
-    for count in [0usize, 1, 7, 300, 4096] {
+    // 40 elements (320 bytes): one block fits an inline line, all of them do not; 300:
+    // blocks past an inline line but within a fragment slot.
+    for count in [0usize, 1, 7, 40, 300, 4096] {
         check_data_movement(c, count);
     }
 }

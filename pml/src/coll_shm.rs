@@ -254,7 +254,9 @@ impl Engine {
             )));
         }
         let done = self.with_segment(ctx, what, |seg| {
-            let flat = seg.flat(total);
+            // A gather's members each publish their own block in their own line; a scatter's
+            // root publishes all of them in its line.
+            let flat = seg.flat(if gather { block } else { total });
             let at_root = me == root;
             let root = root as usize;
             if gather {

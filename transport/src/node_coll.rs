@@ -196,7 +196,7 @@ pub trait NodeSegment: Send {
     fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize);
     /// A gather of small equal blocks in one round: the root's `recv` gets every member's
     /// `block`-byte `send` block in rank order (its own unless its `send` is empty, in
-    /// place); all blocks together must pass [`NodeSegment::flat`].
+    /// place); one block must pass [`NodeSegment::flat`] (each member's is in its own line).
     fn flat_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize);
     /// A reduction of a small block in one round (to `root`, or to all with `None`).
     fn flat_reduce(&mut self, root: Option<usize>, send: &[u8], recv: &mut [u8], apply: Apply<'_>);

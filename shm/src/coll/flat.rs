@@ -175,9 +175,10 @@ impl CollSegment {
         });
     }
 
-    /// Single-round gather of blocks of `block` bytes, at most [`INLINE_MAX`] in all (small
-    /// groups): every member publishes its `send` block and the root copies the others' into
-    /// `recv` (`n` blocks), and its own too unless `send` is empty (in place: it is there).
+    /// Single-round gather of blocks of `block` bytes, at most [`INLINE_MAX`] each (small
+    /// groups): every member publishes its `send` block in its own line and the root copies
+    /// the others' into `recv` (`n` blocks), and its own too unless `send` is empty (in
+    /// place: it is there).
     pub fn flat_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
         let me = self.me;
         if me != root {
