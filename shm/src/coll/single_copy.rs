@@ -26,6 +26,13 @@ pub(super) const REDUCE_CHUNK: usize = 512 << 10;
 /// chunk: 250-380, no sharing).
 pub(super) const SHARED_CHUNK: usize = 256 << 10;
 
+/// Smallest reduction between two members that goes through single copy: there, from 32
+/// KiB, reading the peer's buffer once beats the sliced reduction's two barriers per
+/// fragment (2 ranks, `osu_reduce` 32 KiB 5.9-6.9 -> 2.9-3.3 us, `osu_allreduce` 6.8-7.0 ->
+/// 3.9-4.1), but at 4 ranks on 2 cores it lost (reduce 9.8-12.1 -> 13.9-14.9 us), so larger
+/// groups keep [`SINGLE_COPY_MIN`].
+pub const PAIR_REDUCE_SINGLE_COPY_MIN: usize = 32 << 10;
+
 /// A member's buffers as it published them.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Member {
@@ -192,9 +199,17 @@ impl CollSegment {
         self.cma = ok;
     }
 
-    /// Whether a reduction of `len` bytes takes the single-copy path.
+    /// Whether an operation of `len` bytes takes the single-copy path.
     pub fn single_copy(&self, len: usize) -> bool {
         self.cma && self.geo.n <= FLAT_MAX_RANKS && len >= SINGLE_COPY_MIN
+    }
+
+    /// Whether a reduction (reduce, allreduce) of `len` bytes takes the single-copy path:
+    /// as [`CollSegment::single_copy`], and between two members from
+    /// [`PAIR_REDUCE_SINGLE_COPY_MIN`] already (decided by the group size, which every member
+    /// knows alike).
+    pub fn single_copy_reduction(&self, len: usize) -> bool {
+        self.single_copy(len) || (self.cma && self.geo.n == 2 && len >= PAIR_REDUCE_SINGLE_COPY_MIN)
     }
 
     /// Reduction through the members' own buffers: one round publishes every member's send
