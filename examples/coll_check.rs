@@ -326,8 +326,9 @@ fn full(c: &SimpleCommunicator) {
     check_type::<f64>(c, &float_ops, &counts);
     check_loc(c);
     // 40 elements (320 bytes): one block fits an inline line, all of them do not; 300:
-    // blocks past an inline line but within a fragment slot.
-    for count in [0usize, 1, 7, 40, 300, 4096] {
+    // blocks past an inline line but within a fragment slot; 2048 (16 KiB): single copy
+    // between two members, the fragment slots in larger groups.
+    for count in [0usize, 1, 7, 40, 300, 2048, 4096] {
         check_data_movement(c, count);
     }
 }

@@ -198,10 +198,12 @@ impl Engine {
             }
             // All of a member's blocks in one fragment slot: a copy in, a barrier, a copy out
             // (4 ranks on 2 cores, 128 B blocks: pairwise messages took 6.2 us).
-            if seg.fragment_alltoall(send, recv, block) {
+            // Between two members, single copy from 32 KiB in all (one copy, not two).
+            let pair = seg.pair_single_copy(send.len());
+            if !pair && seg.fragment_alltoall(send, recv, block) {
                 return Ok(true);
             }
-            if !seg.single_copy(send.len()) {
+            if !pair && !seg.single_copy(send.len()) {
                 return Ok(false);
             }
             seg.single_copy_alltoall(send, recv, block)
@@ -303,10 +305,12 @@ impl Engine {
             }
             // Blocks of up to a fragment (and 16 KiB): one barrier between a copy in and a copy
             // out, instead of log2(n) message exchanges (2 ranks, 8 KiB: 6.2 -> 1.4-2.1 us).
-            if seg.fragment_allgatherv(send, recv, counts, displs) {
+            // Between two members, single copy from 32 KiB in all (one copy, not two).
+            let pair = seg.pair_single_copy(total);
+            if !pair && seg.fragment_allgatherv(send, recv, counts, displs) {
                 return Ok(true);
             }
-            if !seg.single_copy(total) {
+            if !pair && !seg.single_copy(total) {
                 return Ok(false);
             }
             seg.single_copy_allgather(send, recv, counts, displs)
@@ -375,7 +379,7 @@ impl Engine {
                     || seg.fragment_reduce(Some(root as usize), send, target, &mut apply)
                 {
                     // Done in one tree barrier, or one barrier through the fragment slots.
-                } else if seg.single_copy_reduction(send.len()) {
+                } else if seg.single_copy(send.len()) || seg.pair_single_copy(send.len()) {
                     if let Err(e) = seg.single_copy_reduce(
                         Some(root as usize),
                         send,
@@ -423,7 +427,7 @@ impl Engine {
                     || seg.fragment_reduce(None, send, recv, &mut apply)
                 {
                     // Done in one tree barrier, or one barrier through the fragment slots.
-                } else if seg.single_copy_reduction(send.len()) {
+                } else if seg.single_copy(send.len()) || seg.pair_single_copy(send.len()) {
                     if let Err(e) =
                         seg.single_copy_reduce(None, send, recv, dtype.size(), &mut apply)
                     {

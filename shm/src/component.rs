@@ -275,8 +275,8 @@ impl NodeSegment for CollSegment {
     fn single_copy(&self, len: usize) -> bool {
         CollSegment::single_copy(self, len)
     }
-    fn single_copy_reduction(&self, len: usize) -> bool {
-        CollSegment::single_copy_reduction(self, len)
+    fn pair_single_copy(&self, len: usize) -> bool {
+        CollSegment::pair_single_copy(self, len)
     }
     fn single_copy_reduce(
         &mut self,

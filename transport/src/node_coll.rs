@@ -218,9 +218,10 @@ pub trait NodeSegment: Send {
     fn enable_single_copy(&mut self, ok: bool);
     /// Whether `len` bytes take the single-copy path.
     fn single_copy(&self, len: usize) -> bool;
-    /// Whether a reduction of `len` bytes takes the single-copy path (from smaller sizes
-    /// than [`NodeSegment::single_copy`] in some groups; the same answer on every member).
-    fn single_copy_reduction(&self, len: usize) -> bool;
+    /// Whether a reduction, allgather or alltoall of `len` bytes in all between exactly two
+    /// members takes the single-copy path where [`NodeSegment::single_copy`] would not yet
+    /// (the same answer on every member).
+    fn pair_single_copy(&self, len: usize) -> bool;
     /// A reduction reading peers' buffers directly.
     fn single_copy_reduce(
         &mut self,

@@ -26,12 +26,14 @@ pub(super) const REDUCE_CHUNK: usize = 512 << 10;
 /// chunk: 250-380, no sharing).
 pub(super) const SHARED_CHUNK: usize = 256 << 10;
 
-/// Smallest reduction between two members that goes through single copy: there, from 32
-/// KiB, reading the peer's buffer once beats the sliced reduction's two barriers per
-/// fragment (2 ranks, `osu_reduce` 32 KiB 5.9-6.9 -> 2.9-3.3 us, `osu_allreduce` 6.8-7.0 ->
-/// 3.9-4.1), but at 4 ranks on 2 cores it lost (reduce 9.8-12.1 -> 13.9-14.9 us), so larger
-/// groups keep [`SINGLE_COPY_MIN`].
-pub const PAIR_REDUCE_SINGLE_COPY_MIN: usize = 32 << 10;
+/// Smallest reduction, allgather or alltoall (bytes in all) between two members that goes
+/// through single copy: there, from 32 KiB, reading the peer's buffer once beats the sliced
+/// reduction's two barriers per fragment (2 ranks, `osu_reduce` 32 KiB 5.9-6.9 -> 2.9-3.3
+/// us, `osu_allreduce` 6.8-7.0 -> 3.9-4.1) and the fragment slots' two copies (`osu_allgather`
+/// 16 KiB 3.5-3.6 -> 2.4-2.9, `osu_alltoall` 16 KiB 3.2-3.4 -> 2.1-2.5), but at 4 ranks on 2
+/// cores it lost (reduce 32 KiB 9.8-12.1 -> 13.9-14.9 us), so larger groups keep
+/// [`SINGLE_COPY_MIN`].
+pub const PAIR_SINGLE_COPY_MIN: usize = 32 << 10;
 
 /// A member's buffers as it published them.
 #[derive(Debug, Clone, Copy, Default)]
@@ -204,12 +206,11 @@ impl CollSegment {
         self.cma && self.geo.n <= FLAT_MAX_RANKS && len >= SINGLE_COPY_MIN
     }
 
-    /// Whether a reduction (reduce, allreduce) of `len` bytes takes the single-copy path:
-    /// as [`CollSegment::single_copy`], and between two members from
-    /// [`PAIR_REDUCE_SINGLE_COPY_MIN`] already (decided by the group size, which every member
-    /// knows alike).
-    pub fn single_copy_reduction(&self, len: usize) -> bool {
-        self.single_copy(len) || (self.cma && self.geo.n == 2 && len >= PAIR_REDUCE_SINGLE_COPY_MIN)
+    /// Whether a reduction, allgather or alltoall of `len` bytes (in all) between exactly
+    /// two members takes the single-copy path below [`SINGLE_COPY_MIN`]: from
+    /// [`PAIR_SINGLE_COPY_MIN`] (decided by the group size, which every member knows alike).
+    pub fn pair_single_copy(&self, len: usize) -> bool {
+        self.cma && self.geo.n == 2 && len >= PAIR_SINGLE_COPY_MIN
     }
 
     /// Reduction through the members' own buffers: one round publishes every member's send
