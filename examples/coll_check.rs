@@ -452,6 +452,34 @@ fn large(c: &SimpleCommunicator) {
     check_type::<f64>(c, &["sum", "max"], &[count]);
     check_type::<i32>(c, &["sum", "bxor"], &[count]);
     check_data_movement(c, 1 << 17);
+    // Gather and scatter of 256 KiB blocks (1 MiB in all at 4 ranks: single copy from the
+    // program buffers in every group size), rooted at the last rank.
+    let block = 32 << 10;
+    let root = c.process_at_rank(n - 1);
+    let word = |r: i32, i: usize| ((r as u64) << 32) | i as u64;
+    let mine: Vec<u64> = (0..block).map(|i| word(me, i)).collect();
+    if me == n - 1 {
+        let mut all = vec![0u64; block * n as usize];
+        root.gather_into_root(&mine[..], &mut all[..]);
+        let want: Vec<u64> = (0..n)
+            .flat_map(|r| (0..block).map(move |i| word(r, i)))
+            .collect();
+        if all != want {
+            fail(me, format!("gather of {block}-element blocks"));
+        }
+        let mut back = vec![0u64; block];
+        root.scatter_into_root(&want[..], &mut back[..]);
+        if back != mine {
+            fail(me, format!("scatter of {block}-element blocks"));
+        }
+    } else {
+        root.gather_into(&mine[..]);
+        let mut back = vec![0u64; block];
+        root.scatter_into(&mut back[..]);
+        if back != mine {
+            fail(me, format!("scatter of {block}-element blocks"));
+        }
+    }
 }
 
 fn repeat(c: &SimpleCommunicator, times: usize) {

@@ -214,8 +214,10 @@ impl Engine {
     }
 
     /// `MPI_Scatter` (`gather` false) or `MPI_Gather` (true) of equal blocks of `block` bytes
-    /// as one round of the node segment when all blocks together fit an inline line, or
-    /// through its fragment slots when a block fits one (up to 16 KiB), if
+    /// as one round of the node segment when the blocks fit inline lines (a gather's each
+    /// one, a scatter's all together in the root's), with single copy from the program
+    /// buffers where that wins (32 KiB in all between two members, 1 MiB in larger groups),
+    /// or through its fragment slots when a block fits one (up to 16 KiB), if
     /// `coll_gather`/`coll_scatter` is `auto` (the same answer on every member: MPI makes the
     /// block size the same everywhere). A scatter
     /// reads `src` (every block, at the root) and writes this member's block into `dst`; a
@@ -269,19 +271,26 @@ impl Engine {
                 };
                 if flat {
                     seg.flat_gather(root, src, all, block);
-                    return true;
+                    return Ok(true);
                 }
-                seg.fragment_gather(root, src, all, block)
+                // Single copy where it wins (it declines elsewhere), else the slots.
+                if seg.single_copy_rooted(true, root, src, all, block)? {
+                    return Ok(true);
+                }
+                Ok(seg.fragment_gather(root, src, all, block))
             } else {
                 let all = if at_root { &src[..total] } else { &[][..] };
                 if flat {
                     seg.flat_scatter(root, all, dst, block);
-                    return true;
+                    return Ok(true);
                 }
-                seg.fragment_scatter(root, all, dst, block)
+                if seg.single_copy_rooted(false, root, all, dst, block)? {
+                    return Ok(true);
+                }
+                Ok(seg.fragment_scatter(root, all, dst, block))
             }
         })?;
-        Ok(done.unwrap_or(false))
+        done.unwrap_or(Ok(false)).map_err(PmlError::Transport)
     }
 
     /// Allgatherv on node-local communicators: one round of inline lines for the smallest

@@ -308,6 +308,16 @@ impl NodeSegment for CollSegment {
     ) -> Result<(), String> {
         CollSegment::single_copy_alltoall(self, send, recv, block)
     }
+    fn single_copy_rooted(
+        &mut self,
+        gather: bool,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> Result<bool, String> {
+        CollSegment::single_copy_rooted(self, gather, root, send, recv, block)
+    }
     fn barrier(&mut self) {
         CollSegment::barrier(self)
     }

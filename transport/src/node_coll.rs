@@ -248,6 +248,19 @@ pub trait NodeSegment: Send {
         recv: &mut [u8],
         block: usize,
     ) -> Result<(), String>;
+    /// A gather (`gather` true: the root reads every member's `send` block into `recv`) or
+    /// a scatter (false: every member reads its block of the root's `send` into `recv`)
+    /// straight from the program buffers; arguments as [`NodeSegment::flat_gather`] and
+    /// [`NodeSegment::flat_scatter`] (empty at the root: in place). Ok(false), nothing done,
+    /// where the messages or fragment slots are faster (the same answer on every member).
+    fn single_copy_rooted(
+        &mut self,
+        gather: bool,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> Result<bool, String>;
     /// A barrier (one flat round in small groups, the segment's tree in larger ones).
     fn barrier(&mut self);
     /// A pipelined broadcast through the segment's fragments.

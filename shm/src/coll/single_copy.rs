@@ -35,6 +35,15 @@ pub(super) const SHARED_CHUNK: usize = 256 << 10;
 /// [`SINGLE_COPY_MIN`].
 pub const PAIR_SINGLE_COPY_MIN: usize = 32 << 10;
 
+/// Smallest gather or scatter (bytes in all) that goes through single copy in groups of more
+/// than two: below it, the fragment slots or messages were as fast or faster (4 ranks on 2
+/// cores, 16-64 KiB blocks: gather 4.2-5.1 -> 5.4-6.4 us at 16 KiB, scatter 4.6-5.9 -> 6.8
+/// at 32 KiB); from 256 KiB blocks single copy won (gather 512 KiB 116-132 -> 65-88 us, 1
+/// MiB 256-273 -> 183-203; scatter 1 MiB 239-356 -> 183-201). Between two members it wins
+/// from 32 KiB in all ([`PAIR_SINGLE_COPY_MIN`]): gather 1 MiB 98-115 -> 47-60 us, scatter
+/// 92-93 -> 51.
+pub const ROOTED_SINGLE_COPY_MIN: usize = 1 << 20;
+
 /// A member's buffers as it published them.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Member {
@@ -368,5 +377,58 @@ impl CollSegment {
         }
         self.flat_barrier();
         result
+    }
+
+    /// Gather (`gather` true) or scatter of `block`-byte blocks through the program buffers,
+    /// the root's buffer published in one round: a gather's members write their `send` block
+    /// into the root's `recv`, a scatter's read theirs from the root's `send`, so the copies
+    /// run on every member at once rather than one after another on the root; a closing
+    /// round keeps the buffers alive until all copies are done. The root's own block is
+    /// copied unless its `send` (gather) or `recv` (scatter) is empty (in place). Ok(false),
+    /// nothing done, below the sizes where this wins: 32 KiB in all between two members
+    /// ([`CollSegment::pair_single_copy`]), [`ROOTED_SINGLE_COPY_MIN`] in larger groups (the
+    /// same answer on every member: all know the block size and the group).
+    pub fn single_copy_rooted(
+        &mut self,
+        gather: bool,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        block: usize,
+    ) -> Result<bool, String> {
+        let total = block.saturating_mul(self.geo.n);
+        if !(self.pair_single_copy(total)
+            || (self.single_copy(total) && total >= ROOTED_SINGLE_COPY_MIN))
+        {
+            return Ok(false);
+        }
+        let me = self.me;
+        let published = if gather { recv.as_ptr() } else { send.as_ptr() };
+        let members = self.exchange_addresses(published as u64);
+        let (addr, pid) = members[root];
+        let at = addr + (me * block) as u64;
+        let own = me * block..(me + 1) * block;
+        let mut result = Ok(());
+        match (gather, me == root) {
+            (true, true) if send.len() == block => recv[own].copy_from_slice(send),
+            (false, true) if recv.len() == block => recv.copy_from_slice(&send[own]),
+            (true, false) => {
+                if let Err(e) = cma::write(pid, at, &send[..block]) {
+                    result = Err(format!(
+                        "shm coll: gather writing into the root's (rank {root}) buffer: {e}"
+                    ));
+                }
+            }
+            (false, false) => {
+                if let Err(e) = cma::read(pid, at, &mut recv[..block]) {
+                    result = Err(format!(
+                        "shm coll: scatter reading the root's (rank {root}) buffer: {e}"
+                    ));
+                }
+            }
+            _ => {}
+        }
+        self.flat_barrier();
+        result.map(|()| true)
     }
 }
