@@ -205,32 +205,34 @@ impl CollSegment {
         apply: &mut dyn FnMut(&[u8], &mut [u8]),
     ) {
         let len = send.len();
-        let n = self.geo.n;
-        let want = root.is_none() || root == Some(self.me);
-        // Reused across calls: this path exists for latency, so no zeroing or allocation.
-        let mut all = std::mem::take(&mut self.scratch);
-        all.resize((n + 1) * INLINE_MAX, 0);
+        let (n, me) = (self.geo.n, self.me);
+        let want = root.is_none_or(|r| r == me);
         let readers = match root {
             Some(root) => Readers::Root(root),
             None => Readers::All,
         };
-        self.flat_round(
-            send,
-            if want { len } else { 0 },
-            readers,
-            &mut |r, bytes| {
-                all[r * len..(r + 1) * len].copy_from_slice(bytes);
-            },
-        );
-        if want {
-            let (contributions, acc) = all.split_at_mut(n * INLINE_MAX);
-            let acc = &mut acc[..len];
-            acc.copy_from_slice(&contributions[(n - 1) * len..n * len]);
-            for r in (0..n - 1).rev() {
-                apply(&contributions[r * len..(r + 1) * len], acc);
-            }
-            recv[..len].copy_from_slice(acc);
+        // Publish and wait for the lines this member reads; nothing copied out yet.
+        self.flat_round(send, 0, readers, &mut |_, _| {});
+        if !want {
+            return;
         }
-        self.scratch = all;
+        // Combine straight from the lines (and this member's own `send`): a member rewrites
+        // its line only after this one has published a later round, so the lines stay valid
+        // until this member's next round. No copy of each contribution into a scratch
+        // buffer first (2 ranks, `osu_reduce` 256 B 0.23-0.27 -> 0.15-0.18 us).
+        let parity = (self.flat_gen % 2) as usize;
+        let acc = &mut recv[..len];
+        if me == n - 1 {
+            acc.copy_from_slice(send);
+        } else {
+            acc.copy_from_slice(self.map.bytes(self.inline_line(n - 1, parity) + 8, len));
+        }
+        for r in (0..n - 1).rev() {
+            if r == me {
+                apply(send, acc);
+            } else {
+                apply(self.map.bytes(self.inline_line(r, parity) + 8, len), acc);
+            }
+        }
     }
 }
