@@ -338,16 +338,15 @@ impl Engine {
         let done = self.with_segment(ctx, "bcast", |seg| {
             if seg.flat(buf.len()) {
                 seg.flat_bcast(root as usize, buf);
-            } else if seg.single_copy(buf.len()) {
-                if seg.members() > 2 {
-                    // Every reader copying from the root's buffer at once loses to a binomial tree
-                    // of single-copy rendezvous (measured 1.2-2x at 3 and 4 ranks from 64 KiB):
-                    // later rounds read from ranks that already have the data.
-                    return Ok(false);
-                }
+            } else if seg.single_copy(buf.len()) && seg.members() == 2 {
                 seg.single_copy_bcast(root as usize, buf)
                     .map_err(PmlError::Transport)?;
             } else {
+                // In larger groups every reader copying from the root's buffer at once lost to
+                // a binomial tree of single-copy rendezvous (1.2-2x at 3 and 4 ranks from 64
+                // KiB), and that tree loses to the fragments pipelined through the segment
+                // (3 ranks, 64 KiB 6.1-12.7 -> 3.4-6.4 us, 1 MiB 169-192 -> 124-131; 4 ranks,
+                // 64 KiB 8.8-15.0 -> 5.2-7.8, 1 MiB 218-249 -> 142-204).
                 seg.bcast(root as usize, buf);
             }
             Ok(true)
