@@ -387,7 +387,7 @@ impl Engine {
                     || seg.fragment_reduce(Some(root as usize), send, target, &mut apply)
                 {
                     // Done in one tree barrier, or one barrier through the fragment slots.
-                } else if seg.single_copy(send.len()) || seg.pair_single_copy(send.len()) {
+                } else if seg.single_copy_reduction(send.len()) {
                     if let Err(e) = seg.single_copy_reduce(
                         Some(root as usize),
                         send,
@@ -435,7 +435,7 @@ impl Engine {
                     || seg.fragment_reduce(None, send, recv, &mut apply)
                 {
                     // Done in one tree barrier, or one barrier through the fragment slots.
-                } else if seg.single_copy(send.len()) || seg.pair_single_copy(send.len()) {
+                } else if seg.single_copy_reduction(send.len()) {
                     if let Err(e) =
                         seg.single_copy_reduce(None, send, recv, dtype.size(), &mut apply)
                     {

@@ -222,6 +222,9 @@ pub trait NodeSegment: Send {
     /// members takes the single-copy path where [`NodeSegment::single_copy`] would not yet
     /// (the same answer on every member).
     fn pair_single_copy(&self, len: usize) -> bool;
+    /// Whether a reduction (reduce, allreduce) of `len` bytes takes the single-copy path
+    /// (the same answer on every member).
+    fn single_copy_reduction(&self, len: usize) -> bool;
     /// A reduction reading peers' buffers directly.
     fn single_copy_reduce(
         &mut self,

@@ -44,6 +44,12 @@ pub const PAIR_SINGLE_COPY_MIN: usize = 32 << 10;
 /// 92-93 -> 51.
 pub const ROOTED_SINGLE_COPY_MIN: usize = 1 << 20;
 
+/// Smallest reduction that goes through single copy in groups of more than two: at 64 KiB
+/// the sliced reduction through the fragments was faster there (4 ranks on 2 cores,
+/// `osu_reduce` 64 KiB 19.3-21.0 -> 15.3-16.1 us; 3 ranks even), from 128 KiB single copy
+/// (4 ranks, 128 KiB 29.0-29.4 against 32.0-33.2 sliced; 1 MiB 267-317 against 326-341).
+pub const GROUP_REDUCE_SINGLE_COPY_MIN: usize = 128 << 10;
+
 /// A member's buffers as it published them.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Member {
@@ -220,6 +226,13 @@ impl CollSegment {
     /// [`PAIR_SINGLE_COPY_MIN`] (decided by the group size, which every member knows alike).
     pub fn pair_single_copy(&self, len: usize) -> bool {
         self.cma && self.geo.n == 2 && len >= PAIR_SINGLE_COPY_MIN
+    }
+
+    /// Whether a reduction (reduce, allreduce) of `len` bytes takes the single-copy path:
+    /// between two members from [`PAIR_SINGLE_COPY_MIN`], in larger groups from
+    /// [`GROUP_REDUCE_SINGLE_COPY_MIN`] (the same answer on every member).
+    pub fn single_copy_reduction(&self, len: usize) -> bool {
+        self.pair_single_copy(len) || (self.single_copy(len) && len >= GROUP_REDUCE_SINGLE_COPY_MIN)
     }
 
     /// Reduction through the members' own buffers: one round publishes every member's send
