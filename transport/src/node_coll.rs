@@ -251,8 +251,8 @@ pub trait NodeSegment: Send {
         recv: &mut [u8],
         block: usize,
     ) -> Result<(), String>;
-    /// A gather (`gather` true: the root reads every member's `send` block into `recv`) or
-    /// a scatter (false: every member reads its block of the root's `send` into `recv`)
+    /// A gather (`gather` true: every member writes its `send` block into the root's `recv`)
+    /// or a scatter (false: every member reads its block of the root's `send` into `recv`)
     /// straight from the program buffers; arguments as [`NodeSegment::flat_gather`] and
     /// [`NodeSegment::flat_scatter`] (empty at the root: in place). Ok(false), nothing done,
     /// where the messages or fragment slots are faster (the same answer on every member).

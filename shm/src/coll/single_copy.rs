@@ -232,7 +232,14 @@ impl CollSegment {
     /// between two members from [`PAIR_SINGLE_COPY_MIN`], in larger groups from
     /// [`GROUP_REDUCE_SINGLE_COPY_MIN`] (the same answer on every member).
     pub fn single_copy_reduction(&self, len: usize) -> bool {
-        self.pair_single_copy(len) || (self.single_copy(len) && len >= GROUP_REDUCE_SINGLE_COPY_MIN)
+        self.single_copy_from(len, GROUP_REDUCE_SINGLE_COPY_MIN)
+    }
+
+    /// Single copy for `len` bytes in all: between two members from
+    /// [`PAIR_SINGLE_COPY_MIN`], in larger groups from `group_min` (an operation's measured
+    /// threshold, at least [`SINGLE_COPY_MIN`]).
+    fn single_copy_from(&self, len: usize, group_min: usize) -> bool {
+        self.pair_single_copy(len) || (self.single_copy(len) && len >= group_min)
     }
 
     /// Reduction through the members' own buffers: one round publishes every member's send
@@ -409,10 +416,7 @@ impl CollSegment {
         recv: &mut [u8],
         block: usize,
     ) -> Result<bool, String> {
-        let total = block.saturating_mul(self.geo.n);
-        if !(self.pair_single_copy(total)
-            || (self.single_copy(total) && total >= ROOTED_SINGLE_COPY_MIN))
-        {
+        if !self.single_copy_from(block.saturating_mul(self.geo.n), ROOTED_SINGLE_COPY_MIN) {
             return Ok(false);
         }
         let me = self.me;
