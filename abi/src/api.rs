@@ -37,11 +37,14 @@ pub fn handler_of(core: &state::Core, eh: c_int) -> Handler {
     }
 }
 
-/// Whether calls may overlap (`MPI_THREAD_MULTIPLE` granted, or the library not running):
-/// blocking collectives then run as schedules, so that their waits let other threads in.
+/// Whether program threads may call at once (`MPI_THREAD_MULTIPLE` granted, or the library
+/// not running): blocking collectives then run as schedules, so that their waits let other
+/// threads in. The progress thread alone does not count (see [`crate::progress_thread`]).
 #[inline]
 pub fn multithreaded() -> bool {
     crate::state::CORE.is_shared()
+        && !crate::progress_thread::LOCK_SHARED_FOR_THREAD_ONLY
+            .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Runs the body of MPI function `name`; errors go to `comm`'s handler (or the error's own
@@ -60,6 +63,7 @@ pub fn call(
         Phase::Running(c) if !c.deferred_frees.is_empty() => r.and(run_deferred_frees(&mut l)),
         _ => r,
     };
+    crate::progress_thread::after_call(&mut l);
     match r {
         Ok(()) => error::SUCCESS,
         Err(e) => raise(&mut l, name, comm, e),

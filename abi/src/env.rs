@@ -150,6 +150,11 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         let core = l.core()?;
         core.parent = core.new_comm(ctx, handle::ERRORS_ARE_FATAL)?;
     }
+    if kestrel_pml::params::ASYNC_PROGRESS.get(&params) {
+        let us = kestrel_pml::params::ASYNC_PROGRESS_INTERVAL_US.get(&params);
+        let interval = (us > 0).then(|| std::time::Duration::from_micros(us as u64));
+        crate::progress_thread::start(l, interval, provided == THREAD_MULTIPLE);
+    }
     crate::tool::library_started(params);
     Ok(provided)
 }
@@ -161,6 +166,8 @@ pub fn finalize(l: &mut Locked) -> MpiResult<()> {
     for (kv, _) in self_attrs.into_iter().rev() {
         crate::comm::delete_attr(l, handle::COMM_SELF, kv)?;
     }
+    // The progress thread must not poll an engine that is shutting down.
+    crate::progress_thread::stop();
     let core = l.core()?;
     let mut idle = 0u32;
     while !core.bsend.pending.is_empty() {

@@ -46,6 +46,7 @@ pub mod isendrecv;
 pub mod mem;
 pub mod p2p;
 pub mod partitioned;
+pub mod progress_thread;
 pub mod requests;
 pub mod session;
 pub mod state;

@@ -478,11 +478,14 @@ impl Locked {
         }
     }
 
-    /// Whether calls may come from several threads at once (`MPI_THREAD_MULTIPLE`, or the
-    /// library is not running).
+    /// Whether calls may come from several program threads at once (`MPI_THREAD_MULTIPLE`,
+    /// or the library is not running); the progress thread alone does not count (see
+    /// [`crate::progress_thread`]).
     #[inline]
     pub fn multithreaded(&self) -> bool {
         self.guard.as_ref().is_some_and(|g| g.is_shared())
+            && !crate::progress_thread::LOCK_SHARED_FOR_THREAD_ONLY
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Selects the lock's mode: shared for `MPI_THREAD_MULTIPLE` and outside the library's

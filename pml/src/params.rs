@@ -14,6 +14,26 @@ pub static SPIN_BEFORE_YIELD: Param<i64> = Param::new(ParamSpec {
     description: "Empty progress polls a waiting rank spins before yielding the CPU (only when yield_when_idle is on).",
 });
 
+/// `KESTREL_ASYNC_PROGRESS`: a progress thread per process in the C library, so that
+/// nonblocking operations advance while the program computes without MPI calls.
+pub static ASYNC_PROGRESS: Param<bool> = Param::new(ParamSpec {
+    name: "async_progress",
+    component: "pml",
+    kind: ParamKind::Bool,
+    default: "false",
+    description: "Run a progress thread in each process of the C library (libmpich.so.12) that advances nonblocking collectives, rendezvous transfers and one-sided requests while the program computes without MPI calls (as MPICH's MPIR_CVAR_ASYNC_PROGRESS); every call then takes the library lock with a compare-exchange, and the thread shares the program's cores.",
+});
+
+/// `KESTREL_ASYNC_PROGRESS_INTERVAL_US`: how often the progress thread polls while work is
+/// in flight.
+pub static ASYNC_PROGRESS_INTERVAL_US: Param<i64> = Param::new(ParamSpec {
+    name: "async_progress_interval_us",
+    component: "pml",
+    kind: ParamKind::Int { min: 0, max: 1_000_000 },
+    default: "10",
+    description: "Microseconds the progress thread (async_progress) sleeps between polls while an operation this process started is unfinished (0: yield the core instead of sleeping); with nothing in flight it polls every millisecond.",
+});
+
 /// `KESTREL_PML_IDLE_SLEEP_AFTER_MS`: idle time before a waiting rank sleeps in `poll(2)`.
 pub static IDLE_SLEEP_AFTER_MS: Param<i64> = Param::new(ParamSpec {
     name: "pml_idle_sleep_after_ms",
@@ -232,6 +252,8 @@ pub static SHM_TREE_DEGREE: Param<i64> = Param::new(ParamSpec {
 pub fn specs() -> Vec<&'static ParamSpec> {
     vec![
         SPIN_BEFORE_YIELD.spec(),
+        ASYNC_PROGRESS.spec(),
+        ASYNC_PROGRESS_INTERVAL_US.spec(),
         IDLE_SLEEP_AFTER_MS.spec(),
         IDLE_SLEEP_MS.spec(),
         SPLIT_COPY_MIN.spec(),

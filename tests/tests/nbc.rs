@@ -84,3 +84,99 @@ fn a_peer_is_not_held_back_by_a_rank_that_computes_without_mpi_calls() {
         }
     }
 }
+
+/// Compiles `tests/c/async_progress.c` with `cc` into `exe`.
+fn compile_async_progress(mut cc: std::process::Command, exe: &std::path::Path) {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("c/async_progress.c");
+    cc.args(["-O2", "-Wno-stringop-overflow", "-o"])
+        .arg(exe)
+        .arg(&src);
+    let out = cc.output().expect("run the C compiler wrapper");
+    assert!(
+        out.status.success(),
+        "compiling {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The slowest peer's wait (ms) per operation, from `async_progress`'s report lines.
+fn peer_waits(stdout: &str) -> Vec<(String, f64)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("async_progress ")?;
+            let (op, rest) = rest.split_once(": slowest peer waited ")?;
+            Some((
+                op.to_string(),
+                rest.split_whitespace().next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn the_progress_thread_advances_operations_while_a_rank_computes_without_mpi_calls() {
+    // tests/c/async_progress.c on 4 ranks: rank 0 starts a rendezvous receive, ibcast (it
+    // forwards in the tree), iallreduce, ialltoall and ibarrier, then computes 200 ms
+    // without MPI calls; the program fails when a peer waits more than 100 ms. First on
+    // MPICH with its progress thread (proving the test), then on Kestrel with its own.
+    // Without the thread Kestrel must show the stall in the rendezvous receive and the
+    // forwarding bcast, so the bound is known to catch one.
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = std::env::temp_dir().join(marker("async_progress"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let on_mpich = dir.join("async_progress.mpich");
+    let on_kestrel = dir.join("async_progress.kestrel");
+    compile_async_progress(
+        std::process::Command::new(tool("mpicc.mpich", "libmpich-dev")),
+        &on_mpich,
+    );
+    let mut kcc = std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../abi/bin/mpicc"),
+    );
+    kcc.env("KESTREL_TARGET_DIR", target_dir());
+    compile_async_progress(kcc, &on_kestrel);
+
+    let mut mpich = std::process::Command::new(tool("mpiexec.mpich", "mpich"));
+    mpich
+        .args(["-n", "4"])
+        .arg(&on_mpich)
+        .arg("expect-overlap")
+        .env("MPIR_CVAR_ASYNC_PROGRESS", "1");
+    let out = run(mpich, DEADLINE);
+    assert_eq!(
+        lines_starting(&out.stdout, "PASS async_progress rank ").len(),
+        4,
+        "async_progress on MPICH with MPIR_CVAR_ASYNC_PROGRESS=1: {}",
+        out.show()
+    );
+
+    let kestrel = |thread: bool, mode: &str| {
+        let exe = on_kestrel.to_str().unwrap();
+        let mut k = kestrel_run(&["--oversubscribe", "-n", "4", "--timeout", "100", exe, mode]);
+        k.env("KESTREL_ASYNC_PROGRESS", if thread { "1" } else { "0" });
+        let out = run(k, DEADLINE);
+        assert_eq!(
+            lines_starting(&out.stdout, "PASS async_progress rank ").len(),
+            4,
+            "async_progress {mode} on Kestrel (progress thread {thread}): {}",
+            out.show()
+        );
+        out
+    };
+    let with = kestrel(true, "expect-overlap");
+    assert_eq!(peer_waits(&with.stdout).len(), 5, "{}", with.show());
+    let without = kestrel(false, "report");
+    let waits = peer_waits(&without.stdout);
+    for op in ["rendezvous send", "ibcast"] {
+        let w = waits.iter().find(|(o, _)| o == op).map(|&(_, w)| w);
+        assert!(
+            w.is_some_and(|w| w > 150.0),
+            "without the progress thread the {op} should wait for rank 0's computation \
+             (else this test cannot tell the thread works): {}",
+            without.show()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

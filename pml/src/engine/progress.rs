@@ -41,6 +41,14 @@ impl Engine {
         }
     }
 
+    /// Whether something this process started is unfinished: a collective schedule, a
+    /// request not yet completed and taken, a background send, queued outgoing data or a
+    /// pending single-copy transfer. The C library's progress thread (`async_progress`)
+    /// polls often only then. Constant time.
+    pub fn has_work_in_flight(&self) -> bool {
+        !self.nbc.is_idle() || self.st.has_work_in_flight()
+    }
+
     /// Writes the rank's wait record (at most every heartbeat): what this engine waits for.
     #[cold]
     fn note_stall(&mut self, first: bool) {

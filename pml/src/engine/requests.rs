@@ -53,6 +53,16 @@ impl Engine {
 }
 
 impl State {
+    /// See [`Engine::has_work_in_flight`]: the state's part.
+    pub(crate) fn has_work_in_flight(&self) -> bool {
+        self.reqs.len() > self.free_reqs.len()
+            || !self.detached.is_empty()
+            || !self.outbox.is_empty()
+            || !self.gets.is_empty()
+            || !self.puts.is_empty()
+            || !self.rma_inbox.is_empty()
+    }
+
     /// Peers (job ranks) of the send requests not finished yet, in table order.
     pub(crate) fn unfinished_send_peers(&self) -> Vec<u32> {
         self.reqs
