@@ -150,13 +150,31 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         let core = l.core()?;
         core.parent = core.new_comm(ctx, handle::ERRORS_ARE_FATAL)?;
     }
-    if kestrel_pml::params::ASYNC_PROGRESS.get(&params) {
+    if async_progress_requested(&params) {
         let us = kestrel_pml::params::ASYNC_PROGRESS_INTERVAL_US.get(&params);
         let interval = (us > 0).then(|| std::time::Duration::from_micros(us as u64));
         crate::progress_thread::start(l, interval, provided == THREAD_MULTIPLE);
     }
     crate::tool::library_started(params);
     Ok(provided)
+}
+
+/// Whether the progress thread runs: `async_progress`, or, while that is at its default,
+/// MPICH's `MPIR_CVAR_ASYNC_PROGRESS`, so that a job set up for MPICH keeps its setting.
+fn async_progress_requested(params: &kestrel_transport::params::Params) -> bool {
+    use kestrel_transport::params::Source;
+    let set = params
+        .get(kestrel_pml::params::ASYNC_PROGRESS.spec().name)
+        .is_some_and(|r| r.source != Source::Default);
+    if set {
+        return kestrel_pml::params::ASYNC_PROGRESS.get(params);
+    }
+    std::env::var("MPIR_CVAR_ASYNC_PROGRESS").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
 }
 
 /// `MPI_Finalize`: deletes `MPI_COMM_SELF`'s attributes (their delete functions run first,

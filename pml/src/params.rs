@@ -21,7 +21,7 @@ pub static ASYNC_PROGRESS: Param<bool> = Param::new(ParamSpec {
     component: "pml",
     kind: ParamKind::Bool,
     default: "false",
-    description: "Run a progress thread in each process of the C library (libmpich.so.12) that advances nonblocking collectives, rendezvous transfers and one-sided requests while the program computes without MPI calls (as MPICH's MPIR_CVAR_ASYNC_PROGRESS); every call then takes the library lock with a compare-exchange, and the thread shares the program's cores.",
+    description: "Run a progress thread in each process of the C library (libmpich.so.12) that advances nonblocking collectives, rendezvous transfers and one-sided requests while the program computes without MPI calls. Left at its default, MPICH's MPIR_CVAR_ASYNC_PROGRESS=1 turns it on too. Every call then takes the library lock with a compare-exchange, and the thread shares the program's cores.",
 });
 
 /// `KESTREL_ASYNC_PROGRESS_INTERVAL_US`: how often the progress thread polls while work is
@@ -31,7 +31,7 @@ pub static ASYNC_PROGRESS_INTERVAL_US: Param<i64> = Param::new(ParamSpec {
     component: "pml",
     kind: ParamKind::Int { min: 0, max: 1_000_000 },
     default: "10",
-    description: "Microseconds the progress thread (async_progress) sleeps between polls while an operation this process started is unfinished (0: yield the core instead of sleeping); with nothing in flight it polls every millisecond.",
+    description: "Microseconds the progress thread (async_progress) sleeps between polls while an operation this process started is unfinished (0: yield the core instead of sleeping); with nothing in flight, or while a program thread is inside the library, it backs off to one poll per millisecond.",
 });
 
 /// `KESTREL_PML_IDLE_SLEEP_AFTER_MS`: idle time before a waiting rank sleeps in `poll(2)`.

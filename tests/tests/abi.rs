@@ -470,6 +470,17 @@ fn c_thread_multiple() {
 }
 
 #[test]
+fn c_programs_pass_with_the_progress_thread_running() {
+    // The progress thread (KESTREL_ASYNC_PROGRESS=1) polls the engine between the program's
+    // calls: programs under MPI_THREAD_MULTIPLE, nonblocking collectives, one-sided
+    // synchronization and point-to-point must still pass with it racing them.
+    let on = [("KESTREL_ASYNC_PROGRESS", "1")];
+    for name in ["threads", "nbc", "rma_sync", "p2p"] {
+        mpich_then_kestrel_with(name, &[3], &on);
+    }
+}
+
+#[test]
 fn c_nonblocking_collectives() {
     mpich_then_kestrel("nbc", &[4, 3]);
 }
