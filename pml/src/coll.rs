@@ -636,6 +636,10 @@ impl Engine {
         let (_, n) = self.comm_info(ctx)?;
         let len = send.len();
         check_len("allgather", recv.len(), len * n as usize)?;
+        // A communicator with a segment lies on one node, where no hierarchy applies.
+        if n > 1 && len > 0 && self.shm_allgather_flat(ctx, send, recv)? {
+            return Ok(());
+        }
         if n > 1 {
             if let Chosen::Hier(h) = self.coll_choose(
                 ctx,

@@ -624,6 +624,27 @@ mod tests {
         (path, segs)
     }
 
+    /// Runs `f` as member `me` on a thread of its own. A member that panics stops the whole
+    /// test process at once (after the panic message): the other members would otherwise
+    /// wait for it in their next barrier forever, and the failure would show as a hang.
+    fn spawn_member<R: Send + 'static>(
+        me: usize,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> std::thread::JoinHandle<R> {
+        std::thread::spawn(move || {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+                Ok(r) => r,
+                Err(_) => {
+                    eprintln!(
+                        "member {me} of a collective test failed (message above); the other \
+                         members would wait for it forever, so the test process stops"
+                    );
+                    std::process::exit(101)
+                }
+            }
+        })
+    }
+
     /// Runs `body(me, segment)` on a thread per member and waits for all.
     fn on_every_member(
         segs: Vec<CollSegment>,
@@ -634,7 +655,7 @@ mod tests {
             .enumerate()
             .map(|(me, seg)| {
                 let body = body.clone();
-                std::thread::spawn(move || body(me, seg))
+                spawn_member(me, move || body(me, seg))
             })
             .collect();
         for h in handles {
@@ -798,7 +819,7 @@ mod tests {
                 .into_iter()
                 .enumerate()
                 .map(|(me, mut seg)| {
-                    std::thread::spawn(move || {
+                    spawn_member(me, move || {
                         for round in 0..50u64 {
                             seg.barrier();
                             let mut b = if me == 1 % n {

@@ -212,6 +212,9 @@ impl NodeSegment for CollSegment {
     ) {
         CollSegment::flat_allgatherv(self, send, recv, counts, displs)
     }
+    fn flat_allgather(&mut self, send: &[u8], recv: &mut [u8]) {
+        CollSegment::flat_allgather(self, send, recv)
+    }
     fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
         CollSegment::flat_alltoall(self, send, recv, block)
     }

@@ -153,6 +153,9 @@ pub trait NodeSegment: Send {
     fn flat_bcast(&mut self, root: usize, buf: &mut [u8]);
     /// An allgatherv of small blocks in one round.
     fn flat_allgatherv(&mut self, send: &[u8], recv: &mut [u8], counts: &[usize], displs: &[usize]);
+    /// An allgather of equal small blocks in one round: `recv` gets every member's `send`
+    /// block in rank order (its own included; `send` must pass [`NodeSegment::flat`]).
+    fn flat_allgather(&mut self, send: &[u8], recv: &mut [u8]);
     /// An alltoall of small blocks in one round: `send` holds one `block`-byte block per
     /// member, `recv` gets block `me` of every member's `send` (the whole `send` must pass
     /// [`NodeSegment::flat`]).

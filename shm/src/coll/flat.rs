@@ -139,6 +139,20 @@ impl CollSegment {
         });
     }
 
+    /// Single-round allgather of equal blocks (`send`, at most [`INLINE_MAX`]): every member
+    /// publishes its block and copies every block, its own included, into `recv` in rank
+    /// order (no counts and displacements to build, as `MPI_Allgather` needs none).
+    pub fn flat_allgather(&mut self, send: &[u8], recv: &mut [u8]) {
+        let block = send.len();
+        let me = self.me;
+        recv[me * block..(me + 1) * block].copy_from_slice(send);
+        self.flat_round(send, block, Readers::All, &mut |r, bytes| {
+            if r != me {
+                recv[r * block..(r + 1) * block].copy_from_slice(&bytes[..block]);
+            }
+        });
+    }
+
     /// Single-round alltoall of `n` blocks of `block` bytes, at most [`INLINE_MAX`] in all
     /// (small groups): every rank publishes its whole send buffer and copies block `me` of
     /// every other rank's into `recv`.
