@@ -636,11 +636,12 @@ impl Engine {
         let (_, n) = self.comm_info(ctx)?;
         let len = send.len();
         check_len("allgather", recv.len(), len * n as usize)?;
-        // A communicator with a segment lies on one node, where no hierarchy applies.
+        // A communicator with a segment lies on one node, where no hierarchy applies: small
+        // blocks take the flat round at once, larger ones skip the hierarchy's question.
         if n > 1 && len > 0 && self.shm_allgather_flat(ctx, send, recv)? {
             return Ok(());
         }
-        if n > 1 {
+        if n > 1 && !self.has_node_segment(ctx) {
             if let Chosen::Hier(h) = self.coll_choose(
                 ctx,
                 Coll::Allgather,

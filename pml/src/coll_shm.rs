@@ -296,6 +296,11 @@ impl Engine {
     /// Allgatherv on node-local communicators: one round of inline lines for the smallest
     /// blocks, the fragment slots for blocks of up to a fragment, single copy for large
     /// totals; false when none applies (messages then).
+    /// Whether `ctx` has a node segment (set up by an earlier collective on it).
+    pub(crate) fn has_node_segment(&self, ctx: u16) -> bool {
+        matches!(self.coll_segments.get(ctx as usize), Some(Some(Some(_))))
+    }
+
     /// `MPI_Allgather` of equal blocks that fit a line, in one round through the segment,
     /// before anything else is built for it (counts, displacements, the tuning table's
     /// choice: about 1,800 of the 2,400 instructions an 8-byte allgather took). `Ok(false)`:
