@@ -715,11 +715,16 @@ pub fn scatterv(
 }
 
 /// `MPI_Allgather(v)`: `send` `None` for `MPI_IN_PLACE` (own block already in `recv`).
+/// `MPI_Allgather(v)`: `send` `None` for `MPI_IN_PLACE`. `equal`: `MPI_Allgather`, whose
+/// blocks have one byte size and lie back to back (in the hull or the packed copy) on every
+/// rank, so every rank takes the engine's equal-block `coll_allgather` (the node segment's
+/// one round for small blocks, the hierarchy across nodes), as the short path does.
 pub fn allgatherv(
     core: &mut Core,
     comm: c_int,
     send: Option<&Region>,
     recv: &mut VBuf,
+    equal: bool,
 ) -> MpiResult<()> {
     if inter_of(core, comm)?.is_some() {
         return Err(MpiError::new(
@@ -731,15 +736,27 @@ pub fn allgatherv(
     check_blocks(recv, n, "allgather")?;
     let own = own_block(send, recv, me)?;
     let mut laid = lay_out(recv, false)?;
-    match laid.packed.as_mut() {
-        None => core
-            .engine
-            .coll_allgatherv(ctx, &own, hull_mut(recv), &laid.counts, &laid.displs)
-            .map_err(coll_err)?,
-        Some(p) => core
-            .engine
-            .coll_allgatherv(ctx, &own, p, &laid.counts, &laid.displs)
-            .map_err(coll_err)?,
+    let block = own.len();
+    let back_to_back = laid.counts.iter().all(|&c| c == block)
+        && laid.displs.iter().enumerate().all(|(r, &d)| d == r * block);
+    let total = block * n as usize;
+    let Laid {
+        counts,
+        displs,
+        packed,
+    } = &mut laid;
+    let buf = match packed.as_mut() {
+        None => hull_mut(recv),
+        Some(p) => p.as_mut_slice(),
+    };
+    if equal && back_to_back && buf.len() >= total {
+        core.engine
+            .coll_allgather(ctx, &own, &mut buf[..total])
+            .map_err(coll_err)?;
+    } else {
+        core.engine
+            .coll_allgatherv(ctx, &own, buf, counts, displs)
+            .map_err(coll_err)?;
     }
     store_blocks(recv, &laid, None)
 }

@@ -276,6 +276,38 @@ static void rooted(void)
     for (int r = 0; r < size; r++)
         CHECK(all[2 * r] == r, "in-place allgather block %d", r);
 
+    /* Mixed layouts of one signature in one allgather, small blocks and blocks of 300 ints:
+     * odd ranks send plain ints and receive into pairs three ints apart (a resized type),
+     * even ranks send a contiguous derived type and receive plain ints. */
+    for (int count = 2; count <= 300; count += 298) {
+        int *src = malloc(sizeof(int) * count);
+        int *dst = malloc(sizeof(int) * 3 * count * size);
+        CHECK(src && dst, "out of memory");
+        for (int i = 0; i < count; i++)
+            src[i] = 100000 * rank + i;
+        for (int i = 0; i < 3 * count * size; i++)
+            dst[i] = -1;
+        MPI_Datatype block, spaced;
+        OK(MPI_Type_contiguous(count, MPI_INT, &block));
+        OK(MPI_Type_commit(&block));
+        OK(MPI_Type_create_resized(MPI_INT, 0, 3 * (MPI_Aint)sizeof(int), &spaced));
+        OK(MPI_Type_commit(&spaced));
+        if (rank % 2)
+            OK(MPI_Allgather(src, count, MPI_INT, dst, count, spaced, MPI_COMM_WORLD));
+        else
+            OK(MPI_Allgather(src, 1, block, dst, count, MPI_INT, MPI_COMM_WORLD));
+        int stride = rank % 2 ? 3 : 1;
+        for (int r = 0; r < size; r++)
+            for (int i = 0; i < count; i++)
+                CHECK(dst[(r * count + i) * stride] == 100000 * r + i,
+                      "mixed-layout allgather of %d: rank %d item %d is %d", count, r, i,
+                      dst[(r * count + i) * stride]);
+        OK(MPI_Type_free(&block));
+        OK(MPI_Type_free(&spaced));
+        free(src);
+        free(dst);
+    }
+
     free(all);
     free(counts);
     free(displs);

@@ -486,8 +486,27 @@ fn allgather<T: Copy + Into<i64>>(
             Out::Blocking,
         );
     }
+    let equal = matches!(lay, Lay::Equal(_));
     api::call(name, comm, |l| {
         let core = l.core()?;
+        if let Lay::Equal(rc) = lay {
+            // SAFETY: the buffers hold what the counts describe (entry points' contract).
+            let r = unsafe {
+                short::allgather(
+                    core,
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    rc.into(),
+                    recvtype,
+                    comm,
+                )
+            };
+            if let Some(r) = r {
+                return r;
+            }
+        }
         // SAFETY: the buffers and arrays hold what the counts describe (entry points' contract).
         let (send, mut recv) = unsafe {
             args::allgather(
@@ -499,7 +518,7 @@ fn allgather<T: Copy + Into<i64>>(
             let rec = icoll::allgatherv(core, comm, send.as_ref(), &recv, Start::Now);
             return blocking(l, rec);
         }
-        coll::allgatherv(core, comm, send.as_ref(), &mut recv)
+        coll::allgatherv(core, comm, send.as_ref(), &mut recv, equal)
     })
 }
 

@@ -1,5 +1,5 @@
 //! The short path of the blocking `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`,
-//! `MPI_Alltoall`, `MPI_Gather` and `MPI_Scatter` on intra-communicators: `count` elements of a predefined contiguous type (and a predefined
+//! `MPI_Allgather`, `MPI_Alltoall`, `MPI_Gather` and `MPI_Scatter` on intra-communicators: `count` elements of a predefined contiguous type (and a predefined
 //! operation that applies to it) go to the engine as the program's bytes, with no `Region`,
 //! no reduction view and no copy. The engine calls are the very ones the general path
 //! (`crate::coll`) makes for such buffers, so members may take either path.
@@ -195,6 +195,50 @@ pub(super) unsafe fn alltoall(
         )
     };
     Some(core.engine.coll_alltoall(ctx, send, recv).map_err(coll_err))
+}
+
+/// `MPI_Allgather` (not in place): the engine's equal-block allgather, as the general path
+/// takes for `MPI_Allgather` too.
+///
+/// # Safety
+/// `sendbuf` holds `sendcount` elements of `sendtype`, `recvbuf` `size` blocks of
+/// `recvcount` elements of `recvtype` (the contract of `MPI_Allgather`).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn allgather(
+    core: &mut Core,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: c_int,
+    comm: c_int,
+) -> Option<MpiResult<()>> {
+    let (block, _) = contiguous(sendcount, sendtype)?;
+    if contiguous(recvcount, recvtype)?.0 != block {
+        return None;
+    }
+    let (ctx, _, n) = intra(core, comm)?;
+    let len = block.checked_mul(n as usize)?;
+    if sendbuf.is_null() || in_place(sendbuf) || recvbuf.is_null() {
+        return None;
+    }
+    if overlap((sendbuf, block), (recvbuf.cast_const(), len)) {
+        return None;
+    }
+    // SAFETY: `block` bytes at `sendbuf` and `len` at `recvbuf` (caller), which do not overlap
+    // (checked above); read and written during this call only.
+    let (send, recv) = unsafe {
+        (
+            std::slice::from_raw_parts(sendbuf.cast::<u8>(), block),
+            std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), len),
+        )
+    };
+    Some(
+        core.engine
+            .coll_allgather(ctx, send, recv)
+            .map_err(coll_err),
+    )
 }
 
 /// A rooted collective's context, rank, size, root and this member's block.
