@@ -130,7 +130,7 @@ pub(crate) fn keyval_slot(core: &Core, kv: c_int) -> MpiResult<u32> {
     }
 }
 
-fn pml_err(e: kestrel_pml::PmlError) -> MpiError {
+pub(crate) fn pml_err(e: kestrel_pml::PmlError) -> MpiError {
     error::pml(error::ERR_COMM)(e)
 }
 
@@ -154,7 +154,16 @@ pub fn dup(l: &mut Locked, comm: c_int) -> MpiResult<c_int> {
         let c = core.comm(comm)?;
         (c.ctx, c.errhandler)
     };
-    let new_ctx = core.engine.dup(ctx).map_err(pml_err)?;
+    let threaded = if crate::api::multithreaded() {
+        crate::comm_threads::dup_context(l, comm)?
+    } else {
+        None
+    };
+    let core = l.core()?;
+    let new_ctx = match threaded {
+        Some(c) => c,
+        None => core.engine.dup(ctx).map_err(pml_err)?,
+    };
     let new = core.new_comm(new_ctx, eh)?;
     // A duplicate keeps the topology and the hints.
     let (topo, info) = {
@@ -277,12 +286,7 @@ pub fn free(l: &mut Locked, comm: c_int) -> MpiResult<()> {
 
 /// `MPI_Comm_split`: `None` for ranks passing `MPI_UNDEFINED`.
 pub fn split(core: &mut Core, comm: c_int, color: c_int, key: c_int) -> MpiResult<Option<c_int>> {
-    if color < 0 && color != UNDEFINED {
-        return Err(MpiError::new(
-            error::ERR_ARG,
-            format!("color {color} is negative; colors are >= 0 or MPI_UNDEFINED"),
-        ));
-    }
+    check_color(color)?;
     if core.comm(comm)?.is_inter() {
         return split_inter(core, comm, color, key);
     }
@@ -295,6 +299,17 @@ pub fn split(core: &mut Core, comm: c_int, color: c_int, key: c_int) -> MpiResul
         Some(new_ctx) => Ok(Some(core.new_comm(new_ctx, eh)?)),
         None => Ok(None),
     }
+}
+
+/// A split color: at least 0, or `MPI_UNDEFINED`.
+pub(crate) fn check_color(color: c_int) -> MpiResult<()> {
+    if color < 0 && color != UNDEFINED {
+        return Err(MpiError::new(
+            error::ERR_ARG,
+            format!("color {color} is negative; colors are >= 0 or MPI_UNDEFINED"),
+        ));
+    }
+    Ok(())
 }
 
 /// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` groups the ranks of each node; so do
@@ -314,6 +329,19 @@ pub fn split_type(
         let color = shared_color(core, comm, kind)?;
         return split_inter(core, comm, color, key);
     }
+    let color = split_type_color(core, comm, kind, info)?;
+    split(core, comm, color, key)
+}
+
+/// The color `MPI_Comm_split_type` of kind `kind` gives this process on intra-communicator
+/// `comm` (`MPI_UNDEFINED` for none); sets `mpi_hw_resource_type` in `info` where the
+/// unguided split finds a smaller level.
+pub fn split_type_color(
+    core: &mut Core,
+    comm: c_int,
+    kind: c_int,
+    info: c_int,
+) -> MpiResult<c_int> {
     let node_color = |core: &Core| -> MpiResult<(c_int, bool)> {
         let c = intra(core, comm, "MPI_Comm_split_type")?;
         let me = core.engine.rank();
@@ -361,7 +389,7 @@ pub fn split_type(
             ))
         }
     };
-    split(core, comm, color, key)
+    Ok(color)
 }
 
 /// `MPI_Comm_split` and `MPI_Comm_split_type` on an inter-communicator.
@@ -407,23 +435,30 @@ pub fn shared_color(core: &Core, comm: c_int, kind: c_int) -> MpiResult<c_int> {
 
 /// `MPI_Comm_create`: a communicator of `group`'s members (a subset of `comm`'s).
 pub fn create(core: &mut Core, comm: c_int, group: c_int) -> MpiResult<Option<c_int>> {
-    let g = core.group(group)?;
-    let (ctx, eh, members) = {
-        let c = intra(core, comm, "MPI_Comm_create")?;
-        (c.ctx, c.errhandler, c.members.clone())
+    let g = check_subgroup(core, comm, group)?;
+    let (ctx, eh) = {
+        let c = core.comm(comm)?;
+        (c.ctx, c.errhandler)
     };
-    if let Some(stranger) = g.members().iter().find(|m| !members.contains(m)) {
-        return Err(MpiError::new(
-            error::ERR_GROUP,
-            format!("the group holds process {stranger} of MPI_COMM_WORLD, which is not in the communicator; the group must be a subset of it"),
-        ));
-    }
     let new_ctx = core.engine.agree_context(ctx).map_err(pml_err)?;
     if g.rank_of(core.engine.rank()).is_none() {
         return Ok(None);
     }
     core.engine.add_context(new_ctx, g.members().to_vec());
     Ok(Some(core.new_comm(new_ctx, eh)?))
+}
+
+/// `group` of `MPI_Comm_create` on intra-communicator `comm`: a subset of its members.
+pub(crate) fn check_subgroup(core: &Core, comm: c_int, group: c_int) -> MpiResult<Group> {
+    let g = core.group(group)?.clone();
+    let c = intra(core, comm, "MPI_Comm_create")?;
+    if let Some(stranger) = g.members().iter().find(|m| !c.members.contains(m)) {
+        return Err(MpiError::new(
+            error::ERR_GROUP,
+            format!("the group holds process {stranger} of MPI_COMM_WORLD, which is not in the communicator; the group must be a subset of it"),
+        ));
+    }
+    Ok(g)
 }
 
 /// `MPI_Comm_compare`.

@@ -145,6 +145,7 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
         wins: Slab::default(),
         deferred_frees: Vec::new(),
         grequests: 0,
+        creations: Default::default(),
     }));
     if let Some(ctx) = parent_ctx {
         let core = l.core()?;

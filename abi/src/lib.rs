@@ -32,6 +32,7 @@ pub mod callbacks;
 pub mod coll;
 pub mod comm;
 pub mod comm_create;
+pub mod comm_threads;
 pub mod complete;
 pub mod datatype_ext;
 pub mod dpm;

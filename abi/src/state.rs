@@ -234,6 +234,8 @@ pub struct Core {
     /// Generalized requests started so far (the wait and test functions look for their
     /// query functions only when there were some).
     pub grequests: usize,
+    /// Communicator creations agreeing on context ids under `MPI_THREAD_MULTIPLE`.
+    pub creations: crate::comm_threads::Creations,
 }
 
 impl Core {

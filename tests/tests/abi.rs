@@ -470,6 +470,14 @@ fn c_thread_multiple() {
 }
 
 #[test]
+fn c_threads_create_communicators_from_different_parents_at_once() {
+    // Four threads per rank dup, split and create from parents of their own, starting in
+    // opposite orders on even and odd ranks (tests/c/threads_comm.c): a creation that holds
+    // the library lock across its exchanges deadlocks here.
+    mpich_then_kestrel("threads_comm", &[2, 3, 4]);
+}
+
+#[test]
 fn c_programs_pass_with_the_progress_thread_running() {
     // The progress thread (KESTREL_ASYNC_PROGRESS=1) polls the engine between the program's
     // calls: programs under MPI_THREAD_MULTIPLE, nonblocking collectives, one-sided

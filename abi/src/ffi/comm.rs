@@ -59,7 +59,12 @@ mpi_fn! {
     /// `MPI_Comm_split`.
     fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) -> c_int {
         api::call("MPI_Comm_split", comm, |l| {
-            let new = comm::split(l.core()?, comm, color, key)?.unwrap_or(handle::COMM_NULL);
+            let new = if api::multithreaded() {
+                crate::comm_threads::split(l, comm, color, key)?
+            } else {
+                comm::split(l.core()?, comm, color, key)?
+            };
+            let new = new.unwrap_or(handle::COMM_NULL);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newcomm, new, "newcomm") }
         })
@@ -72,7 +77,13 @@ mpi_fn! {
         api::call("MPI_Comm_split_type", comm, |l| {
             let core = l.core()?;
             comm::check_info_arg(core, info)?;
-            let new = comm::split_type(core, comm, split_type, key, info)?.unwrap_or(handle::COMM_NULL);
+            let new = if api::multithreaded() && !core.comm(comm)?.is_inter() {
+                let color = comm::split_type_color(core, comm, split_type, info)?;
+                crate::comm_threads::split(l, comm, color, key)?
+            } else {
+                comm::split_type(core, comm, split_type, key, info)?
+            };
+            let new = new.unwrap_or(handle::COMM_NULL);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newcomm, new, "newcomm") }
         })
@@ -83,7 +94,12 @@ mpi_fn! {
     /// `MPI_Comm_create`.
     fn MPI_Comm_create / PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
         api::call("MPI_Comm_create", comm, |l| {
-            let new = comm::create(l.core()?, comm, group)?.unwrap_or(handle::COMM_NULL);
+            let new = if api::multithreaded() {
+                crate::comm_threads::create(l, comm, group)?
+            } else {
+                comm::create(l.core()?, comm, group)?
+            };
+            let new = new.unwrap_or(handle::COMM_NULL);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newcomm, new, "newcomm") }
         })

@@ -67,6 +67,7 @@ impl Engine {
         if ctx >= self.next_ctx {
             self.next_ctx = ctx + 1;
         }
+        self.ctx_claims.retain(|&c| c != ctx);
         if let Some(early) = self.st.orphans.remove(&ctx) {
             for (peer, data) in early {
                 self.st.on_message(peer, &data);
@@ -232,10 +233,42 @@ impl Engine {
         Ok(p)
     }
 
+    /// The id this process would propose for a new context now (nothing is reserved): the
+    /// first of a creation's rounds under `MPI_THREAD_MULTIPLE`, which then claims the
+    /// agreed maximum ([`Engine::claim_context`]).
+    pub fn next_context_id(&self) -> Result<u16, PmlError> {
+        if self.next_ctx == u16::MAX {
+            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+        }
+        Ok(self.next_ctx)
+    }
+
+    /// Claims `ctx` for a creation whose members agreed on it, if this process uses it for
+    /// nothing else (no communicator, no other claim): later proposals here then start past
+    /// it. False: taken meanwhile (the creation agrees again). A claim ends when the context
+    /// is added ([`Engine::add_context`]) or given back ([`Engine::release_context_claim`]).
+    pub fn claim_context(&mut self, ctx: u16) -> bool {
+        let used = self.st.ctxs.get(ctx as usize).is_some_and(Option::is_some);
+        if used || ctx == u16::MAX || self.ctx_claims.contains(&ctx) {
+            return false;
+        }
+        self.ctx_claims.push(ctx);
+        self.next_ctx = self.next_ctx.max(ctx + 1);
+        true
+    }
+
+    /// Gives back a claim that no communicator here takes (another member could not claim
+    /// the id, or this process is not a member of the new communicator).
+    pub fn release_context_claim(&mut self, ctx: u16) {
+        self.ctx_claims.retain(|&c| c != ctx);
+    }
+
     /// Registers context `ctx` agreed by a nonblocking creation; an id this process has
     /// meanwhile used for another communicator is an error naming the clash.
     pub fn adopt_context(&mut self, ctx: u16, group: Vec<u32>) -> Result<(), PmlError> {
-        if self.st.ctxs.get(ctx as usize).is_some_and(Option::is_some) {
+        if self.st.ctxs.get(ctx as usize).is_some_and(Option::is_some)
+            || self.ctx_claims.contains(&ctx)
+        {
             return Err(PmlError::Invalid(format!(
                 "pml: context {ctx} agreed by a nonblocking communicator creation is already \
                  in use here (another communicator was created before it completed); complete \
@@ -265,29 +298,12 @@ impl Engine {
         color: Option<i32>,
         key: i32,
     ) -> Result<Option<u16>, PmlError> {
-        let mut mine = Vec::with_capacity(9);
-        mine.push(u8::from(color.is_some()));
-        mine.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
-        mine.extend_from_slice(&key.to_le_bytes());
-        let all = self.allgather_bytes(ctx, &mine)?;
+        let all = self.allgather_bytes(ctx, &split_contribution(color, key))?;
         let group = self.ctx(ctx)?.group.clone();
         let new = self.agree_context(ctx)?;
         let Some(color) = color else { return Ok(None) };
-        let mut members: Vec<(i32, usize, u32)> = Vec::new();
-        for (r, a) in all.iter().enumerate() {
-            if a.len() != 9 {
-                return Err(PmlError::Transport(format!(
-                    "pml: malformed split contribution from rank {r}"
-                )));
-            }
-            let c = i32::from_le_bytes([a[1], a[2], a[3], a[4]]);
-            let k = i32::from_le_bytes([a[5], a[6], a[7], a[8]]);
-            if a[0] == 1 && c == color {
-                members.push((k, r, group[r]));
-            }
-        }
-        members.sort();
-        self.add_context(new, members.into_iter().map(|(_, _, g)| g).collect());
+        let members = split_members(&group, color, all.iter().map(Vec::as_slice))?;
+        self.add_context(new, members);
         Ok(Some(new))
     }
 
@@ -295,4 +311,55 @@ impl Engine {
     pub fn group_of(&self, ctx: u16) -> Result<Group, PmlError> {
         Ok(Group::new(self.ctx(ctx)?.group.clone()))
     }
+}
+
+/// What a member contributes to `MPI_Comm_split`: whether it has a color, the color and the
+/// key (9 bytes, [`SPLIT_CONTRIBUTION`]).
+pub fn split_contribution(color: Option<i32>, key: i32) -> Vec<u8> {
+    let mut mine = Vec::with_capacity(SPLIT_CONTRIBUTION);
+    mine.push(u8::from(color.is_some()));
+    mine.extend_from_slice(&color.unwrap_or(0).to_le_bytes());
+    mine.extend_from_slice(&key.to_le_bytes());
+    mine
+}
+
+/// Bytes of one [`split_contribution`].
+pub const SPLIT_CONTRIBUTION: usize = 9;
+
+/// The members (job ranks) of `color`'s new communicator, ordered by (key, old rank), from
+/// every member's [`split_contribution`] in rank order of the parent `group`; a malformed
+/// contribution is an error naming its rank.
+pub fn split_members<'a>(
+    group: &[u32],
+    color: i32,
+    all: impl Iterator<Item = &'a [u8]>,
+) -> Result<Vec<u32>, PmlError> {
+    let mut members: Vec<(i32, usize, u32)> = Vec::new();
+    for (r, a) in all.enumerate() {
+        let (Ok(c), Ok(k), Some(&g)) = (
+            a.get(1..5)
+                .unwrap_or_default()
+                .try_into()
+                .map(i32::from_le_bytes),
+            a.get(5..9)
+                .unwrap_or_default()
+                .try_into()
+                .map(i32::from_le_bytes),
+            group.get(r),
+        ) else {
+            return Err(PmlError::Transport(format!(
+                "pml: malformed split contribution from rank {r}"
+            )));
+        };
+        if a.len() != SPLIT_CONTRIBUTION {
+            return Err(PmlError::Transport(format!(
+                "pml: malformed split contribution from rank {r}"
+            )));
+        }
+        if a[0] == 1 && c == color {
+            members.push((k, r, g));
+        }
+    }
+    members.sort();
+    Ok(members.into_iter().map(|(_, _, g)| g).collect())
 }

@@ -40,7 +40,7 @@ use crate::hdr::{self, Header, AM_PML};
 use crate::matching::{Envelope, MatchEngine, RecvId, Selector};
 
 mod arrival;
-mod contexts;
+pub mod contexts;
 pub mod counters;
 mod detached;
 mod exchange;
@@ -360,6 +360,9 @@ pub struct Engine {
     network_flush: bool,
     pub(crate) st: State,
     pub(crate) next_ctx: u16,
+    /// Context ids claimed by creations still agreeing on them (see
+    /// [`Engine::claim_context`]).
+    pub(crate) ctx_claims: Vec<u16>,
     pub(crate) yield_when_idle: bool,
     spin_before_yield: u32,
     /// Sleeping in `poll(2)` after a long idle stretch (see `sleep.rs`).

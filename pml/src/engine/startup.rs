@@ -142,6 +142,7 @@ impl Engine {
                 rma_inbox: VecDeque::new(),
             },
             next_ctx: 2,
+            ctx_claims: Vec::new(),
             // A rank polling a kernel-driven transport yields between polls even with a
             // core of its own: the packets it waits for are processed on the same cores.
             yield_when_idle: core_params::YIELD_WHEN_IDLE.get(params) || kernel_time,
