@@ -43,8 +43,7 @@ pub fn handler_of(core: &state::Core, eh: c_int) -> Handler {
 #[inline]
 pub fn multithreaded() -> bool {
     crate::state::CORE.is_shared()
-        && !crate::progress_thread::LOCK_SHARED_FOR_THREAD_ONLY
-            .load(std::sync::atomic::Ordering::Relaxed)
+        && !crate::state::LOCK_SHARED_FOR_THREAD_ONLY.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Runs the body of MPI function `name`; errors go to `comm`'s handler (or the error's own

@@ -150,20 +150,16 @@ pub fn intra<'a>(core: &'a Core, comm: c_int, what: &str) -> MpiResult<&'a CommR
 /// functions.
 pub fn dup(l: &mut Locked, comm: c_int) -> MpiResult<c_int> {
     let core = l.core()?;
-    let (ctx, eh) = {
-        let c = core.comm(comm)?;
-        (c.ctx, c.errhandler)
-    };
-    let threaded = if crate::api::multithreaded() {
-        crate::comm_threads::dup_context(l, comm)?
-    } else {
-        None
-    };
+    let ctx = core.comm(comm)?.ctx;
+    let new_ctx = core.engine.dup(ctx).map_err(pml_err)?;
+    finish_dup(l, comm, new_ctx)
+}
+
+/// The handle of `comm`'s duplicate on context `new_ctx` (agreed and added): the error
+/// handler, topology and hints of `comm`, and its attributes through their copy functions.
+pub fn finish_dup(l: &mut Locked, comm: c_int, new_ctx: u16) -> MpiResult<c_int> {
     let core = l.core()?;
-    let new_ctx = match threaded {
-        Some(c) => c,
-        None => core.engine.dup(ctx).map_err(pml_err)?,
-    };
+    let eh = core.comm(comm)?.errhandler;
     let new = core.new_comm(new_ctx, eh)?;
     // A duplicate keeps the topology and the hints.
     let (topo, info) = {

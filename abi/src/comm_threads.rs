@@ -29,7 +29,6 @@
 //!
 //! [`Engine::claim_context`]: kestrel_pml::engine::Engine::claim_context
 
-use std::collections::BTreeSet;
 use std::os::raw::c_int;
 
 use kestrel_pml::engine::contexts::{split_contribution, split_members, SPLIT_CONTRIBUTION};
@@ -40,49 +39,11 @@ use crate::icoll::Plan;
 use crate::requests::{self, ReqRec, ReqState};
 use crate::state::{Core, Locked};
 
-/// The creations of this process waiting for a context id, and whose turn it is.
-#[derive(Debug, Default)]
-pub struct Creations {
-    serial: u64,
-    /// Registered creations by (parent context, serial): the first may take the turn.
-    waiting: BTreeSet<(u16, u64)>,
-    /// The creation holding the turn (its serial).
-    turn: Option<u64>,
-}
-
-impl Creations {
-    fn register(&mut self, parent: u16) -> (u16, u64) {
-        self.serial += 1;
-        let key = (parent, self.serial);
-        self.waiting.insert(key);
-        key
-    }
-
-    fn take_turn(&mut self, key: (u16, u64)) -> bool {
-        if self.turn.is_none() && self.waiting.first() == Some(&key) {
-            self.turn = Some(key.1);
-            return true;
-        }
-        false
-    }
-
-    fn end_turn(&mut self, key: (u16, u64)) {
-        if self.turn == Some(key.1) {
-            self.turn = None;
-        }
-    }
-
-    fn unregister(&mut self, key: (u16, u64)) {
-        self.end_turn(key);
-        self.waiting.remove(&key);
-    }
-}
-
 /// The parent's context, size and error handler; `None` for an inter-communicator (whose
 /// creations keep the blocking path).
 fn parent(core: &Core, comm: c_int) -> MpiResult<Option<(u16, usize, c_int)>> {
     let c = core.comm(comm)?;
-    Ok((!c.is_inter()).then(|| (c.ctx, c.members.len(), c.errhandler)))
+    Ok((!c.is_inter()).then_some((c.ctx, c.members.len(), c.errhandler)))
 }
 
 /// Every member's `mine` (of one length on all) over intra-communicator `comm` (context
@@ -169,16 +130,16 @@ fn agree_in_rounds(
     }
 }
 
-/// `MPI_Comm_dup(_with_info)` under `MPI_THREAD_MULTIPLE`: the new context, or `None` for
-/// an inter-communicator (the caller takes the blocking path).
-pub fn dup_context(l: &mut Locked, comm: c_int) -> MpiResult<Option<u16>> {
+/// `MPI_Comm_dup(_with_info)` under `MPI_THREAD_MULTIPLE` (an inter-communicator takes the
+/// blocking path).
+pub fn dup(l: &mut Locked, comm: c_int) -> MpiResult<c_int> {
     let Some((ctx, n, _)) = parent(l.core()?, comm)? else {
-        return Ok(None);
+        return comm::dup(l, comm);
     };
     let group = l.core()?.engine.group_of(ctx).map_err(pml_err)?;
     let new = agree(l, comm, ctx, n)?;
     l.core()?.engine.add_context(new, group.members().to_vec());
-    Ok(Some(new))
+    comm::finish_dup(l, comm, new)
 }
 
 /// `MPI_Comm_split` under `MPI_THREAD_MULTIPLE` (an inter-communicator takes the blocking

@@ -53,6 +53,7 @@ pub mod session;
 pub mod state;
 pub mod tool;
 pub mod topo;
+pub mod turns;
 pub mod type_attr;
 pub mod types;
 #[allow(unsafe_code)]

@@ -32,11 +32,7 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::state::{Locked, Phase, CORE};
-
-/// The lock runs shared only because of the progress thread: the program asked for less
-/// than `MPI_THREAD_MULTIPLE` (see the module documentation).
-pub static LOCK_SHARED_FOR_THREAD_ONLY: AtomicBool = AtomicBool::new(false);
+use crate::state::{Locked, Phase, CORE, LOCK_SHARED_FOR_THREAD_ONLY};
 
 /// The thread sleeps longer than its poll interval (nothing was in flight, or a program
 /// thread was in the library): a call that leaves work in flight unparks it.

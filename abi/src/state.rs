@@ -235,7 +235,7 @@ pub struct Core {
     /// query functions only when there were some).
     pub grequests: usize,
     /// Communicator creations agreeing on context ids under `MPI_THREAD_MULTIPLE`.
-    pub creations: crate::comm_threads::Creations,
+    pub creations: crate::turns::Creations,
 }
 
 impl Core {
@@ -407,6 +407,11 @@ pub use kestrel_abi_lock::{CallGuard, CallLock};
 /// Everything but datatypes; see the module documentation.
 pub static CORE: CallLock<PhaseCell> = CallLock::new(PhaseCell(Phase::Before));
 
+/// [`CORE`] runs shared only because of the progress thread: the program asked for less than
+/// `MPI_THREAD_MULTIPLE` (see [`crate::progress_thread`]).
+pub static LOCK_SHARED_FOR_THREAD_ONLY: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 thread_local! {
     /// Set while a user reduction function runs on this thread, the only callback that runs
     /// with [`CORE`] held: a call from this thread that then finds [`CORE`] taken is that
@@ -486,8 +491,7 @@ impl Locked {
     #[inline]
     pub fn multithreaded(&self) -> bool {
         self.guard.as_ref().is_some_and(|g| g.is_shared())
-            && !crate::progress_thread::LOCK_SHARED_FOR_THREAD_ONLY
-                .load(std::sync::atomic::Ordering::Relaxed)
+            && !LOCK_SHARED_FOR_THREAD_ONLY.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Selects the lock's mode: shared for `MPI_THREAD_MULTIPLE` and outside the library's

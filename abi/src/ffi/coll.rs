@@ -493,14 +493,7 @@ fn allgather<T: Copy + Into<i64>>(
             // SAFETY: the buffers hold what the counts describe (entry points' contract).
             let r = unsafe {
                 short::allgather(
-                    core,
-                    sendbuf,
-                    sendcount,
-                    sendtype,
-                    recvbuf,
-                    rc.into(),
-                    recvtype,
-                    comm,
+                    core, sendbuf, sendcount, sendtype, recvbuf, rc, recvtype, comm,
                 )
             };
             if let Some(r) = r {

@@ -36,7 +36,11 @@ mpi_fn! {
     /// `MPI_Comm_dup`.
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
         api::call("MPI_Comm_dup", comm, |l| {
-            let new = comm::dup(l, comm)?;
+            let new = if api::multithreaded() {
+                crate::comm_threads::dup(l, comm)?
+            } else {
+                comm::dup(l, comm)?
+            };
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newcomm, new, "newcomm") }
         })
@@ -48,7 +52,11 @@ mpi_fn! {
     fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: c_int, info: c_int, newcomm: *mut c_int) -> c_int {
         api::call("MPI_Comm_dup_with_info", comm, |l| {
             comm::check_info_arg(l.core()?, info)?;
-            let new = comm::dup(l, comm)?;
+            let new = if api::multithreaded() {
+                crate::comm_threads::dup(l, comm)?
+            } else {
+                comm::dup(l, comm)?
+            };
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newcomm, new, "newcomm") }
         })
