@@ -171,6 +171,21 @@ pub fn split(l: &mut Locked, comm: c_int, color: c_int, key: c_int) -> MpiResult
     Ok(Some(core.new_comm(new, eh)?))
 }
 
+/// `MPI_Comm_split` at the program's thread level: [`split`] under `MPI_THREAD_MULTIPLE`,
+/// the blocking [`comm::split`] below it (also the topology constructors' split).
+pub fn split_at_level(
+    l: &mut Locked,
+    comm: c_int,
+    color: c_int,
+    key: c_int,
+) -> MpiResult<Option<c_int>> {
+    if l.multithreaded() {
+        split(l, comm, color, key)
+    } else {
+        comm::split(l.core()?, comm, color, key)
+    }
+}
+
 /// `MPI_Comm_create` under `MPI_THREAD_MULTIPLE` (an inter-communicator takes the blocking
 /// path): the new communicator, `None` where this process is not in `group`.
 pub fn create(l: &mut Locked, comm: c_int, group: c_int) -> MpiResult<Option<c_int>> {

@@ -14,7 +14,7 @@ use kestrel_transport::codec::{Reader, Writer};
 
 use crate::comm;
 use crate::error::{self, MpiError, MpiResult};
-use crate::state::Core;
+use crate::state::{Core, Locked};
 
 /// `MPI_GRAPH`.
 pub const GRAPH: c_int = 1;
@@ -81,40 +81,40 @@ pub fn of(core: &Core, comm: c_int, want: Option<c_int>, what: &str) -> MpiResul
 
 /// A topology communicator: the first `n` processes of `comm` in rank order (reordering
 /// is the identity), with `topo` attached; `None` for the processes beyond it.
-fn attach(core: &mut Core, comm: c_int, n: u32, topo: Topology) -> MpiResult<Option<c_int>> {
-    let rank = comm::intra(core, comm, "a topology constructor")?.rank;
+fn attach(l: &mut Locked, comm: c_int, n: u32, topo: Topology) -> MpiResult<Option<c_int>> {
+    let rank = comm::intra(l.core()?, comm, "a topology constructor")?.rank;
     let color = if (rank as u32) < n {
         0
     } else {
         crate::mem::UNDEFINED
     };
-    let new = comm::split(core, comm, color, rank)?;
+    let new = crate::comm_threads::split_at_level(l, comm, color, rank)?;
     if let Some(h) = new {
-        core.comm_mut(h)?.topo = Some(Arc::new(topo));
+        l.core()?.comm_mut(h)?.topo = Some(Arc::new(topo));
     }
     Ok(new)
 }
 
 /// `MPI_Cart_create`.
-pub fn cart_create(core: &mut Core, comm: c_int, cart: Cart) -> MpiResult<Option<c_int>> {
-    let size = comm::intra(core, comm, "MPI_Cart_create")?.size() as u32;
+pub fn cart_create(l: &mut Locked, comm: c_int, cart: Cart) -> MpiResult<Option<c_int>> {
+    let size = comm::intra(l.core()?, comm, "MPI_Cart_create")?.size() as u32;
     cart.fits(size).map_err(err)?;
     let n = cart.size();
-    attach(core, comm, n, Topology::Cart(cart))
+    attach(l, comm, n, Topology::Cart(cart))
 }
 
 /// `MPI_Graph_create`.
-pub fn graph_create(core: &mut Core, comm: c_int, graph: Graph) -> MpiResult<Option<c_int>> {
-    let size = comm::intra(core, comm, "MPI_Graph_create")?.size() as u32;
+pub fn graph_create(l: &mut Locked, comm: c_int, graph: Graph) -> MpiResult<Option<c_int>> {
+    let size = comm::intra(l.core()?, comm, "MPI_Graph_create")?.size() as u32;
     graph.fits(size).map_err(err)?;
     let n = graph.nnodes();
-    attach(core, comm, n, Topology::Graph(graph))
+    attach(l, comm, n, Topology::Graph(graph))
 }
 
 /// `MPI_Dist_graph_create_adjacent`.
-pub fn dist_graph_adjacent(core: &mut Core, comm: c_int, g: DistGraph) -> MpiResult<c_int> {
-    let size = comm::intra(core, comm, "MPI_Dist_graph_create_adjacent")?.size() as u32;
-    attach(core, comm, size, Topology::DistGraph(g))?
+pub fn dist_graph_adjacent(l: &mut Locked, comm: c_int, g: DistGraph) -> MpiResult<c_int> {
+    let size = comm::intra(l.core()?, comm, "MPI_Dist_graph_create_adjacent")?.size() as u32;
+    attach(l, comm, size, Topology::DistGraph(g))?
         .ok_or_else(|| MpiError::new(error::ERR_INTERN, "a distributed graph keeps every process"))
 }
 
@@ -183,7 +183,8 @@ fn decode(b: &[u8], limit: usize) -> MpiResult<Edges> {
 
 /// `MPI_Dist_graph_create`: every process's edges go to every process, which keeps its
 /// own in and out neighbors.
-pub fn dist_graph_create(core: &mut Core, comm: c_int, mine: &Edges) -> MpiResult<c_int> {
+pub fn dist_graph_create(l: &mut Locked, comm: c_int, mine: &Edges) -> MpiResult<c_int> {
+    let core = l.core()?;
     let (ctx, rank, size) = {
         let c = comm::intra(core, comm, "MPI_Dist_graph_create")?;
         (c.ctx, c.rank as u32, c.size() as usize)
@@ -208,7 +209,7 @@ pub fn dist_graph_create(core: &mut Core, comm: c_int, mine: &Edges) -> MpiResul
         })
         .collect();
     let g = DistGraph::from_edges(rank, &lists).map_err(err)?;
-    attach(core, comm, size as u32, Topology::DistGraph(g))?
+    attach(l, comm, size as u32, Topology::DistGraph(g))?
         .ok_or_else(|| MpiError::new(error::ERR_INTERN, "a distributed graph keeps every process"))
 }
 

@@ -2,7 +2,7 @@
  * Communicator creation from several threads at once under MPI_THREAD_MULTIPLE: THREADS
  * threads per rank, each with a parent communicator of its own (duplicated serially first),
  * create communicators from it ROUNDS times (MPI_Comm_dup, MPI_Comm_dup_with_info,
- * MPI_Comm_split, MPI_Comm_create), check each with an allreduce and free it. The threads
+ * MPI_Comm_split, MPI_Comm_create, MPI_Cart_create, MPI_Cart_sub), check each with an allreduce and free it. The threads
  * start in opposite orders on even and odd ranks, so that the creations on different parents
  * interleave differently on every rank: a library that holds one lock across a creation's
  * exchanges deadlocks here. Every new communicator must also get a context of its own: the
@@ -57,6 +57,15 @@ static void *creator(void *arg) {
             check_sum(created, t, even, "create", round);
         else
             CHECK(created == MPI_COMM_NULL, "thread %d: an odd rank got a communicator", t);
+        /* The topology constructors split too. */
+        MPI_Comm cart, row;
+        int dims[2] = {size, 1}, periods[2] = {1, 0}, keep[2] = {1, 0};
+        OK(MPI_Cart_create(parent, 2, dims, periods, 0, &cart));
+        check_sum(cart, t, all, "cart_create", round);
+        OK(MPI_Cart_sub(cart, keep, &row));
+        check_sum(row, t, all, "cart_sub", round);
+        OK(MPI_Comm_free(&row));
+        OK(MPI_Comm_free(&cart));
         OK(MPI_Comm_free(&dup));
         OK(MPI_Comm_free(&dup_info));
         OK(MPI_Comm_free(&split));

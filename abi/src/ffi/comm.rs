@@ -67,11 +67,7 @@ mpi_fn! {
     /// `MPI_Comm_split`.
     fn MPI_Comm_split / PMPI_Comm_split(comm: c_int, color: c_int, key: c_int, newcomm: *mut c_int) -> c_int {
         api::call("MPI_Comm_split", comm, |l| {
-            let new = if api::multithreaded() {
-                crate::comm_threads::split(l, comm, color, key)?
-            } else {
-                comm::split(l.core()?, comm, color, key)?
-            };
+            let new = crate::comm_threads::split_at_level(l, comm, color, key)?;
             let new = new.unwrap_or(handle::COMM_NULL);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newcomm, new, "newcomm") }

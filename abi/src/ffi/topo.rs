@@ -36,7 +36,7 @@ mpi_fn! {
             // SAFETY: both arrays hold `ndims` ints (contract).
             let (d, p) = unsafe { (mem::slice(dims, nd, "dims")?, mem::slice(periods, nd, "periods")?) };
             let cart = Cart::from_c(d, p).map_err(t::err)?;
-            let new = t::cart_create(l.core()?, comm_old, cart)?.unwrap_or(handle::COMM_NULL);
+            let new = t::cart_create(l, comm_old, cart)?.unwrap_or(handle::COMM_NULL);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(comm_cart, new, "comm_cart") }
         })
@@ -143,9 +143,9 @@ mpi_fn! {
             let sub = c.sub(&keep).map_err(t::err)?;
             let split = c.sub_split(rank_of(core, comm)?, &keep).map_err(t::err)?;
             let color = split.color.map_or(crate::complete::UNDEFINED, |c| c as c_int);
-            let new = crate::comm::split(core, comm, color, split.key as c_int)?;
+            let new = crate::comm_threads::split_at_level(l, comm, color, split.key as c_int)?;
             if let Some(h) = new {
-                core.comm_mut(h)?.topo = Some(std::sync::Arc::new(Topology::Cart(sub)));
+                l.core()?.comm_mut(h)?.topo = Some(std::sync::Arc::new(Topology::Cart(sub)));
             }
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(newcomm, new.unwrap_or(handle::COMM_NULL), "newcomm") }
@@ -190,7 +190,7 @@ mpi_fn! {
         api::call("MPI_Graph_create", comm_old, |l| {
             // SAFETY: the arrays hold what `nnodes` and `index` say (contract).
             let g = unsafe { graph_arg(nnodes, index, edges) }?;
-            let new = t::graph_create(l.core()?, comm_old, g)?.unwrap_or(handle::COMM_NULL);
+            let new = t::graph_create(l, comm_old, g)?.unwrap_or(handle::COMM_NULL);
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(comm_graph, new, "comm_graph") }
         })
@@ -302,7 +302,7 @@ mpi_fn! {
             };
             let size = core.comm(comm_old)?.size() as u32;
             let g = DistGraph::adjacent(size, s, sw.as_deref(), d, dw.as_deref()).map_err(t::err)?;
-            let new = t::dist_graph_adjacent(core, comm_old, g)?;
+            let new = t::dist_graph_adjacent(l, comm_old, g)?;
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(comm_dist_graph, new, "comm_dist_graph") }
         })
@@ -313,7 +313,7 @@ mpi_fn! {
     /// `MPI_Dist_graph_create`: edges given by any process; every process learns its own.
     fn MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: c_int, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights_: *const c_int, _info: c_int, _reorder: c_int, comm_dist_graph: *mut c_int) -> c_int {
         api::call("MPI_Dist_graph_create", comm_old, |l| {
-            let core = l.core()?;
+            l.core()?;
             let k = mem::count(n)?;
             // SAFETY: `sources` and `degrees` hold `n` ints, `destinations` (and the weights
             // unless a sentinel) as many as the degrees add up to (contract).
@@ -325,7 +325,7 @@ mpi_fn! {
                 let w = weights(weights_, total)?;
                 Edges { sources: src, degrees: deg, destinations: dst, weights: w }
             };
-            let new = t::dist_graph_create(core, comm_old, &e)?;
+            let new = t::dist_graph_create(l, comm_old, &e)?;
             // SAFETY: out-parameter (contract).
             unsafe { mem::put(comm_dist_graph, new, "comm_dist_graph") }
         })
