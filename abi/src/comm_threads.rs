@@ -35,7 +35,7 @@ use kestrel_pml::engine::contexts::{split_contribution, split_members, SPLIT_CON
 
 use crate::comm::{self, pml_err};
 use crate::error::MpiResult;
-use crate::icoll::Plan;
+use crate::plan::Plan;
 use crate::requests::{self, ReqRec, ReqState};
 use crate::state::{Core, Locked};
 

@@ -10,7 +10,9 @@
 //!   (through [`mem`]) and runs a body under [`api::call`].
 //! * [`api`]: running a call under the library lock (`kestrel_abi_lock::CallLock`, its own crate so that loom can check it), and error handlers;
 //!   [`blocking`]: how a blocking call waits (letting other threads in under
-//!   `MPI_THREAD_MULTIPLE`).
+//!   `MPI_THREAD_MULTIPLE`); [`progress_thread`]: the optional thread that advances
+//!   operations while the program computes; [`comm_threads`] and [`turns`]: communicator
+//!   creation from several threads at once.
 //! * [`p2p`], [`requests`], [`complete`], [`coll`], [`comm`], [`dpm`], [`env`]: the calls' meaning,
 //!   in safe Rust over [`mem::Region`]s and the engine.
 //! * [`types`]: datatypes and packing; [`handle`]: MPICH's handle bits; [`error`]: error
@@ -20,7 +22,8 @@
 //!
 //! `unsafe` code is confined to [`ffi`] (C entry points), [`mem`] (C pointers to bounded
 //! views), [`callbacks`] (calls into the program's C functions), [`requests`] (library
-//! memory lent to the engine), [`win`] (memory of `MPI_Win_allocate` windows) and one `Send` impl in
+//! memory lent to the engine), [`plan`] (a schedule's staging buffers lent to the engine),
+//! [`win`] (memory of `MPI_Win_allocate` windows) and one `Send` impl in
 //! [`state`] (the state's lock lives in the `kestrel-abi-lock` crate); each block says why
 //! it is sound.
 #![deny(unsafe_code)]
@@ -47,6 +50,8 @@ pub mod isendrecv;
 pub mod mem;
 pub mod p2p;
 pub mod partitioned;
+#[allow(unsafe_code)]
+pub mod plan;
 pub mod progress_thread;
 pub mod requests;
 pub mod session;

@@ -157,6 +157,28 @@ pub(super) unsafe fn allreduce(
     )
 }
 
+/// What `MPI_Allgather` and `MPI_Alltoall` check alike: (bytes of one block, context,
+/// bytes of the communicator's `n` blocks), or `None` when a type is not predefined and
+/// contiguous, the blocks differ in size, `comm` is an inter-communicator, or a buffer is
+/// null or `MPI_IN_PLACE`.
+fn rootless(
+    core: &Core,
+    (sendbuf, sendcount, sendtype): (*const c_void, i64, c_int),
+    (recvbuf, recvcount, recvtype): (*mut c_void, i64, c_int),
+    comm: c_int,
+) -> Option<(usize, u16, usize)> {
+    let (block, _) = contiguous(sendcount, sendtype)?;
+    if contiguous(recvcount, recvtype)?.0 != block {
+        return None;
+    }
+    let (ctx, _, n) = intra(core, comm)?;
+    let len = block.checked_mul(n as usize)?;
+    if sendbuf.is_null() || in_place(sendbuf) || recvbuf.is_null() {
+        return None;
+    }
+    Some((block, ctx, len))
+}
+
 /// `MPI_Alltoall` (not in place).
 ///
 /// # Safety
@@ -173,17 +195,13 @@ pub(super) unsafe fn alltoall(
     recvtype: c_int,
     comm: c_int,
 ) -> Option<MpiResult<()>> {
-    let (block, _) = contiguous(sendcount, sendtype)?;
-    if contiguous(recvcount, recvtype)?.0 != block {
-        return None;
-    }
-    let (ctx, _, n) = intra(core, comm)?;
-    let len = block.checked_mul(n as usize)?;
-    if sendbuf.is_null()
-        || in_place(sendbuf)
-        || recvbuf.is_null()
-        || sendbuf == recvbuf.cast_const()
-    {
+    let (_, ctx, len) = rootless(
+        core,
+        (sendbuf, sendcount, sendtype),
+        (recvbuf, recvcount, recvtype),
+        comm,
+    )?;
+    if sendbuf == recvbuf.cast_const() {
         return None;
     }
     // SAFETY: `len` bytes at each buffer (caller), which MPI forbids to overlap (the same
@@ -214,15 +232,12 @@ pub(super) unsafe fn allgather(
     recvtype: c_int,
     comm: c_int,
 ) -> Option<MpiResult<()>> {
-    let (block, _) = contiguous(sendcount, sendtype)?;
-    if contiguous(recvcount, recvtype)?.0 != block {
-        return None;
-    }
-    let (ctx, _, n) = intra(core, comm)?;
-    let len = block.checked_mul(n as usize)?;
-    if sendbuf.is_null() || in_place(sendbuf) || recvbuf.is_null() {
-        return None;
-    }
+    let (block, ctx, len) = rootless(
+        core,
+        (sendbuf, sendcount, sendtype),
+        (recvbuf, recvcount, recvtype),
+        comm,
+    )?;
     if overlap((sendbuf, block), (recvbuf.cast_const(), len)) {
         return None;
     }

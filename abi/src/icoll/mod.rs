@@ -22,10 +22,8 @@ use crate::requests::{self, Persistent, ReqRec, ReqState};
 use crate::state::Core;
 
 pub mod neighbor;
-#[allow(unsafe_code)]
-pub mod plan;
 
-pub use plan::{Blocks, Plan};
+pub use crate::plan::{Blocks, Plan};
 
 /// When a collective request runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
