@@ -715,7 +715,7 @@ pub fn scatterv(
 }
 
 /// `MPI_Allgather(v)`: `send` `None` for `MPI_IN_PLACE` (own block already in `recv`).
-/// `MPI_Allgather(v)`: `send` `None` for `MPI_IN_PLACE`. `equal`: `MPI_Allgather`, whose
+/// `equal`: `MPI_Allgather`, whose
 /// blocks have one byte size and lie back to back (in the hull or the packed copy) on every
 /// rank, so every rank takes the engine's equal-block `coll_allgather` (the node segment's
 /// one round for small blocks, the hierarchy across nodes), as the short path does.

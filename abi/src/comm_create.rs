@@ -207,16 +207,15 @@ pub fn idup(
         (c.ctx, c.rank, c.members.clone(), c.errhandler)
     };
     let n = members.len();
-    let mut plan = crate::icoll::Plan::default();
     let proposal = core.engine.context_proposal().map_err(pml_err)?;
-    let (_, s) = plan.owned(proposal.to_le_bytes().to_vec());
-    let (all, r) = plan.owned(vec![0; 2 * n]);
-    let (counts, displs) = kestrel_pml::nbc::algorithms::uniform(n as u32, 2);
-    let sched = core
-        .engine
-        .nbc_allgatherv(ctx, Some(s), r, &counts, &displs)
-        .map_err(pml_err)?;
-    let id = core.engine.coll_run(sched);
+    let (plan, all, mut rec) = crate::comm_threads::start_allgather(
+        core,
+        comm,
+        ctx,
+        n,
+        proposal.to_le_bytes().to_vec(),
+        false,
+    )?;
     let slot = core.comms.insert(CommRec {
         ctx: PENDING_CTX,
         rank,
@@ -229,8 +228,6 @@ pub fn idup(
         topo: None,
     });
     let h = handle::make(Kind::Direct, Obj::Comm, slot);
-    let mut rec = ReqRec::new(comm, ctx, false);
-    rec.state = ReqState::Active(id);
     rec.extra().aux = Some(Box::new(Idup {
         comm: h,
         plan,

@@ -46,23 +46,25 @@ fn parent(core: &Core, comm: c_int) -> MpiResult<Option<(u16, usize, c_int)>> {
     Ok((!c.is_inter()).then_some((c.ctx, c.members.len(), c.errhandler)))
 }
 
-/// Every member's `mine` (of one length on all) over intra-communicator `comm` (context
-/// `ctx`, `n` members), in rank order: a schedule of the blocking sequence, waited for with
-/// the lock let go between polls.
-fn allgather_waiting(
-    l: &mut Locked,
+/// Starts an allgather of every member's `mine` (of one length on all) over
+/// intra-communicator `comm` (context `ctx`, `n` members) as a schedule (of the blocking
+/// collectives' sequence when `blocking`): the plan owning its buffers (keep it until the
+/// request completes), the staging index of the result (every member's bytes in rank order)
+/// and the running request. Also `MPI_Comm_idup`'s exchange.
+pub(crate) fn start_allgather(
+    core: &mut Core,
     comm: c_int,
     ctx: u16,
     n: usize,
     mine: Vec<u8>,
-) -> MpiResult<Vec<u8>> {
+    blocking: bool,
+) -> MpiResult<(Plan, usize, ReqRec)> {
     let width = mine.len();
-    let core = l.core()?;
     let mut plan = Plan::default();
     let (_, send) = plan.owned(mine);
     let (all, recv) = plan.owned(vec![0; width * n]);
     let (counts, displs) = kestrel_pml::nbc::algorithms::uniform(n as u32, width);
-    core.engine.set_blocking_sequence(true);
+    core.engine.set_blocking_sequence(blocking);
     let sched = core
         .engine
         .nbc_allgatherv(ctx, Some(send), recv, &counts, &displs);
@@ -70,6 +72,19 @@ fn allgather_waiting(
     let id = core.engine.coll_run(sched.map_err(pml_err)?);
     let mut rec = ReqRec::new(comm, ctx, false);
     rec.state = ReqState::Active(id);
+    Ok((plan, all, rec))
+}
+
+/// [`start_allgather`] on the blocking sequence, waited for with the lock let go between
+/// polls: every member's `mine` in rank order.
+fn allgather_waiting(
+    l: &mut Locked,
+    comm: c_int,
+    ctx: u16,
+    n: usize,
+    mine: Vec<u8>,
+) -> MpiResult<Vec<u8>> {
+    let (plan, all, mut rec) = start_allgather(l.core()?, comm, ctx, n, mine, true)?;
     // `plan` owns the schedule's buffers and outlives the wait.
     let st = crate::blocking::wait_rec(l, &mut rec)?;
     requests::status_error(&st, comm)?;

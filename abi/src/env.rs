@@ -153,7 +153,7 @@ pub fn init(l: &mut Locked, required: c_int) -> MpiResult<c_int> {
     }
     if async_progress_requested(&params) {
         let us = kestrel_pml::params::ASYNC_PROGRESS_INTERVAL_US.get(&params);
-        let interval = (us > 0).then(|| std::time::Duration::from_micros(us as u64));
+        let interval = std::time::Duration::from_micros(us.max(0) as u64);
         crate::progress_thread::start(l, interval, provided == THREAD_MULTIPLE);
     }
     crate::tool::library_started(params);

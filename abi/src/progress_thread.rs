@@ -51,9 +51,9 @@ const IDLE_POLL: Duration = Duration::from_millis(1);
 const TIMER_SLACK_NS: u64 = 1_000;
 
 /// Starts the thread (`MPI_Init_thread`, with the lock held and the library running).
-/// `interval`: the sleep between polls while work is in flight (`None`: yield instead).
+/// `interval`: the sleep between polls while work is in flight (zero: yield instead).
 /// `program_multiple`: the program was granted `MPI_THREAD_MULTIPLE`.
-pub fn start(l: &mut Locked, interval: Option<Duration>, program_multiple: bool) {
+pub fn start(l: &mut Locked, interval: Duration, program_multiple: bool) {
     LOCK_SHARED_FOR_THREAD_ONLY.store(!program_multiple, Ordering::Relaxed);
     l.set_multithreaded(true);
     STOP.store(false, Ordering::Relaxed);
@@ -137,7 +137,7 @@ fn poll_once() -> Poll {
     }
 }
 
-fn run(interval: Option<Duration>) {
+fn run(interval: Duration) {
     // A panic inside the engine leaves its state half-updated; the program must not go on
     // communicating through it.
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -149,11 +149,10 @@ fn run(interval: Option<Duration>) {
     }
 }
 
-fn poll_until_stopped(interval: Option<Duration>) {
+fn poll_until_stopped(interval: Duration) {
     if let Err(e) = nix::sys::prctl::set_timerslack(TIMER_SLACK_NS) {
         tracing::debug!(target: "abi", "async_progress: timer slack not set ({e}); sleeps may be longer");
     }
-    let interval = interval.unwrap_or(Duration::ZERO);
     let mut busy_streak = 0u32;
     while !STOP.load(Ordering::Acquire) {
         let nap = match poll_once() {

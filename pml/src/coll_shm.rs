@@ -293,9 +293,6 @@ impl Engine {
         done.unwrap_or(Ok(false)).map_err(PmlError::Transport)
     }
 
-    /// Allgatherv on node-local communicators: one round of inline lines for the smallest
-    /// blocks, the fragment slots for blocks of up to a fragment, single copy for large
-    /// totals; false when none applies (messages then).
     /// Whether `ctx` has a node segment (set up by an earlier collective on it).
     pub(crate) fn has_node_segment(&self, ctx: u16) -> bool {
         matches!(self.coll_segments.get(ctx as usize), Some(Some(Some(_))))
@@ -321,6 +318,9 @@ impl Engine {
         Ok(done.unwrap_or(false))
     }
 
+    /// Allgatherv on node-local communicators: one round of inline lines for the smallest
+    /// blocks, the fragment slots for blocks of up to a fragment, single copy for large
+    /// totals; false when none applies (messages then).
     pub(crate) fn shm_allgatherv(
         &mut self,
         ctx: u16,

@@ -157,26 +157,44 @@ pub(super) unsafe fn allreduce(
     )
 }
 
-/// What `MPI_Allgather` and `MPI_Alltoall` check alike: (bytes of one block, context,
-/// bytes of the communicator's `n` blocks), or `None` when a type is not predefined and
-/// contiguous, the blocks differ in size, `comm` is an inter-communicator, or a buffer is
-/// null or `MPI_IN_PLACE`.
-fn rootless(
+/// The buffers of `MPI_Allgather` and `MPI_Alltoall` as the engine takes them: the context,
+/// this member's send bytes (one block, or `n` blocks when `send_all`) and the `n` blocks of
+/// the receive buffer; `None` when a type is not predefined and contiguous, the blocks differ
+/// in size, `comm` is an inter-communicator, or a buffer is null, `MPI_IN_PLACE` or
+/// overlapping the other (all left to the general path).
+///
+/// # Safety
+/// The buffers hold what the counts describe (the contract of both calls), and stay
+/// untouched by anyone else for `'a` (the call).
+unsafe fn rootless<'a>(
     core: &Core,
     (sendbuf, sendcount, sendtype): (*const c_void, i64, c_int),
     (recvbuf, recvcount, recvtype): (*mut c_void, i64, c_int),
     comm: c_int,
-) -> Option<(usize, u16, usize)> {
+    send_all: bool,
+) -> Option<(u16, &'a [u8], &'a mut [u8])> {
     let (block, _) = contiguous(sendcount, sendtype)?;
     if contiguous(recvcount, recvtype)?.0 != block {
         return None;
     }
     let (ctx, _, n) = intra(core, comm)?;
     let len = block.checked_mul(n as usize)?;
+    let send_len = if send_all { len } else { block };
     if sendbuf.is_null() || in_place(sendbuf) || recvbuf.is_null() {
         return None;
     }
-    Some((block, ctx, len))
+    if overlap((sendbuf, send_len), (recvbuf.cast_const(), len)) {
+        return None;
+    }
+    // SAFETY: `send_len` bytes at `sendbuf` and `len` at `recvbuf` (caller), which do not
+    // overlap (checked above); read and written during this call only.
+    Some(unsafe {
+        (
+            ctx,
+            std::slice::from_raw_parts(sendbuf.cast::<u8>(), send_len),
+            std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), len),
+        )
+    })
 }
 
 /// `MPI_Alltoall` (not in place).
@@ -195,23 +213,10 @@ pub(super) unsafe fn alltoall(
     recvtype: c_int,
     comm: c_int,
 ) -> Option<MpiResult<()>> {
-    let (_, ctx, len) = rootless(
-        core,
-        (sendbuf, sendcount, sendtype),
-        (recvbuf, recvcount, recvtype),
-        comm,
-    )?;
-    if sendbuf == recvbuf.cast_const() {
-        return None;
-    }
-    // SAFETY: `len` bytes at each buffer (caller), which MPI forbids to overlap (the same
-    // start address is declined above); read and written during this call only.
-    let (send, recv) = unsafe {
-        (
-            std::slice::from_raw_parts(sendbuf.cast::<u8>(), len),
-            std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), len),
-        )
-    };
+    let send = (sendbuf, sendcount, sendtype);
+    let recv = (recvbuf, recvcount, recvtype);
+    // SAFETY: the caller's contract is `rootless`'s.
+    let (ctx, send, recv) = unsafe { rootless(core, send, recv, comm, true) }?;
     Some(core.engine.coll_alltoall(ctx, send, recv).map_err(coll_err))
 }
 
@@ -232,23 +237,10 @@ pub(super) unsafe fn allgather(
     recvtype: c_int,
     comm: c_int,
 ) -> Option<MpiResult<()>> {
-    let (block, ctx, len) = rootless(
-        core,
-        (sendbuf, sendcount, sendtype),
-        (recvbuf, recvcount, recvtype),
-        comm,
-    )?;
-    if overlap((sendbuf, block), (recvbuf.cast_const(), len)) {
-        return None;
-    }
-    // SAFETY: `block` bytes at `sendbuf` and `len` at `recvbuf` (caller), which do not overlap
-    // (checked above); read and written during this call only.
-    let (send, recv) = unsafe {
-        (
-            std::slice::from_raw_parts(sendbuf.cast::<u8>(), block),
-            std::slice::from_raw_parts_mut(recvbuf.cast::<u8>(), len),
-        )
-    };
+    let send = (sendbuf, sendcount, sendtype);
+    let recv = (recvbuf, recvcount, recvtype);
+    // SAFETY: the caller's contract is `rootless`'s.
+    let (ctx, send, recv) = unsafe { rootless(core, send, recv, comm, false) }?;
     Some(
         core.engine
             .coll_allgather(ctx, send, recv)

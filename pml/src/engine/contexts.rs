@@ -336,27 +336,16 @@ pub fn split_members<'a>(
 ) -> Result<Vec<u32>, PmlError> {
     let mut members: Vec<(i32, usize, u32)> = Vec::new();
     for (r, a) in all.enumerate() {
-        let (Ok(c), Ok(k), Some(&g)) = (
-            a.get(1..5)
-                .unwrap_or_default()
-                .try_into()
-                .map(i32::from_le_bytes),
-            a.get(5..9)
-                .unwrap_or_default()
-                .try_into()
-                .map(i32::from_le_bytes),
-            group.get(r),
-        ) else {
+        let (Ok(&[has, c0, c1, c2, c3, k0, k1, k2, k3]), Some(&g)) =
+            (<&[u8; SPLIT_CONTRIBUTION]>::try_from(a), group.get(r))
+        else {
             return Err(PmlError::Transport(format!(
                 "pml: malformed split contribution from rank {r}"
             )));
         };
-        if a.len() != SPLIT_CONTRIBUTION {
-            return Err(PmlError::Transport(format!(
-                "pml: malformed split contribution from rank {r}"
-            )));
-        }
-        if a[0] == 1 && c == color {
+        let c = i32::from_le_bytes([c0, c1, c2, c3]);
+        let k = i32::from_le_bytes([k0, k1, k2, k3]);
+        if has == 1 && c == color {
             members.push((k, r, g));
         }
     }
