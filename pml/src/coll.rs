@@ -182,7 +182,7 @@ impl Engine {
             }
             let recv = recv.expect("root has a receive buffer");
             let len = send.len();
-            let mut all = vec![0u8; len * n as usize];
+            let mut all = self.st.spares.take(len * n as usize);
             {
                 let counts = vec![len; n as usize];
                 let displs: Vec<usize> = (0..n as usize).map(|r| r * len).collect();
@@ -196,18 +196,23 @@ impl Engine {
                 self.exchange(ctx, TAG_REDUCE, &[], &mut recvs)?;
             }
             all[root as usize * len..(root as usize + 1) * len].copy_from_slice(send);
-            let mut acc = all[(n as usize - 1) * len..].to_vec();
+            // The last block is the first accumulator: combine the others into it from the
+            // right, in place.
+            let (head, last) = all.split_at_mut((n as usize - 1) * len);
             for r in (0..n as usize - 1).rev() {
-                op.apply(dtype, &all[r * len..(r + 1) * len], &mut acc)
+                op.apply(dtype, &head[r * len..(r + 1) * len], last)
                     .map_err(op_err)?;
             }
-            recv.copy_from_slice(&acc);
+            recv.copy_from_slice(last);
+            self.st.spares.keep(all.into_vec());
             return Ok(());
         }
         let vr = (me + n - root) % n;
-        let mut acc = send.to_vec();
-        let mut tmp = vec![0u8; send.len()];
+        let mut acc = self.st.spares.take(send.len());
+        acc.copy_from_slice(send);
+        let mut tmp = self.st.spares.take(send.len());
         let mut mask = 1;
+        let mut sent = Ok(());
         while mask < n {
             if vr & mask == 0 {
                 let child = vr | mask;
@@ -224,14 +229,19 @@ impl Engine {
                 }
             } else {
                 let parent = ((vr & !mask) + root) % n;
-                return self.exchange(ctx, TAG_REDUCE, &[(parent, &acc[..])], &mut []);
+                sent = self.exchange(ctx, TAG_REDUCE, &[(parent, &acc[..])], &mut []);
+                break;
             }
             mask <<= 1;
         }
-        if let Some(recv) = recv {
-            recv.copy_from_slice(&acc);
+        if mask >= n {
+            if let Some(recv) = recv {
+                recv.copy_from_slice(&acc);
+            }
         }
-        Ok(())
+        self.st.spares.keep(acc.into_vec());
+        self.st.spares.keep(tmp.into_vec());
+        sent
     }
 
     /// `MPI_Allreduce`.
@@ -306,7 +316,7 @@ impl Engine {
         }
         let rem = n - pof2;
         recv.copy_from_slice(send);
-        let mut tmp = vec![0u8; send.len()];
+        let mut tmp = self.st.spares.take(send.len());
         // Fold the ranks beyond the largest power of two into their neighbours.
         let newrank = if me < 2 * rem {
             if me.is_multiple_of(2) {
@@ -347,6 +357,7 @@ impl Engine {
                 self.exchange(ctx, TAG_ALLREDUCE, &[(me - 1, &recv[..])], &mut [])?;
             }
         }
+        self.st.spares.keep(tmp.into_vec());
         Ok(())
     }
 
@@ -375,34 +386,27 @@ impl Engine {
         recv.copy_from_slice(send);
         let right = (me + 1) % n;
         let left = (me + n - 1) % n;
-        let mut tmp = vec![0u8; block(0).1 - block(0).0];
+        let mut tmp = self.st.spares.take(block(0).1 - block(0).0);
         for step in 0..nn - 1 {
             let sb = (me as usize + nn - step) % nn;
             let rb = (me as usize + nn - step - 1) % nn;
             let (s0, s1) = block(sb);
             let (r0, r1) = block(rb);
-            let out = recv[s0..s1].to_vec();
             self.exchange(
                 ctx,
                 TAG_ALLREDUCE,
-                &[(right, &out)],
+                &[(right, &recv[s0..s1])],
                 &mut [(left, &mut tmp[..r1 - r0])],
             )?;
             op.apply(dtype, &tmp[..r1 - r0], &mut recv[r0..r1])
                 .map_err(op_err)?;
         }
+        self.st.spares.keep(tmp.into_vec());
         for step in 0..nn - 1 {
             let sb = (me as usize + 1 + nn - step) % nn;
             let rb = (me as usize + nn - step) % nn;
-            let (s0, s1) = block(sb);
-            let (r0, r1) = block(rb);
-            let out = recv[s0..s1].to_vec();
-            self.exchange(
-                ctx,
-                TAG_ALLREDUCE,
-                &[(right, &out)],
-                &mut [(left, &mut recv[r0..r1])],
-            )?;
+            let (out, into) = disjoint(recv, block(sb), block(rb), "allreduce")?;
+            self.exchange(ctx, TAG_ALLREDUCE, &[(right, out)], &mut [(left, into)])?;
         }
         Ok(())
     }
@@ -590,13 +594,8 @@ impl Engine {
                 };
                 let (m0, m1) = range(my_first);
                 let (p0, p1) = range(peer_first);
-                let out = recv[m0..m1].to_vec();
-                self.exchange(
-                    ctx,
-                    TAG_ALLGATHER,
-                    &[(peer, &out)],
-                    &mut [(peer, &mut recv[p0..p1])],
-                )?;
+                let (out, into) = disjoint(recv, (m0, m1), (p0, p1), "allgather")?;
+                self.exchange(ctx, TAG_ALLGATHER, &[(peer, out)], &mut [(peer, into)])?;
                 mask <<= 1;
             }
             return Ok(());
@@ -614,14 +613,13 @@ impl Engine {
         for step in 0..n - 1 {
             let sb = ((me + n - step) % n) as usize;
             let rb = ((me + n - step - 1) % n) as usize;
-            let out = recv[displs[sb]..displs[sb] + counts[sb]].to_vec();
-            let (a, b) = (displs[rb], displs[rb] + counts[rb]);
-            self.exchange(
-                ctx,
-                TAG_ALLGATHER,
-                &[(right, &out)],
-                &mut [(left, &mut recv[a..b])],
+            let (out, into) = disjoint(
+                recv,
+                (displs[sb], displs[sb] + counts[sb]),
+                (displs[rb], displs[rb] + counts[rb]),
+                "allgather",
             )?;
+            self.exchange(ctx, TAG_ALLGATHER, &[(right, out)], &mut [(left, into)])?;
         }
         Ok(())
     }
@@ -844,6 +842,33 @@ impl Engine {
             self.exchange(ctx, TAG_SCAN, &[(me + 1, &acc[..])], &mut [])?;
         }
         Ok(())
+    }
+}
+
+/// The bytes `out` of `buf` to read and the bytes `into` to write (a step that sends one
+/// block of its buffer while it receives another), or an error naming `what` when they
+/// overlap (receive blocks may not: MPI calls such a program erroneous).
+fn disjoint<'b>(
+    buf: &'b mut [u8],
+    out: (usize, usize),
+    into: (usize, usize),
+    what: &str,
+) -> Result<(&'b [u8], &'b mut [u8]), PmlError> {
+    if out.0 <= out.1 && into.0 <= into.1 && out.1 <= into.0 && into.1 <= buf.len() {
+        let (a, b) = buf.split_at_mut(into.0);
+        Ok((&a[out.0..out.1], &mut b[..into.1 - into.0]))
+    } else if out.0 <= out.1 && into.0 <= into.1 && into.1 <= out.0 && out.1 <= buf.len() {
+        let (a, b) = buf.split_at_mut(out.0);
+        Ok((&b[..out.1 - out.0], &mut a[into.0..into.1]))
+    } else {
+        Err(PmlError::Invalid(format!(
+            "{what}: receive blocks at bytes {}..{} and {}..{} of a {}-byte buffer overlap or exceed it; each rank's block needs its own bytes",
+            out.0,
+            out.1,
+            into.0,
+            into.1,
+            buf.len()
+        )))
     }
 }
 

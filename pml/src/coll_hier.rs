@@ -148,21 +148,28 @@ impl Engine {
         let (my_node, my_local) = h.place[me as usize];
         if me == root && root_local == 0 {
             let recv = recv.ok_or_else(|| root_buffer("reduce", "receive"))?;
-            let mut partial = vec![0u8; send.len()];
+            let mut partial = self.st.spares.take(send.len());
             self.coll_reduce(h.node_ctx, 0, send, Some(&mut partial), dtype, op)?;
             let l = h.leader_ctx.expect("a node's rank 0 leads");
-            return self.coll_reduce(l, root_node, &partial, Some(recv), dtype, op);
+            let done = self.coll_reduce(l, root_node, &partial, Some(recv), dtype, op);
+            self.st.spares.keep(partial.into_vec());
+            return done;
         }
         if let Some(l) = h.leader_ctx {
-            let mut partial = vec![0u8; send.len()];
+            let mut partial = self.st.spares.take(send.len());
             self.coll_reduce(h.node_ctx, 0, send, Some(&mut partial), dtype, op)?;
-            if my_node == root_node {
+            let done = if my_node == root_node {
                 // The root is another member of this node: reduce here, then hand it over.
-                let mut total = vec![0u8; send.len()];
+                let mut total = self.st.spares.take(send.len());
                 self.coll_reduce(l, root_node, &partial, Some(&mut total), dtype, op)?;
-                return self.exchange(h.node_ctx, TAG_HIER, &[(root_local, &total)], &mut []);
-            }
-            return self.coll_reduce(l, root_node, &partial, None, dtype, op);
+                let done = self.exchange(h.node_ctx, TAG_HIER, &[(root_local, &total)], &mut []);
+                self.st.spares.keep(total.into_vec());
+                done
+            } else {
+                self.coll_reduce(l, root_node, &partial, None, dtype, op)
+            };
+            self.st.spares.keep(partial.into_vec());
+            return done;
         }
         debug_assert_ne!(my_local, 0);
         self.coll_reduce(h.node_ctx, 0, send, None, dtype, op)?;
@@ -184,9 +191,10 @@ impl Engine {
         op: &Reduction,
     ) -> Result<(), PmlError> {
         if let Some(l) = h.leader_ctx {
-            let mut partial = vec![0u8; send.len()];
+            let mut partial = self.st.spares.take(send.len());
             self.coll_reduce(h.node_ctx, 0, send, Some(&mut partial), dtype, op)?;
             self.coll_allreduce(l, &partial, recv, dtype, op)?;
+            self.st.spares.keep(partial.into_vec());
         } else {
             self.coll_reduce(h.node_ctx, 0, send, None, dtype, op)?;
         }

@@ -8,10 +8,6 @@
 
 use super::*;
 
-/// Spare buffers kept, and the largest kept.
-const SPARES: usize = 4;
-const SPARE_MAX: usize = 16 << 20;
-
 impl Engine {
     /// Sends a copy of `data` to rank `dest` of `ctx` in the background: the engine keeps
     /// the copy until the send completes and frees the request itself.
@@ -22,14 +18,7 @@ impl Engine {
         tag: i32,
         data: &[u8],
     ) -> Result<(), PmlError> {
-        let mut copy = self
-            .st
-            .detached_spares
-            .iter()
-            .position(|b| b.capacity() >= data.len())
-            .map(|i| self.st.detached_spares.swap_remove(i))
-            .unwrap_or_default();
-        copy.clear();
+        let mut copy = self.st.spares.take_empty(data.len());
         copy.extend_from_slice(data);
         // SAFETY: the vector is kept in `st.detached` (never resized, so its bytes never
         // move) until the request completes, and nothing writes it meanwhile.
@@ -37,25 +26,11 @@ impl Engine {
         let buf = unsafe { UserBuf::for_send(copy.as_ptr(), copy.len()) };
         let id = self.isend_with(ctx, dest, tag, buf, false, true)?;
         if id == DONE {
-            self.keep_spare(copy);
+            self.st.spares.keep(copy);
         } else {
             self.st.detached.push((id, copy));
         }
         Ok(())
-    }
-
-    fn keep_spare(&mut self, b: Vec<u8>) {
-        let spares = &mut self.st.detached_spares;
-        if b.capacity() <= SPARE_MAX {
-            if spares.len() < SPARES {
-                spares.push(b);
-            } else if let Some(small) = spares.iter_mut().min_by_key(|s| s.capacity()) {
-                // Keep the larger ones: they cost the most to fault in again.
-                if small.capacity() < b.capacity() {
-                    *small = b;
-                }
-            }
-        }
     }
 
     /// Whether a message of `len` bytes to rank `dest` of `ctx` goes eagerly (completing
@@ -84,7 +59,7 @@ impl Engine {
             if self.is_complete(id) {
                 self.try_complete(id);
                 let (_, b) = self.st.detached.swap_remove(k);
-                self.keep_spare(b);
+                self.st.spares.keep(b);
             } else {
                 k += 1;
             }

@@ -52,6 +52,7 @@ mod requests;
 #[allow(unsafe_code)]
 pub mod rma;
 mod sleep;
+pub(crate) mod spares;
 mod startup;
 
 /// A request handle.
@@ -281,9 +282,10 @@ pub(crate) struct State {
     pub(crate) counters: counters::Counters,
     /// Background sends (see `engine::detached`): the request and the data it sends.
     detached: Vec<(ReqId, Vec<u8>)>,
-    /// Buffers of completed background sends, kept for the next ones (large allocations
-    /// are page faults on every touch; a repeated collective reuses them).
-    detached_spares: Vec<Vec<u8>>,
+    /// Buffers of completed background sends and of blocking collectives' scratch, kept
+    /// for the next ones (large allocations are page faults on every touch; a repeated
+    /// collective reuses them).
+    pub(crate) spares: spares::Spares,
     /// One-sided messages delivered by the transports, handled right after their
     /// callbacks return (handling them sends answers).
     pub(crate) rma_inbox: VecDeque<(u32, Vec<u8>)>,

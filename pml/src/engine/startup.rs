@@ -138,7 +138,7 @@ impl Engine {
                 protocol_errors: 0,
                 counters: Default::default(),
                 detached: Vec::new(),
-                detached_spares: Vec::new(),
+                spares: Default::default(),
                 rma_inbox: VecDeque::new(),
             },
             next_ctx: 2,
