@@ -335,6 +335,17 @@ pub fn reduce(
     }
     let recv =
         recv.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a receive buffer"))?;
+    if let (None, View::Raw(_)) = (send, red.view) {
+        // In place: the input is a copy of the receive buffer, in the engine's kept scratch.
+        let io = recv.bytes_mut();
+        return core
+            .engine
+            .with_scratch(io.len(), |e, input| {
+                input.copy_from_slice(io);
+                e.coll_reduce(ctx, root, input, Some(io), d, &red.reduction)
+            })
+            .map_err(coll_err);
+    }
     let input = match send {
         Some(s) => send_view(s, red.view)?,
         None => Cow::Owned(view_data(recv, red.view)?),
@@ -387,6 +398,17 @@ pub fn allreduce(
     }
     let (ctx, _, _) = ctx_of(core, comm)?;
     let d = red.view.dtype();
+    if let (None, View::Raw(_)) = (send, red.view) {
+        // In place: the input is a copy of the receive buffer, in the engine's kept scratch.
+        let io = recv.bytes_mut();
+        return core
+            .engine
+            .with_scratch(io.len(), |e, input| {
+                input.copy_from_slice(io);
+                e.coll_allreduce(ctx, input, io, d, &red.reduction)
+            })
+            .map_err(coll_err);
+    }
     let input = match send {
         Some(s) => send_view(s, red.view)?,
         None => Cow::Owned(view_data(recv, red.view)?),

@@ -61,6 +61,32 @@ fn take_completed_send(h: &mut c_int) -> bool {
     done
 }
 
+/// The common case of [`poll_slot`] and [`finish`] in one table lookup: a plain send or
+/// receive (nothing extra, not a collective) behind the valid handle `h`. `None`: not such a
+/// request (the general path decides); `Some(None)`: still pending; `Some(Some((status,
+/// communicator)))`: completed, its slot freed and `h` set to `MPI_REQUEST_NULL`.
+#[inline]
+fn finish_plain(core: &mut Core, h: &mut c_int) -> Option<Option<(St, c_int)>> {
+    let i = requests::slot(*h)?;
+    let Core {
+        engine, requests, ..
+    } = core;
+    let r = requests.get_mut(i)?;
+    let (ReqState::Active(id), None) = (&r.state, &r.extra) else {
+        return None;
+    };
+    if kestrel_pml::nbc::is_coll(*id) {
+        return None;
+    }
+    let Some(s) = engine.try_complete(*id) else {
+        return Some(None);
+    };
+    let comm = r.comm;
+    requests.remove(i);
+    *h = handle::REQUEST_NULL;
+    Some(Some((requests::status_of(s), comm)))
+}
+
 /// Reports a completed slot: its status; frees it (or deactivates a persistent one) and
 /// sets the handle to `MPI_REQUEST_NULL` when freed.
 fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
@@ -218,6 +244,15 @@ pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResu
         while let Some(h) = hs.get_mut(next) {
             let st = if take_completed_send(h) {
                 St::default()
+            } else if let Some(plain) = finish_plain(core, h) {
+                let Some((st, c)) = plain else {
+                    break;
+                };
+                if st.error != error::SUCCESS {
+                    comm = c;
+                    failed += 1;
+                }
+                st
             } else {
                 match slot_of(core, *h)? {
                     Some(i) if live(core, i) => {

@@ -105,6 +105,32 @@ static void basics(void)
     float prod = 2.0f;
     OK(MPI_Allreduce(MPI_IN_PLACE, &prod, 1, MPI_FLOAT, MPI_PROD, MPI_COMM_WORLD));
     CHECK(prod == (float)(1 << size), "PROD %g", prod);
+    /* Large in-place reductions (several fragments; the input copy is kept scratch, so run
+     * them twice with different data: a stale copy would show). */
+    enum { BIG = 300000 };
+    long *big = malloc(BIG * sizeof(long));
+    CHECK(big != NULL, "malloc %d longs", BIG);
+    for (int round = 1; round <= 2; round++) {
+        for (int i = 0; i < BIG; i++)
+            big[i] = (long)round * (rank + 1) + i;
+        OK(MPI_Allreduce(MPI_IN_PLACE, big, BIG, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+        long tri = (long)size * (size + 1) / 2;
+        for (int i = 0; i < BIG; i += 997)
+            CHECK(big[i] == round * tri + (long)size * i, "big in-place allreduce [%d] %ld", i,
+                  big[i]);
+        for (int i = 0; i < BIG; i++)
+            big[i] = (long)round * (rank + 1) + i;
+        /* Root 0: MPICH 4.0.2 dereferences MPI_IN_PLACE (segmentation fault at address
+         * 0xffff...) in an in-place MPI_Reduce of this size at any other root. */
+        int broot = 0;
+        OK(MPI_Reduce(rank == broot ? MPI_IN_PLACE : big, rank == broot ? big : NULL, BIG,
+                      MPI_LONG, MPI_SUM, broot, MPI_COMM_WORLD));
+        if (rank == broot)
+            for (int i = 0; i < BIG; i += 997)
+                CHECK(big[i] == round * tri + (long)size * i, "big in-place reduce [%d] %ld", i,
+                      big[i]);
+    }
+    free(big);
 
     /* MINLOC/MAXLOC on {double, int}. */
     struct {

@@ -79,6 +79,18 @@ impl Spares {
     }
 }
 
+impl super::Engine {
+    /// Runs `f` with `len` bytes of the engine's kept scratch (contents unspecified), e.g.
+    /// the input copy of an `MPI_IN_PLACE` reduction, which a fresh allocation would fault
+    /// in page by page on every call.
+    pub fn with_scratch<R>(&mut self, len: usize, f: impl FnOnce(&mut Self, &mut [u8]) -> R) -> R {
+        let mut s = self.st.spares.take(len);
+        let r = f(self, &mut s);
+        self.st.spares.keep(s.into_vec());
+        r
+    }
+}
+
 /// Scratch space of a known length taken from [`Spares`]; derefs to exactly `len` bytes.
 pub(crate) struct Scratch {
     buf: Vec<u8>,
