@@ -4,7 +4,9 @@
 //! `coll_check MODE`: `full` (every operation × predefined op × type × count × root ×
 //! communicator size 1..=size via split, in place too), `concurrent` (two halves of the
 //! world run collectives at the same time), `repeat N` (N back-to-back small collectives),
-//! `user` (user-defined operations, commutative or not), `large` (1 Mi elements).
+//! `user` (user-defined operations, commutative or not), `large` (1 Mi elements),
+//! `interleaved` (`full`'s checks on the world reordered even ranks first, so that with
+//! ranks placed by block each node's members are not consecutive ranks).
 
 use kestrel::collective::{
     CommunicatorCollectives, DoubleInt, Reducible, Root, SystemOperation, TwoInt, UserOperation,
@@ -540,6 +542,16 @@ fn main() {
             &world,
             args.get(1).and_then(|a| a.parse().ok()).unwrap_or(10_000),
         ),
+        "interleaved" => {
+            // Even world ranks first, then odd ones: launched by block over several nodes, a
+            // node's members are no longer consecutive, so the hierarchical gathers and
+            // scatters must reorder their blocks.
+            let key = (me % 2) * size + me;
+            let c = world
+                .split_by_color_with_key(Color::with_value(0), key)
+                .expect("a color");
+            full(&c);
+        }
         "user" => user(&world),
         "large" => large(&world),
         other => fail(me, format!("unknown mode '{other}'")),

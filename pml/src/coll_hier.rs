@@ -211,12 +211,21 @@ impl Engine {
     ) -> Result<(), PmlError> {
         let len = send.len();
         if let Some(l) = h.leader_ctx {
-            let mut node_blocks = vec![0u8; h.members[h.my_node as usize].len() * len];
+            let mut node_blocks = self
+                .st
+                .spares
+                .take(h.members[h.my_node as usize].len() * len);
             self.coll_gather(h.node_ctx, 0, send, Some(&mut node_blocks))?;
             let (counts, displs) = node_block_layout(h, len);
-            let mut by_node = vec![0u8; recv.len()];
-            self.coll_allgatherv(l, &node_blocks, &mut by_node, &counts, &displs)?;
-            h.node_major_to_rank_order(&by_node, recv, len);
+            if h.in_rank_order() {
+                self.coll_allgatherv(l, &node_blocks, recv, &counts, &displs)?;
+            } else {
+                let mut by_node = self.st.spares.take(recv.len());
+                self.coll_allgatherv(l, &node_blocks, &mut by_node, &counts, &displs)?;
+                h.node_major_to_rank_order(&by_node, recv, len);
+                self.st.spares.keep(by_node.into_vec());
+            }
+            self.st.spares.keep(node_blocks.into_vec());
         } else {
             self.coll_gather(h.node_ctx, 0, send, None)?;
         }
@@ -244,14 +253,29 @@ impl Engine {
             return Ok(());
         };
         let my_node = h.my_node;
-        let mut node_blocks = vec![0u8; h.members[my_node as usize].len() * len];
+        let mut node_blocks = self.st.spares.take(h.members[my_node as usize].len() * len);
         self.coll_gather(h.node_ctx, 0, send, Some(&mut node_blocks))?;
         if my_node != root_node {
-            return self.coll_gatherv(l, root_node, &node_blocks, None, &[], &[]);
+            let done = self.coll_gatherv(l, root_node, &node_blocks, None, &[], &[]);
+            self.st.spares.keep(node_blocks.into_vec());
+            return done;
         }
         let (counts, displs) = node_block_layout(h, len);
         let total = h.place.len() * len;
-        let mut by_node = vec![0u8; total];
+        if root_local == 0 && h.in_rank_order() {
+            // The root leads and node-major order is rank order: gather straight into `recv`.
+            let recv = recv.ok_or_else(|| root_buffer("gather", "receive"))?;
+            if recv.len() != total {
+                return Err(PmlError::Invalid(format!(
+                    "gather: receive buffer of {} bytes where {total} are needed",
+                    recv.len()
+                )));
+            }
+            let done = self.coll_gatherv(l, root_node, &node_blocks, Some(recv), &counts, &displs);
+            self.st.spares.keep(node_blocks.into_vec());
+            return done;
+        }
+        let mut by_node = self.st.spares.take(total);
         self.coll_gatherv(
             l,
             root_node,
@@ -260,14 +284,20 @@ impl Engine {
             &counts,
             &displs,
         )?;
-        if root_local == 0 {
+        self.st.spares.keep(node_blocks.into_vec());
+        let done = if root_local == 0 {
             let recv = recv.ok_or_else(|| root_buffer("gather", "receive"))?;
             h.node_major_to_rank_order(&by_node, recv, len);
-            return Ok(());
-        }
-        let mut ordered = vec![0u8; total];
-        h.node_major_to_rank_order(&by_node, &mut ordered, len);
-        self.exchange(h.node_ctx, TAG_HIER, &[(root_local, &ordered)], &mut [])
+            Ok(())
+        } else {
+            let mut ordered = self.st.spares.take(total);
+            h.node_major_to_rank_order(&by_node, &mut ordered, len);
+            let done = self.exchange(h.node_ctx, TAG_HIER, &[(root_local, &ordered)], &mut []);
+            self.st.spares.keep(ordered.into_vec());
+            done
+        };
+        self.st.spares.keep(by_node.into_vec());
+        done
     }
 
     /// Hierarchical `MPI_Scatter` of equal blocks: the root's blocks (handed to its leader
@@ -291,29 +321,50 @@ impl Engine {
         };
         let my_node = h.my_node;
         let (counts, displs) = node_block_layout(h, len);
-        let mut by_node = Vec::new();
-        if my_node == root_node {
-            let total = h.place.len() * len;
-            let mut ordered = vec![0u8; total];
-            if root_local == 0 {
-                let send = send.ok_or_else(|| root_buffer("scatter", "send"))?;
-                if send.len() != total {
-                    return Err(PmlError::Invalid(format!(
-                        "scatter: send buffer of {} bytes where {total} are needed",
-                        send.len()
-                    )));
-                }
-                ordered.copy_from_slice(send);
-            } else {
-                self.exchange(h.node_ctx, TAG_HIER, &[], &mut [(root_local, &mut ordered)])?;
+        let total = if my_node == root_node {
+            h.place.len() * len
+        } else {
+            0
+        };
+        // A leading root's send buffer, in rank order.
+        let leading_root = if my_node == root_node && root_local == 0 {
+            let send = send.ok_or_else(|| root_buffer("scatter", "send"))?;
+            if send.len() != total {
+                return Err(PmlError::Invalid(format!(
+                    "scatter: send buffer of {} bytes where {total} are needed",
+                    send.len()
+                )));
             }
-            by_node = vec![0u8; total];
-            h.rank_order_to_node_major(&ordered, &mut by_node, len);
+            Some(send)
+        } else {
+            None
+        };
+        // Rank order is node-major order: the leading root sends from its own buffer.
+        let direct = leading_root.is_some() && h.in_rank_order();
+        let reorder = my_node == root_node && !direct;
+        let mut by_node = self.st.spares.take(if reorder { total } else { 0 });
+        if reorder {
+            match leading_root {
+                Some(send) => h.rank_order_to_node_major(send, &mut by_node, len),
+                None => {
+                    let mut ordered = self.st.spares.take(total);
+                    self.exchange(h.node_ctx, TAG_HIER, &[], &mut [(root_local, &mut ordered)])?;
+                    h.rank_order_to_node_major(&ordered, &mut by_node, len);
+                    self.st.spares.keep(ordered.into_vec());
+                }
+            }
         }
-        let mut node_blocks = vec![0u8; counts[my_node as usize]];
-        let root_send = (my_node == root_node).then_some(&by_node[..]);
+        let mut node_blocks = self.st.spares.take(counts[my_node as usize]);
+        let root_send = if direct {
+            leading_root
+        } else {
+            reorder.then_some(&by_node[..])
+        };
         self.coll_scatterv(l, root_node, root_send, &counts, &displs, &mut node_blocks)?;
-        self.coll_scatter(h.node_ctx, 0, Some(&node_blocks), recv)
+        let done = self.coll_scatter(h.node_ctx, 0, Some(&node_blocks), recv);
+        self.st.spares.keep(node_blocks.into_vec());
+        self.st.spares.keep(by_node.into_vec());
+        done
     }
 }
 

@@ -77,6 +77,18 @@ fn every_collective_is_right_through_node_and_leader_phases() {
             out.show()
         );
     }
+    // Each node's members not consecutive in the communicator: the reordering paths of the
+    // hierarchical gathers and scatters (block placement above makes them the identity).
+    let hosts = format!("{}:2,{}:2", h[0], h[1]);
+    let mut cmd = coll_check(&hosts, &[]);
+    cmd.arg("interleaved");
+    let out = run(cmd, DEADLINE);
+    assert!(
+        out.success() && out.stdout.contains("interleaved: passed"),
+        "coll_check interleaved on {hosts}: {}",
+        out.show()
+    );
+    assert!(hierarchies(&out) >= 2 * 4, "{}", out.show());
     // Forced flat: the same answers, and no hierarchy.
     let hosts = format!("{}:2,{}:2", h[0], h[1]);
     let out = run(

@@ -50,6 +50,18 @@ impl Hier {
 }
 
 impl Hier {
+    /// Whether node-major order is rank order (each node's members are consecutive ranks and
+    /// nodes come in rank order, as a block-placed launch gives): then the permutations below
+    /// are the identity, and the hierarchical gathers and scatters skip them (a 4 MiB copy
+    /// costs hundreds of microseconds).
+    pub(crate) fn in_rank_order(&self) -> bool {
+        self.members
+            .iter()
+            .flatten()
+            .enumerate()
+            .all(|(i, &r)| i as u32 == r)
+    }
+
     /// `by_node` holds blocks of `len` bytes node by node (members lowest first): writes
     /// them to `out` in communicator rank order.
     pub(crate) fn node_major_to_rank_order(&self, by_node: &[u8], out: &mut [u8], len: usize) {
@@ -123,5 +135,26 @@ mod tests {
         let mut back = vec![0u8; 10];
         h.rank_order_to_node_major(&ordered, &mut back, 2);
         assert_eq!(back, by_node);
+        assert!(!h.in_rank_order());
+    }
+
+    #[test]
+    fn block_placement_is_in_rank_order() {
+        let hier = |spec: &[&str]| {
+            let n = spec.len() as u32;
+            let Layout { place, members } =
+                Hier::layout(&(0..n).collect::<Vec<_>>(), nodes(spec)).unwrap();
+            Hier {
+                node_ctx: 9,
+                leader_ctx: None,
+                my_node: 0,
+                place,
+                members,
+            }
+        };
+        assert!(hier(&["a", "a", "b", "b"]).in_rank_order());
+        assert!(hier(&["a", "b", "b", "c", "c", "c"]).in_rank_order());
+        assert!(!hier(&["a", "b", "a", "b"]).in_rank_order());
+        assert!(!hier(&["a", "b", "b", "a"]).in_rank_order());
     }
 }
