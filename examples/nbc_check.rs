@@ -209,6 +209,30 @@ fn full(world: &SimpleCommunicator) {
         }
     }
 
+    // Large broadcasts outstanding at once, more data than the engine keeps in background
+    // copies (16 MiB): the root's later rounds wait for their sends instead of copying.
+    if size > 1 {
+        let (k, n) = (6usize, 512 * 1024);
+        let mut bufs: Vec<Vec<i64>> = (0..k)
+            .map(|j| if me == 0 { data(0, j, n) } else { vec![0; n] })
+            .collect();
+        let root = world.process_at_rank(0);
+        request::scope(|s| {
+            let mut reqs: Vec<_> = bufs
+                .iter_mut()
+                .map(|b| root.immediate_broadcast_into(s, &mut b[..]))
+                .collect();
+            while let Some(r) = reqs.pop() {
+                r.wait();
+            }
+        });
+        for (j, b) in bufs.iter().enumerate() {
+            if *b != data(0, j, n) {
+                fail(me, format!("large outstanding broadcast {j} differs"));
+            }
+        }
+    }
+
     // Persistent collectives, several runs with new data.
     let mut input = vec![0i64; 64];
     let mut out = vec![0i64; 64];

@@ -8,10 +8,12 @@
 //! kept buffers and how many and how large they may be; it must never hand one buffer out
 //! twice, nor promise anything about a buffer's contents.
 
-/// Buffers kept, and the largest kept (larger ones cost the fault-in once per use, a small
-/// share of moving that much data).
-const KEPT: usize = 4;
+/// Buffers kept, the largest kept (larger ones cost the fault-in once per use, a small share
+/// of moving that much data), and the most kept in all (a root whose nonblocking scatter
+/// leaves a copy per member in flight, call after call, needs several at once).
+const KEPT: usize = 8;
 const KEPT_MAX: usize = 16 << 20;
+const KEPT_TOTAL: usize = 32 << 20;
 
 /// The kept buffers. Each is kept with its initialized length (`Vec::len`), so handing it
 /// out again as scratch of at most that length writes nothing.
@@ -69,10 +71,13 @@ impl Spares {
         if b.capacity() == 0 || b.capacity() > KEPT_MAX {
             return;
         }
-        if self.kept.len() < KEPT {
+        let total: usize = self.kept.iter().map(Vec::capacity).sum();
+        if self.kept.len() < KEPT && total + b.capacity() <= KEPT_TOTAL {
             self.kept.push(b);
         } else if let Some(small) = self.kept.iter_mut().min_by_key(|s| s.capacity()) {
-            if small.capacity() < b.capacity() {
+            if small.capacity() < b.capacity()
+                && total - small.capacity() + b.capacity() <= KEPT_TOTAL
+            {
                 *small = b;
             }
         }
@@ -148,18 +153,25 @@ mod tests {
     }
 
     #[test]
-    fn keeps_at_most_four_buffers_preferring_large_ones_and_none_too_large() {
+    fn keeps_a_bounded_number_and_size_preferring_large_buffers() {
         let mut s = Spares::default();
-        for n in [10, 20, 30, 40, 50] {
-            s.keep(vec![0; n]);
+        for n in 1..=KEPT + 1 {
+            s.keep(vec![0; n * 10]);
         }
         let mut caps: Vec<usize> = s.kept.iter().map(|b| b.capacity()).collect();
         caps.sort_unstable();
-        assert_eq!(caps, [20, 30, 40, 50]);
+        assert_eq!(caps, (2..=KEPT + 1).map(|n| n * 10).collect::<Vec<_>>());
         s.keep(vec![0; KEPT_MAX + 1]);
         assert!(s.kept.iter().all(|b| b.capacity() <= KEPT_MAX));
         let e = s.take_empty(35);
         assert!(e.is_empty() && e.capacity() >= 35);
-        assert_eq!(s.kept.len(), 3);
+        assert_eq!(s.kept.len(), KEPT - 1);
+        // At most KEPT_TOTAL bytes in all.
+        let mut s = Spares::default();
+        for _ in 0..KEPT {
+            s.keep(vec![0; KEPT_MAX]);
+        }
+        let total: usize = s.kept.iter().map(Vec::capacity).sum();
+        assert!(total <= KEPT_TOTAL, "{total}");
     }
 }

@@ -798,9 +798,11 @@ impl Engine {
                 peer,
                 data,
                 tag,
-            } if !self.is_eager(ctx, peer, data.len) => {
+            } if !self.is_eager(ctx, peer, data.len) && self.detached_room(data.len) => {
                 // A rendezvous the round does not wait for: the engine sends a copy in the
-                // background, so this schedule goes on even if the peer reads it late.
+                // background, so this schedule goes on even if the peer reads it late (while
+                // the copies in flight stay bounded; past that the round waits for the send,
+                // so a root whose rounds only send cannot run ahead of its peers without end).
                 let tag = s.tags[usize::from(tag)];
                 self.isend_detached(ctx, peer, tag, s.read(data))?;
             }
