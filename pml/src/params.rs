@@ -191,7 +191,7 @@ pub static SCATTER: Param<String> = Param::new(ParamSpec {
     component: "coll",
     kind: ParamKind::Choice(&["auto", "linear", "hierarchical"]),
     default: "auto",
-    description: "Scatter algorithm (MPI_Scatter; MPI_Scatterv is always linear); auto: one round of the node segment for blocks of at most 504 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: hierarchical where possible, else linear, the root sending to each rank); linear forces messages.",
+    description: "Scatter algorithm (MPI_Scatter; MPI_Scatterv is always linear); auto: one round of the node segment for blocks of at most 504 bytes in all on node-local communicators of up to 16 ranks, else the tuning table (built in: hierarchical where possible below 32 KiB per rank, else linear, the root sending to each rank); linear forces messages.",
 });
 
 /// `KESTREL_COLL_SHM`.
