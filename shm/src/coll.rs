@@ -247,6 +247,31 @@ impl CollSegment {
 
     /// One round publishing `addr` (a buffer of this process) with this process's pid; returns
     /// every member's (address, pid) in rank order.
+    /// The root's published buffer address and process id, in one round only the non-roots
+    /// wait in (for the root's line; the root waits for nobody): what the single-copy
+    /// operations whose copies all go to or from the root's buffer need.
+    fn root_address(&mut self, root: usize, addr: u64) -> (u64, u32) {
+        let pid = std::process::id();
+        let mut mine = [0u8; 16];
+        mine[..8].copy_from_slice(&addr.to_le_bytes());
+        mine[8..].copy_from_slice(&u64::from(pid).to_le_bytes());
+        let mut theirs = (addr, pid);
+        self.flat_round(&mine, 16, Readers::OfRoot(root), &mut |r, b| {
+            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+            if r == root {
+                theirs = (word(0), word(8) as u32);
+            }
+        });
+        theirs
+    }
+
+    /// The closing round of a single-copy operation on the root's buffer: every member
+    /// reports its copy done and only the root waits for all (it must keep its buffer until
+    /// then); the others go on at once instead of waiting for each other.
+    fn copies_done_at_root(&mut self, root: usize) {
+        self.flat_round(&[], 0, Readers::Root(root), &mut |_, _| {});
+    }
+
     fn exchange_addresses(&mut self, addr: u64) -> Vec<(u64, u32)> {
         let mut mine = [0u8; 16];
         mine[..8].copy_from_slice(&addr.to_le_bytes());

@@ -314,12 +314,26 @@ impl CollSegment {
         result
     }
 
-    /// Broadcast through the members' own buffers: one round publishes every buffer's
-    /// address; the others read the message from the root's buffer with single copy (in a
-    /// pair, the root writes the upper half into its partner's buffer meanwhile, so both cores
-    /// copy); a closing round keeps every buffer alive until all copies are done.
+    /// Broadcast through the members' own buffers: one round publishes the root's buffer
+    /// address (in a pair, both buffers'); the others read the message from the root's buffer
+    /// with single copy (in a pair, the root writes the upper half into its partner's buffer
+    /// meanwhile, so both cores copy); a closing round keeps the root's buffer (in a pair,
+    /// both) alive until all copies are done.
     pub fn single_copy_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), String> {
         let n = self.geo.n;
+        if n > 2 {
+            // Everyone reads the root's buffer: only the root's address matters, and only the
+            // root waits for the copies.
+            let (addr, pid) = self.root_address(root, buf.as_ptr() as u64);
+            let result = if self.me == root {
+                Ok(())
+            } else {
+                cma::read(pid, addr, buf)
+                    .map_err(|e| format!("shm coll: reading the root's buffer: {e}"))
+            };
+            self.copies_done_at_root(root);
+            return result;
+        }
         let members = self.exchange_addresses(buf.as_ptr() as u64);
         let len = buf.len();
         let split = if n == 2 { (len / 2) & !4095 } else { len };
@@ -403,7 +417,8 @@ impl CollSegment {
     /// the root's buffer published in one round: a gather's members write their `send` block
     /// into the root's `recv`, a scatter's read theirs from the root's `send`, so the copies
     /// run on every member at once rather than one after another on the root; a closing
-    /// round keeps the buffers alive until all copies are done. The root's own block is
+    /// round keeps the root's buffer alive until all copies are done (only the root waits in
+    /// either round: a member never waits for another non-root). The root's own block is
     /// copied unless its `send` (gather) or `recv` (scatter) is empty (in place). Ok(false),
     /// nothing done, below the sizes where this wins: 32 KiB in all between two members
     /// ([`CollSegment::pair_single_copy`]), [`ROOTED_SINGLE_COPY_MIN`] in larger groups (the
@@ -421,8 +436,7 @@ impl CollSegment {
         }
         let me = self.me;
         let published = if gather { recv.as_ptr() } else { send.as_ptr() };
-        let members = self.exchange_addresses(published as u64);
-        let (addr, pid) = members[root];
+        let (addr, pid) = self.root_address(root, published as u64);
         let at = addr + (me * block) as u64;
         let own = me * block..(me + 1) * block;
         let mut result = Ok(());
@@ -445,7 +459,7 @@ impl CollSegment {
             }
             _ => {}
         }
-        self.flat_barrier();
+        self.copies_done_at_root(root);
         result.map(|()| true)
     }
 }
