@@ -336,15 +336,9 @@ pub fn reduce(
     let recv =
         recv.ok_or_else(|| MpiError::new(error::ERR_BUFFER, "the root needs a receive buffer"))?;
     if let (None, View::Raw(_)) = (send, red.view) {
-        // In place: the input is a copy of the receive buffer, in the engine's kept scratch.
-        let io = recv.bytes_mut();
-        return core
-            .engine
-            .with_scratch(io.len(), |e, input| {
-                input.copy_from_slice(io);
-                e.coll_reduce(ctx, root, input, Some(io), d, &red.reduction)
-            })
-            .map_err(coll_err);
+        return in_place(core, recv, |e, input, io| {
+            e.coll_reduce(ctx, root, input, Some(io), d, &red.reduction)
+        });
     }
     let input = match send {
         Some(s) => send_view(s, red.view)?,
@@ -361,6 +355,23 @@ pub fn reduce(
         .coll_reduce(ctx, root, &input, Some(&mut out), d, &red.reduction)
         .map_err(coll_err)?;
     view_store(recv, red.view, &out)
+}
+
+/// An `MPI_IN_PLACE` reduction of contiguous data: `run(engine, input, io)` with the input a
+/// copy of the receive buffer in the engine's kept scratch (a fresh vector would fault its
+/// pages in on every call).
+fn in_place(
+    core: &mut Core,
+    recv: &mut Region,
+    run: impl FnOnce(&mut kestrel_pml::Engine, &[u8], &mut [u8]) -> Result<(), kestrel_pml::PmlError>,
+) -> MpiResult<()> {
+    let io = recv.bytes_mut();
+    core.engine
+        .with_scratch(io.len(), |e, input| {
+            input.copy_from_slice(io);
+            run(e, input, io)
+        })
+        .map_err(coll_err)
 }
 
 /// The send data of a reduction, borrowing contiguous memory where possible.
@@ -399,15 +410,9 @@ pub fn allreduce(
     let (ctx, _, _) = ctx_of(core, comm)?;
     let d = red.view.dtype();
     if let (None, View::Raw(_)) = (send, red.view) {
-        // In place: the input is a copy of the receive buffer, in the engine's kept scratch.
-        let io = recv.bytes_mut();
-        return core
-            .engine
-            .with_scratch(io.len(), |e, input| {
-                input.copy_from_slice(io);
-                e.coll_allreduce(ctx, input, io, d, &red.reduction)
-            })
-            .map_err(coll_err);
+        return in_place(core, recv, |e, input, io| {
+            e.coll_allreduce(ctx, input, io, d, &red.reduction)
+        });
     }
     let input = match send {
         Some(s) => send_view(s, red.view)?,
