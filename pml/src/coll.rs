@@ -315,16 +315,28 @@ impl Engine {
             pof2 *= 2;
         }
         let rem = n - pof2;
-        recv.copy_from_slice(send);
         let mut tmp = self.st.spares.take(send.len());
+        // Where this rank's partial result is: the caller's `send` until the first
+        // combination, then `recv` or `tmp` (each step receives into the other one and
+        // combines there or back), so no step copies a whole vector; at most one copy at the
+        // end, into `recv`.
+        #[derive(Clone, Copy, PartialEq)]
+        enum At {
+            Send,
+            Recv,
+            Tmp,
+        }
+        let mut at = At::Send;
         // Fold the ranks beyond the largest power of two into their neighbours.
         let newrank = if me < 2 * rem {
             if me.is_multiple_of(2) {
-                self.exchange(ctx, TAG_ALLREDUCE, &[(me + 1, &recv[..])], &mut [])?;
+                self.exchange(ctx, TAG_ALLREDUCE, &[(me + 1, send)], &mut [])?;
                 None
             } else {
                 self.exchange(ctx, TAG_ALLREDUCE, &[], &mut [(me - 1, &mut tmp[..])])?;
+                recv.copy_from_slice(send);
                 op.apply(dtype, &tmp, recv).map_err(op_err)?;
+                at = At::Recv;
                 Some(me / 2)
             }
         } else {
@@ -335,19 +347,57 @@ impl Engine {
             while mask < pof2 {
                 let nd = nr ^ mask;
                 let dst = if nd < rem { nd * 2 + 1 } else { nd + rem };
-                self.exchange(
-                    ctx,
-                    TAG_ALLREDUCE,
-                    &[(dst, &recv[..])],
-                    &mut [(dst, &mut tmp[..])],
-                )?;
-                if dst < me {
-                    op.apply(dtype, &tmp, recv).map_err(op_err)?;
-                } else {
-                    op.apply(dtype, recv, &mut tmp).map_err(op_err)?;
-                    recv.copy_from_slice(&tmp);
-                }
+                // The lower rank's operand goes left: theirs op mine when the peer is lower.
+                let theirs_first = dst < me;
+                at = match at {
+                    At::Send => {
+                        let into: &mut [u8] = if theirs_first { &mut tmp } else { recv };
+                        self.exchange(ctx, TAG_ALLREDUCE, &[(dst, send)], &mut [(dst, into)])?;
+                        if theirs_first {
+                            recv.copy_from_slice(send);
+                            op.apply(dtype, &tmp, recv).map_err(op_err)?;
+                        } else {
+                            op.apply(dtype, send, recv).map_err(op_err)?;
+                        }
+                        At::Recv
+                    }
+                    At::Recv => {
+                        self.exchange(
+                            ctx,
+                            TAG_ALLREDUCE,
+                            &[(dst, &recv[..])],
+                            &mut [(dst, &mut tmp[..])],
+                        )?;
+                        if theirs_first {
+                            op.apply(dtype, &tmp, recv).map_err(op_err)?;
+                            At::Recv
+                        } else {
+                            op.apply(dtype, recv, &mut tmp).map_err(op_err)?;
+                            At::Tmp
+                        }
+                    }
+                    At::Tmp => {
+                        self.exchange(
+                            ctx,
+                            TAG_ALLREDUCE,
+                            &[(dst, &tmp[..])],
+                            &mut [(dst, &mut recv[..])],
+                        )?;
+                        if theirs_first {
+                            op.apply(dtype, recv, &mut tmp).map_err(op_err)?;
+                            At::Tmp
+                        } else {
+                            op.apply(dtype, &tmp, recv).map_err(op_err)?;
+                            At::Recv
+                        }
+                    }
+                };
                 mask <<= 1;
+            }
+            match at {
+                At::Send => recv.copy_from_slice(send),
+                At::Tmp => recv.copy_from_slice(&tmp),
+                At::Recv => {}
             }
         }
         if me < 2 * rem {
