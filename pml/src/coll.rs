@@ -361,34 +361,25 @@ impl Engine {
                         }
                         At::Recv
                     }
-                    At::Recv => {
-                        self.exchange(
-                            ctx,
-                            TAG_ALLREDUCE,
-                            &[(dst, &recv[..])],
-                            &mut [(dst, &mut tmp[..])],
-                        )?;
-                        if theirs_first {
-                            op.apply(dtype, &tmp, recv).map_err(op_err)?;
-                            At::Recv
+                    held => {
+                        // The partial result is in one of recv and the scratch: send it,
+                        // receive into the other, combine into whichever keeps rank order.
+                        let (mine, other): (&mut [u8], &mut [u8]) = if held == At::Recv {
+                            (&mut *recv, &mut tmp)
                         } else {
-                            op.apply(dtype, recv, &mut tmp).map_err(op_err)?;
-                            At::Tmp
-                        }
-                    }
-                    At::Tmp => {
-                        self.exchange(
-                            ctx,
-                            TAG_ALLREDUCE,
-                            &[(dst, &tmp[..])],
-                            &mut [(dst, &mut recv[..])],
-                        )?;
+                            (&mut tmp, &mut *recv)
+                        };
+                        self.exchange(ctx, TAG_ALLREDUCE, &[(dst, &*mine)], &mut [(dst, other)])?;
                         if theirs_first {
-                            op.apply(dtype, recv, &mut tmp).map_err(op_err)?;
-                            At::Tmp
+                            op.apply(dtype, other, mine).map_err(op_err)?;
+                            held
                         } else {
-                            op.apply(dtype, &tmp, recv).map_err(op_err)?;
-                            At::Recv
+                            op.apply(dtype, mine, other).map_err(op_err)?;
+                            if held == At::Recv {
+                                At::Tmp
+                            } else {
+                                At::Recv
+                            }
                         }
                     }
                 };
