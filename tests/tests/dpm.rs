@@ -104,9 +104,11 @@ fn crashing_child(extra: &[&str]) {
         "took {:?}",
         out.elapsed
     );
+    // The error names the child rank whose lifeline the parent saw close first: rank 1,
+    // which dies, or another child rank, which its launcher stops right after (seen in CI:
+    // "child 1 failed as expected: dpm: rank 0 of job ... ended without disconnecting").
     assert!(
-        out.stdout
-            .contains("failed as expected: dpm: rank 1 of job")
+        out.stdout.contains("failed as expected: dpm: rank ")
             && out.stdout.contains("ended without disconnecting"),
         "{}",
         out.show()
