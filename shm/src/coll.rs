@@ -245,23 +245,21 @@ impl CollSegment {
         }
     }
 
-    /// One round publishing `addr` (a buffer of this process) with this process's pid; returns
-    /// every member's (address, pid) in rank order.
     /// The root's published buffer address and process id, in one round only the non-roots
     /// wait in (for the root's line; the root waits for nobody): what the single-copy
     /// operations whose copies all go to or from the root's buffer need.
     fn root_address(&mut self, root: usize, addr: u64) -> (u64, u32) {
-        let pid = std::process::id();
-        let mut mine = [0u8; 16];
-        mine[..8].copy_from_slice(&addr.to_le_bytes());
-        mine[8..].copy_from_slice(&u64::from(pid).to_le_bytes());
-        let mut theirs = (addr, pid);
-        self.flat_round(&mine, 16, Readers::OfRoot(root), &mut |r, b| {
-            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-            if r == root {
-                theirs = (word(0), word(8) as u32);
-            }
-        });
+        let mut theirs = (addr, std::process::id());
+        self.flat_round(
+            &address_line(addr),
+            16,
+            Readers::OfRoot(root),
+            &mut |r, b| {
+                if r == root {
+                    theirs = read_address_line(b);
+                }
+            },
+        );
         theirs
     }
 
@@ -272,14 +270,12 @@ impl CollSegment {
         self.flat_round(&[], 0, Readers::Root(root), &mut |_, _| {});
     }
 
+    /// One round publishing `addr` (a buffer of this process) with this process's pid; returns
+    /// every member's (address, pid) in rank order.
     fn exchange_addresses(&mut self, addr: u64) -> Vec<(u64, u32)> {
-        let mut mine = [0u8; 16];
-        mine[..8].copy_from_slice(&addr.to_le_bytes());
-        mine[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
         let mut members = vec![(0u64, 0u32); self.geo.n];
-        self.flat_round(&mine, 16, Readers::All, &mut |r, b| {
-            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-            members[r] = (word(0), word(8) as u32);
+        self.flat_round(&address_line(addr), 16, Readers::All, &mut |r, b| {
+            members[r] = read_address_line(b);
         });
         members
     }
@@ -619,6 +615,21 @@ fn create_file(dir: &Path, name: &str, len: usize, n: usize) -> Result<(PathBuf,
         format!("shm coll: cannot map {}: {e}", path.display())
     })?;
     Ok((path, map))
+}
+
+/// A published buffer address and this process's id, as the single-copy rounds carry them
+/// (16 bytes, little-endian).
+fn address_line(addr: u64) -> [u8; 16] {
+    let mut line = [0u8; 16];
+    line[..8].copy_from_slice(&addr.to_le_bytes());
+    line[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+    line
+}
+
+/// The (address, pid) of a line written by [`address_line`].
+fn read_address_line(b: &[u8]) -> (u64, u32) {
+    let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+    (word(0), word(8) as u32)
 }
 
 #[cfg(test)]
