@@ -412,7 +412,7 @@ impl Engine {
                     || seg.fragment_reduce(Some(root as usize), send, target, &mut apply)
                 {
                     // Done in one tree barrier, or one barrier through the fragment slots.
-                } else if seg.single_copy_reduction(send.len()) {
+                } else if seg.single_copy_reduction(send.len(), false) {
                     if let Err(e) = seg.single_copy_reduce(
                         Some(root as usize),
                         send,
@@ -460,7 +460,7 @@ impl Engine {
                     || seg.fragment_reduce(None, send, recv, &mut apply)
                 {
                     // Done in one tree barrier, or one barrier through the fragment slots.
-                } else if seg.single_copy_reduction(send.len()) {
+                } else if seg.single_copy_reduction(send.len(), true) {
                     if let Err(e) =
                         seg.single_copy_reduce(None, send, recv, dtype.size(), &mut apply)
                     {

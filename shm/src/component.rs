@@ -281,8 +281,8 @@ impl NodeSegment for CollSegment {
     fn pair_single_copy(&self, len: usize) -> bool {
         CollSegment::pair_single_copy(self, len)
     }
-    fn single_copy_reduction(&self, len: usize) -> bool {
-        CollSegment::single_copy_reduction(self, len)
+    fn single_copy_reduction(&self, len: usize, everyone: bool) -> bool {
+        CollSegment::single_copy_reduction(self, len, everyone)
     }
     fn single_copy_reduce(
         &mut self,

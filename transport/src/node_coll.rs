@@ -225,9 +225,9 @@ pub trait NodeSegment: Send {
     /// members takes the single-copy path where [`NodeSegment::single_copy`] would not yet
     /// (the same answer on every member).
     fn pair_single_copy(&self, len: usize) -> bool;
-    /// Whether a reduction (reduce, allreduce) of `len` bytes takes the single-copy path
-    /// (the same answer on every member).
-    fn single_copy_reduction(&self, len: usize) -> bool;
+    /// Whether a reduction of `len` bytes takes the single-copy path: a reduce
+    /// (`everyone` false) or an allreduce (the same answer on every member).
+    fn single_copy_reduction(&self, len: usize, everyone: bool) -> bool;
     /// A reduction reading peers' buffers directly.
     fn single_copy_reduce(
         &mut self,

@@ -44,11 +44,21 @@ pub const PAIR_SINGLE_COPY_MIN: usize = 32 << 10;
 /// 92-93 -> 51.
 pub const ROOTED_SINGLE_COPY_MIN: usize = 1 << 20;
 
-/// Smallest reduction that goes through single copy in groups of more than two: at 64 KiB
-/// the sliced reduction through the fragments was faster there (4 ranks on 2 cores,
-/// `osu_reduce` 64 KiB 19.3-21.0 -> 15.3-16.1 us; 3 ranks even), from 128 KiB single copy
-/// (4 ranks, 128 KiB 29.0-29.4 against 32.0-33.2 sliced; 1 MiB 267-317 against 326-341).
-pub const GROUP_REDUCE_SINGLE_COPY_MIN: usize = 128 << 10;
+/// Smallest rooted reduction (reduce) that goes through single copy in groups of more than
+/// two: below it the sliced reduction through the fragments was as fast or faster (4 ranks on
+/// 2 cores, `osu_reduce` 64 KiB 19.3-21.0 -> 15.3-16.1 us; 128 KiB 39-49 single copy against
+/// 31-38 sliced, 256 KiB even at 62-79), from 512 KiB single copy (117-131 against 125-147;
+/// 1 MiB 217-226 against 252-254).
+pub const GROUP_REDUCE_SINGLE_COPY_MIN: usize = 256 << 10;
+
+/// Smallest allreduce that goes through single copy in groups of more than two. Every
+/// member's result there is written into every other member's buffer with
+/// `process_vm_writev`, whose page pinning costs more than the sliced reduction's plain
+/// copies through the fragment slots up to 1 MiB (4 ranks on 2 cores, `osu_allreduce` 128
+/// KiB 55-77 us single copy against 25-38 sliced, 512 KiB 165-226 against 110-156, 1 MiB
+/// 295-445 against 223-320, even from 2 MiB: 667-975 against 695-843; 3 ranks 1 MiB 259-272
+/// against 183-213).
+pub const GROUP_ALLREDUCE_SINGLE_COPY_MIN: usize = 2 << 20;
 
 /// A member's buffers as it published them.
 #[derive(Debug, Clone, Copy, Default)]
@@ -228,11 +238,17 @@ impl CollSegment {
         self.cma && self.geo.n == 2 && len >= PAIR_SINGLE_COPY_MIN
     }
 
-    /// Whether a reduction (reduce, allreduce) of `len` bytes takes the single-copy path:
-    /// between two members from [`PAIR_SINGLE_COPY_MIN`], in larger groups from
-    /// [`GROUP_REDUCE_SINGLE_COPY_MIN`] (the same answer on every member).
-    pub fn single_copy_reduction(&self, len: usize) -> bool {
-        self.single_copy_from(len, GROUP_REDUCE_SINGLE_COPY_MIN)
+    /// Whether a reduction of `len` bytes takes the single-copy path: between two members
+    /// from [`PAIR_SINGLE_COPY_MIN`], in larger groups from [`GROUP_REDUCE_SINGLE_COPY_MIN`]
+    /// for a reduce (`everyone` false: one root wants the result) and from
+    /// [`GROUP_ALLREDUCE_SINGLE_COPY_MIN`] for an allreduce (the same answer on every member).
+    pub fn single_copy_reduction(&self, len: usize, everyone: bool) -> bool {
+        let group_min = if everyone {
+            GROUP_ALLREDUCE_SINGLE_COPY_MIN
+        } else {
+            GROUP_REDUCE_SINGLE_COPY_MIN
+        };
+        self.single_copy_from(len, group_min)
     }
 
     /// Single copy for `len` bytes in all: between two members from
