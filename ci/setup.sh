@@ -12,6 +12,7 @@ packages=(
   gfortran                        # Fortran tests: built with MPICH's mpif90, run on Kestrel
   python3-dev python3-venv python3-pip  # mpi4py built from its PyPI source in a venv (ci/mpi4py.sh)
   netpipe-mpich2                  # NPmpich2: an unmodified MPICH binary run on libmpich.so.12 (abi)
+  scalapack-mpi-test              # ScaLAPACK's BLACS/PBLAS/driver testers built for MPICH, run on Kestrel (scalapack)
   procps                          # ps/pgrep in scripts
   slurm-wlm munge                 # one-node Slurm cluster for the srun/salloc tests (ci/slurm-cluster)
 )

@@ -28,6 +28,40 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The repository's root directory.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository")
+        .to_path_buf()
+}
+
+/// Kestrel's `mpicc` (`abi/bin/mpicc`), pointed at the running tests' target directory.
+pub fn mpicc() -> Command {
+    let mut c = Command::new(repo().join("abi/bin/mpicc"));
+    c.env("KESTREL_TARGET_DIR", target_dir());
+    c
+}
+
+/// The directory holding Kestrel's `libmpich.so.12` (its links made by `mpicc --libdir`):
+/// an unmodified MPICH binary runs on Kestrel with it first on `LD_LIBRARY_PATH`.
+pub fn libdir() -> PathBuf {
+    let out = mpicc().arg("--libdir").output().expect("run abi/bin/mpicc");
+    assert!(
+        out.status.success(),
+        "mpicc --libdir failed (is target/release/libmpich.so built? cargo build --release -p kestrel-abi): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A fresh scratch directory for one test (named by [`marker`]; the test removes it).
+pub fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(marker(tag));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// Path of a workspace binary, with a clear failure when it was not built.
 pub fn bin(name: &str) -> PathBuf {
     let p = target_dir().join(name);

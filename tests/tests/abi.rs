@@ -13,38 +13,6 @@ use kestrel_tests::*;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the repository")
-        .to_path_buf()
-}
-
-/// Kestrel's `mpicc`, pointed at the running tests' target directory.
-fn mpicc() -> Command {
-    let mut c = Command::new(repo().join("abi/bin/mpicc"));
-    c.env("KESTREL_TARGET_DIR", target_dir());
-    c
-}
-
-/// The directory holding `libmpich.so.12` (its links made by `mpicc --libdir`).
-fn libdir() -> PathBuf {
-    let out = mpicc().arg("--libdir").output().expect("run abi/bin/mpicc");
-    assert!(
-        out.status.success(),
-        "mpicc --libdir failed (is target/release/libmpich.so built? cargo build --release -p kestrel-abi): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// A fresh scratch directory for one test.
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(marker(tag));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// Compiles `src` with `cc` (a `Command` for mpicc) into `exe`.
 fn compile(mut cc: Command, src: &Path, exe: &Path) {
     let out = cc

@@ -31,13 +31,6 @@ const ALL_SYNCS: &[&str] = &["lock", "pscw", "fence", "flush", "flush_local", "l
 /// Small sizes and counts: sizes 1 to 64 bytes, 10 timed and 2 warm-up iterations.
 const SMALL: [&str; 6] = ["-m", "1:64", "-i", "10", "-x", "2"];
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the repository")
-        .to_path_buf()
-}
-
 /// Compiles `bench/c/NAME.c` with Kestrel's `mpicc` into `dir/NAME`.
 fn compile_c_twin(name: &str, dir: &Path) -> PathBuf {
     let exe = dir.join(name);
