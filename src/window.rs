@@ -298,7 +298,7 @@ impl<T: Equivalence> Window<T> {
     ) -> R {
         let t = self.target(rank);
         let exclusive = kind == LockType::Exclusive;
-        self.engine_call("lock", |e| e.win_lock(self.id, t, exclusive));
+        self.engine_call("lock", |e| e.win_lock(self.id, t, exclusive, false));
         let out = self.open(true, Some(rank), f);
         self.engine_call("unlock", |e| e.win_unlock(self.id, t));
         out
@@ -307,7 +307,7 @@ impl<T: Equivalence> Window<T> {
     /// A passive-target epoch on every rank with shared locks (`MPI_Win_lock_all` ..
     /// `MPI_Win_unlock_all`).
     pub fn lock_all<'b, R>(&'b self, f: impl FnOnce(&Epoch<'b, T>) -> R) -> R {
-        self.engine_call("lock_all", |e| e.win_lock_all(self.id));
+        self.engine_call("lock_all", |e| e.win_lock_all(self.id, false));
         let out = self.open(true, None, f);
         self.engine_call("unlock_all", |e| e.win_unlock_all(self.id));
         out

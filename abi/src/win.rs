@@ -457,6 +457,16 @@ pub fn exclusive(lock_type: c_int) -> MpiResult<bool> {
     }
 }
 
+/// `MPI_MODE_NOCHECK` (MPICH's value).
+pub const MODE_NOCHECK: c_int = 1024;
+
+/// Whether the assertion argument of `MPI_Win_lock`/`MPI_Win_lock_all` holds
+/// `MPI_MODE_NOCHECK` (no conflicting lock: the engine takes none). Other assertion bits
+/// are hints Kestrel does not use.
+pub fn nocheck(assert: c_int) -> bool {
+    assert & MODE_NOCHECK != 0
+}
+
 /// The window ranks of the members of group `g` (for post and start).
 pub fn group_ranks(core: &Core, win: c_int, g: c_int) -> MpiResult<Vec<u32>> {
     let w = core.win(win)?;

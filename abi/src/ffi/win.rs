@@ -443,7 +443,6 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Win_lock`.
     fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: c_int) -> c_int {
-        let _ = assert;
         api::call("MPI_Win_lock", win, |l| {
             let exclusive = win::exclusive(lock_type)?;
             let core = l.core()?;
@@ -451,7 +450,9 @@ mpi_fn! {
             if rank == win::PROC_NULL {
                 return Ok(());
             }
-            core.engine.win_lock(id, rank_of(rank)?, exclusive).map_err(win::sync_err)
+            core.engine
+                .win_lock(id, rank_of(rank)?, exclusive, win::nocheck(assert))
+                .map_err(win::sync_err)
         })
     }
 }
@@ -509,8 +510,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Win_lock_all`.
     fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: c_int) -> c_int {
-        let _ = assert;
-        sync("MPI_Win_lock_all", win, |e, id| e.win_lock_all(id))
+        sync("MPI_Win_lock_all", win, |e, id| e.win_lock_all(id, win::nocheck(assert)))
     }
 }
 

@@ -119,6 +119,9 @@ pub(crate) struct Window {
     exposure: Option<Vec<u32>>,
     /// Targets this process holds a lock on (count of lock epochs, for lock_all + lock).
     locked: Vec<u32>,
+    /// Per target: how many of the `locked` epochs were opened with `MPI_MODE_NOCHECK`,
+    /// which take no lock at all (see [`Engine::win_lock`]).
+    unchecked: Vec<u32>,
     /// Per target: a lock taken lazily (`Some(exclusive)`) whose request is not sent yet;
     /// the first operation to the target sends it (LOCK_IN_ORDER).
     lazy: Vec<Option<bool>>,
@@ -176,6 +179,7 @@ impl Window {
             access: None,
             exposure: None,
             locked: vec![0; n],
+            unchecked: vec![0; n],
             lazy: vec![None; n],
             lock_wanted: vec![0; n],
             lazy_locks: false,

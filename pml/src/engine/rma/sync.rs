@@ -211,7 +211,24 @@ impl Engine {
     }
 
     /// `MPI_Win_lock`: waits until `target`'s lock is this process's.
-    pub fn win_lock(&mut self, win: u16, target: u32, exclusive: bool) -> Result<(), PmlError> {
+    ///
+    /// `nocheck` (`MPI_MODE_NOCHECK`): the program asserts that no other process holds or
+    /// tries to take a conflicting lock during the epoch, so none is taken: the epoch opens
+    /// at once, its operations go out unlocked, and its unlock only completes them there
+    /// (a flush). MPICH and Open MPI skip the lock too, and programs rely on it: OpenCoarrays'
+    /// `event wait` holds `MPI_Win_lock_all(MPI_MODE_NOCHECK)` on its own window while
+    /// another image takes an exclusive lock there to post the event it waits for; a lock
+    /// taken for the assertion would deadlock the two.
+    pub fn win_lock(
+        &mut self,
+        win: u16,
+        target: u32,
+        exclusive: bool,
+        nocheck: bool,
+    ) -> Result<(), PmlError> {
+        if nocheck {
+            return self.open_unchecked(win, &[target]);
+        }
         if let Some(w) = self.all_local_window(win) {
             let t = target as usize;
             let free = t < w.locked.len()
@@ -228,10 +245,28 @@ impl Engine {
         self.lock_ranks(win, &[target], exclusive)
     }
 
-    /// `MPI_Win_lock_all`: a shared lock on every member.
-    pub fn win_lock_all(&mut self, win: u16) -> Result<(), PmlError> {
+    /// `MPI_Win_lock_all`: a shared lock on every member (none with `nocheck`, as
+    /// [`Engine::win_lock`]).
+    pub fn win_lock_all(&mut self, win: u16, nocheck: bool) -> Result<(), PmlError> {
         let all = self.all_ranks(win)?;
+        if nocheck {
+            return self.open_unchecked(win, &all);
+        }
         self.lock_ranks(win, &all, false)
+    }
+
+    /// Opens a passive-target epoch on `targets` without taking their locks
+    /// (`MPI_MODE_NOCHECK`).
+    fn open_unchecked(&mut self, win: u16, targets: &[u32]) -> Result<(), PmlError> {
+        self.check_ranks(win, targets)?;
+        let w = self.window_mut(win)?;
+        for &t in targets {
+            w.locked[t as usize] += 1;
+            w.unchecked[t as usize] += 1;
+        }
+        // No wait here, but a synchronization call still serves the peers once.
+        self.rma_serve(win);
+        Ok(())
     }
 
     /// Sends `m` to each of `targets` and progresses until each has answered once more:
@@ -348,6 +383,28 @@ impl Engine {
                 "one-sided: MPI_Win_unlock of rank {t}, which this process has not locked"
             )));
         }
+        // Epochs opened without a lock (MPI_MODE_NOCHECK) end with their operations
+        // complete at the target, and nothing to release: a flush. An unlock ends such an
+        // epoch when every epoch still open on the target is one.
+        let (unchecked, targets): (Vec<u32>, Vec<u32>) = {
+            let w = self.window(win)?;
+            targets.iter().partition(|&&t| {
+                let t = t as usize;
+                w.unchecked[t] > 0 && w.unchecked[t] == w.locked[t]
+            })
+        };
+        if !unchecked.is_empty() {
+            self.flush_ranks(win, &unchecked)?;
+            let w = self.window_mut(win)?;
+            for &t in &unchecked {
+                w.unchecked[t as usize] -= 1;
+                w.locked[t as usize] -= 1;
+            }
+            if targets.is_empty() {
+                return Ok(());
+            }
+        }
+        let targets = &targets[..];
         let (direct, remote) = self.by_path(win, targets);
         if !direct.is_empty() {
             self.rma_fetched(win, &direct);
