@@ -13,6 +13,7 @@ packages=(
   python3-dev python3-venv python3-pip  # mpi4py built from its PyPI source in a venv (ci/mpi4py.sh)
   netpipe-mpich2                  # NPmpich2: an unmodified MPICH binary run on libmpich.so.12 (abi)
   scalapack-mpi-test              # ScaLAPACK's BLACS/PBLAS/driver testers built for MPICH, run on Kestrel (scalapack)
+  libcoarrays-mpich-dev           # OpenCoarrays' test programs built for MPICH: Fortran coarrays over one-sided MPI (opencoarrays)
   procps                          # ps/pgrep in scripts
   slurm-wlm munge                 # one-node Slurm cluster for the srun/salloc tests (ci/slurm-cluster)
 )
