@@ -14,6 +14,7 @@ packages=(
   netpipe-mpich2                  # NPmpich2: an unmodified MPICH binary run on libmpich.so.12 (abi)
   scalapack-mpi-test              # ScaLAPACK's BLACS/PBLAS/driver testers built for MPICH, run on Kestrel (scalapack)
   libcoarrays-mpich-dev           # OpenCoarrays' test programs built for MPICH: Fortran coarrays over one-sided MPI (opencoarrays)
+  nwchem-mpich                    # NWChem built for MPICH: Global Arrays over ARMCI-MPI windows (nwchem)
   procps                          # ps/pgrep in scripts
   slurm-wlm munge                 # one-node Slurm cluster for the srun/salloc tests (ci/slurm-cluster)
 )
