@@ -814,7 +814,11 @@ pub fn pad_struct(t: &mut TypeInfo) {
 
 /// `MPI_Type_create_resized`.
 pub fn resized(old: &TypeInfo, lb: isize, extent: isize) -> TypeInfo {
-    let mut t = old.clone();
+    resized_owned(old.clone(), lb, extent)
+}
+
+/// [`resized`] of a type the caller no longer needs (no copy of its type map).
+pub fn resized_owned(mut t: TypeInfo, lb: isize, extent: isize) -> TypeInfo {
     t.lb = lb;
     t.ub = lb + extent;
     t.pair = None;

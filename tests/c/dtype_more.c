@@ -4,7 +4,8 @@
  * struct, subarray, darray, resized, f90 integer/real/complex), nested types coming back
  * as new handles; MPI_Type_create_darray (block, cyclic, block-cyclic, none; C and Fortran
  * order; every rank of a process grid larger than the job, packed and compared with a
- * layout computed here); MPI_Type_create_(h)indexed_block packed; MPI_Type_match_size and
+ * layout computed here); subarrays of 3 and 4 dimensions in both orders, packed and
+ * compared with a loop nest; MPI_Type_create_(h)indexed_block packed; MPI_Type_match_size and
  * MPI_Type_create_f90_integer/real/complex (MPICH 4.0.2's answers); the names of
  * predefined types (MPI_Type_get_name) and of derived ones (set_name; not copied by dup);
  * MPI_Pack_external/Unpack_external/Pack_external_size with "external32" (big-endian,
@@ -474,6 +475,69 @@ static void attributes(void)
     OK(MPI_Type_free_keyval(&nocopy));
 }
 
+/* Packs the global array (value = offset) with a subarray of `nd` (3 or 4) dimensions and
+ * compares with the elements a loop nest picks, in C or Fortran order. */
+static void subarray_case(int nd, const int *g, const int *sub, const int *st, int order)
+{
+    int total = 1, count = 1;
+    for (int d = 0; d < nd; d++) {
+        total *= g[d];
+        count *= sub[d];
+    }
+    int *global = malloc(total * sizeof(int)), *packed = malloc((count + 1) * sizeof(int));
+    CHECK(global && packed, "malloc");
+    for (int i = 0; i < total; i++)
+        global[i] = i;
+    MPI_Datatype t;
+    OK(MPI_Type_create_subarray(nd, g, sub, st, order, MPI_INT, &t));
+    OK(MPI_Type_commit(&t));
+    int size;
+    MPI_Aint lb, extent;
+    OK(MPI_Type_size(t, &size));
+    OK(MPI_Type_get_extent(t, &lb, &extent));
+    CHECK(size == count * (int)sizeof(int) && lb == 0 && extent == total * (MPI_Aint)sizeof(int),
+          "subarray %dd order %d: size %d lb %ld extent %ld", nd, order, size, (long)lb,
+          (long)extent);
+    int pos = 0;
+    OK(MPI_Pack(global, 1, t, packed, (count + 1) * sizeof(int), &pos, MPI_COMM_SELF));
+    CHECK(pos == count * (int)sizeof(int), "packed %d bytes", pos);
+    /* idx[d] runs over sub[d]; the fastest-varying dimension is the last in C order, the
+     * first in Fortran order. */
+    int idx[4] = {0, 0, 0, 0};
+    for (int k = 0; k < count; k++) {
+        int off = 0;
+        if (order == MPI_ORDER_C)
+            for (int d = 0; d < nd; d++)
+                off = off * g[d] + st[d] + idx[d];
+        else
+            for (int d = nd - 1; d >= 0; d--)
+                off = off * g[d] + st[d] + idx[d];
+        CHECK(packed[k] == off, "subarray %dd order %d element %d: %d, expected %d", nd, order,
+              k, packed[k], off);
+        if (order == MPI_ORDER_C) {
+            for (int d = nd - 1; d >= 0 && ++idx[d] == sub[d]; d--)
+                idx[d] = 0;
+        } else {
+            for (int d = 0; d < nd && ++idx[d] == sub[d]; d++)
+                idx[d] = 0;
+        }
+    }
+    OK(MPI_Type_free(&t));
+    free(global);
+    free(packed);
+}
+
+/* Subarrays of 3 and 4 dimensions, C and Fortran order, packed. */
+static void subarrays(void)
+{
+    for (int order = 0; order < 2; order++) {
+        int o = order ? MPI_ORDER_FORTRAN : MPI_ORDER_C;
+        subarray_case(3, (int[]){5, 6, 7}, (int[]){2, 3, 4}, (int[]){1, 2, 3}, o);
+        subarray_case(3, (int[]){4, 4, 4}, (int[]){4, 1, 2}, (int[]){0, 3, 2}, o);
+        subarray_case(4, (int[]){3, 4, 5, 6}, (int[]){2, 2, 3, 1}, (int[]){1, 0, 2, 5}, o);
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv);
@@ -481,6 +545,7 @@ int main(int argc, char **argv)
     OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
     envelopes();
     darrays();
+    subarrays();
     blocks();
     names_and_sizes();
     external32();

@@ -406,7 +406,7 @@ impl Engine {
     /// Frees window `win` (collective): completes every operation on it, as a fence does,
     /// then forgets it.
     pub fn win_free(&mut self, win: u16) -> Result<(), PmlError> {
-        self.win_fence(win)?;
+        self.fence(win, true)?;
         self.rma.wins.remove(&win);
         self.free_context(win);
         Ok(())

@@ -61,12 +61,22 @@ impl Engine {
 
     /// `MPI_Win_fence` (collective over the window).
     pub fn win_fence(&mut self, win: u16) -> Result<(), PmlError> {
+        self.fence(win, false)
+    }
+
+    /// The fence; `closing`: the window's last one (`MPI_Win_free`), whose barrier sets up
+    /// no shared-memory segment for the window's context ([`Engine::barrier_without_setup`]).
+    pub(super) fn fence(&mut self, win: u16, closing: bool) -> Result<(), PmlError> {
         if self.all_direct(win) {
             // Every operation of the epoch was a copy made before its origin got here: a
             // barrier between two full memory fences is the whole fence (and allocates
             // nothing: this is the latency path of fence-synchronized codes).
             NodeMap::sync();
-            self.coll_barrier(win)?;
+            if closing {
+                self.barrier_without_setup(win)?;
+            } else {
+                self.coll_barrier(win)?;
+            }
             NodeMap::sync();
             return Ok(());
         }
