@@ -494,8 +494,12 @@ pub fn build(parts: &[Part<'_>], envelope: Envelope) -> Result<TypeInfo, BuildEr
     let mut ub: Option<isize> = None;
     let mut tlb: Option<isize> = None;
     let mut tub: Option<isize> = None;
-    let mut runs: Vec<Run> = Vec::new();
-    let mut blocks: Vec<Block> = Vec::new();
+    // At least one run and block per part, unless they merge: reserving that much spares
+    // the growth steps of the common small types (a contiguous type, a subarray's rows),
+    // which programs such as ARMCI-MPI build and free for every operation.
+    let reserve = parts.len().min(1 << 10);
+    let mut runs: Vec<Run> = Vec::with_capacity(reserve);
+    let mut blocks: Vec<Block> = Vec::with_capacity(reserve);
     let mut align = 1;
     for p in parts {
         if p.count == 0 {
