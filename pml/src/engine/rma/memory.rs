@@ -6,7 +6,9 @@
 //! the exposed regions before any byte moves, so a peer's wrong offset is an error, never a
 //! write outside the window. Bytes move with raw copies, never through Rust references,
 //! because other processes (shared windows) and the application may touch the same memory
-//! under MPI's rules, which Rust's aliasing rules do not describe.
+//! under MPI's rules, which Rust's aliasing rules do not describe. The one exception is a
+//! reduction in place ([`WinMemory::combine`]): a slice over the target bytes for the length
+//! of one reduction, under the accumulate lock, as the node's direct path does.
 
 use super::wire::{AccOp, Segment};
 use crate::op::{self, Dtype};
@@ -18,6 +20,12 @@ const SMALL: usize = 128;
 /// Longer ones combine this many bytes at a time: read onto the stack, reduced there,
 /// written back, so the window's memory streams through the cache once.
 const CHUNK: usize = 4096;
+
+/// Whether the `len` bytes at address `addr` overlap `data` (an operand inside the window).
+fn overlaps(addr: usize, len: usize, data: &[u8]) -> bool {
+    let d = data.as_ptr() as usize;
+    d < addr + len && addr < d + data.len()
+}
 
 /// One exposed region: start address and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,13 +241,31 @@ impl WinMemory {
                 data.len()
             ));
         }
-        // Every chunk is whole elements of one operation and type: if the first reduces,
-        // all do, so a failure leaves the memory as it was.
+        // Whether the operation applies to the type, decided before any byte changes, so a
+        // failure leaves the memory as it was.
+        op::reduce(o, dtype, &[], &mut []).map_err(|e| e.to_string())?;
         let step = CHUNK / size * size;
         let mut buf = [0u8; CHUNK];
         let mut at = 0;
         for s in segs {
             let len = s.len as usize;
+            let addr = self.resolve(*s).map_err(|e| e.0)?;
+            let operand = &data[at..at + len];
+            if !overlaps(addr, len, data) {
+                // In place: one pass over the window's bytes instead of a copy out and back
+                // (NWChem's accumulates spent most of their time in those two copies).
+                // SAFETY: `resolve` checked that `addr..addr + len` lies in an exposed region
+                // valid for writes, and it does not overlap `data`. The slice lives only for
+                // this reduction, while the caller holds what makes accumulates atomic (the
+                // accumulate lock every accumulate to this memory takes); another access to
+                // these bytes now would conflict with the accumulate, which MPI makes the
+                // program's error (the same race the copies had). It is never kept.
+                #[allow(unsafe_code)]
+                let target = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
+                op::reduce_checked(o, dtype, operand, target);
+                at += len;
+                continue;
+            }
             let mut done = 0;
             while done < len {
                 let n = step.min(len - done);
@@ -299,6 +325,74 @@ mod tests {
             len: 4,
         };
         assert!(w.check(&[huge]).unwrap_err().0.contains("past the window"));
+    }
+
+    #[test]
+    fn accumulates_reduce_in_place_and_change_nothing_when_the_op_does_not_apply() {
+        let f = |v: &[f64]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+        let mut mem = f(&[1.0; 64]);
+        // SAFETY: `mem` outlives `w`; only `w` touches it until the reads below.
+        #[allow(unsafe_code)]
+        let w = unsafe { WinMemory::fixed(mem.as_mut_ptr(), mem.len()) };
+        // Two ranges past the small-buffer size: elements 0..20 and 40..60.
+        let segs = [
+            Segment {
+                offset: 0,
+                len: 160,
+            },
+            Segment {
+                offset: 320,
+                len: 160,
+            },
+        ];
+        let data = f(&(0..40).map(f64::from).collect::<Vec<_>>());
+        w.combine(AccOp::Reduce(op::Op::Sum), Dtype::F64, &segs, &data)
+            .unwrap();
+        // An op that does not apply to doubles fails before any byte changes.
+        assert!(w
+            .combine(AccOp::Reduce(op::Op::Bxor), Dtype::F64, &segs, &data)
+            .is_err());
+        let mut out = Vec::new();
+        w.read(
+            &[Segment {
+                offset: 0,
+                len: 512,
+            }],
+            &mut out,
+        )
+        .unwrap();
+        let got: Vec<f64> = out
+            .chunks_exact(8)
+            .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        for (i, &g) in got.iter().enumerate() {
+            let want = match i {
+                0..20 => 1.0 + i as f64,
+                40..60 => 1.0 + (i - 20) as f64,
+                _ => 1.0,
+            };
+            assert_eq!(g, want, "element {i}");
+        }
+        // An operand inside the window, overlapping the target (elements 0..20 onto 10..30),
+        // takes the copy: every target element combines with the operand as it was.
+        // SAFETY: `mem` outlives the slice; the copy path reads the operand before it writes.
+        #[allow(unsafe_code)]
+        let inside = unsafe { std::slice::from_raw_parts(mem.as_ptr(), 160) };
+        w.combine(
+            AccOp::Reduce(op::Op::Sum),
+            Dtype::F64,
+            &[Segment {
+                offset: 80,
+                len: 160,
+            }],
+            inside,
+        )
+        .unwrap();
+        let at = |i: usize| f64::from_ne_bytes(mem[8 * i..8 * i + 8].try_into().unwrap());
+        // Element 10 + k was 11 + k below 20 and 1 from 20; the operand's k is 1 + k.
+        assert_eq!(at(10), 11.0 + 1.0);
+        assert_eq!(at(19), 20.0 + 10.0);
+        assert_eq!(at(29), 1.0 + 20.0);
     }
 
     #[test]
