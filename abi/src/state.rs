@@ -567,11 +567,14 @@ fn derived_datatype(h: c_int, need_commit: bool) -> MpiResult<Dt> {
             "MPI_LB and MPI_UB were removed in MPI-3; set bounds with MPI_Type_create_resized",
         ));
     }
+    // The type map and the commit flag only: cloning the whole entry copied its name too.
     let entry = match handle::decode(h, Obj::Datatype) {
-        Some((Kind::Indirect, i)) => with_types(|t| t.derived.get(i).cloned()),
+        Some((Kind::Indirect, i)) => {
+            with_types(|t| t.derived.get(i).map(|e| (e.info.clone(), e.committed)))
+        }
         _ => None,
     };
-    let Some(entry) = entry else {
+    let Some((info, committed)) = entry else {
         return Err(if h == handle::DATATYPE_NULL {
             MpiError::new(error::ERR_TYPE, "the datatype is MPI_DATATYPE_NULL")
         } else {
@@ -581,11 +584,11 @@ fn derived_datatype(h: c_int, need_commit: bool) -> MpiResult<Dt> {
             )
         });
     };
-    if need_commit && !entry.committed {
+    if need_commit && !committed {
         return Err(MpiError::new(
             error::ERR_TYPE,
             format!("datatype {h:#x} is not committed; call MPI_Type_commit before communicating with it"),
         ));
     }
-    Ok(Dt::Shared(entry.info))
+    Ok(Dt::Shared(info))
 }

@@ -572,16 +572,48 @@ mpi_fn! {
         api::call_types("MPI_Type_free", || {
             // SAFETY: in-out parameter (contract).
             let h = unsafe { mem::get(datatype, "datatype") }?;
-            let t = state::datatype(h, false)?;
-            if t.predefined.is_some() {
-                return Err(MpiError::new(error::ERR_TYPE, "predefined datatypes cannot be freed"));
+            // One pass under the type table's lock in the common case (a derived type with
+            // no attributes, which ARMCI-MPI frees after every strided operation); the entry
+            // is dropped after the lock.
+            enum Found {
+                Removed(Option<state::TypeEntry>),
+                F90,
+                Attributes,
+                Other,
             }
-            if state::with_types(|tt| tt.f90.values().any(|&f| f == h)) {
-                return Err(MpiError::new(error::ERR_TYPE, "the types MPI_Type_create_f90_* returns are predefined and cannot be freed"));
-            }
-            crate::type_attr::delete_all(h)?;
-            if let Some(i) = derived_slot(h) {
-                state::with_types(|t| t.derived.remove(i));
+            let found = match derived_slot(h) {
+                Some(i) => state::with_types(|t| {
+                    if t.derived.get(i).is_none() {
+                        Found::Other
+                    } else if t.f90.values().any(|&f| f == h) {
+                        Found::F90
+                    } else if t.attrs.contains_key(&h) {
+                        Found::Attributes
+                    } else {
+                        Found::Removed(t.derived.remove(i))
+                    }
+                }),
+                None => Found::Other,
+            };
+            match found {
+                Found::Removed(entry) => drop(entry),
+                Found::F90 => {
+                    return Err(MpiError::new(error::ERR_TYPE, "the types MPI_Type_create_f90_* returns are predefined and cannot be freed"));
+                }
+                Found::Attributes => {
+                    crate::type_attr::delete_all(h)?;
+                    if let Some(i) = derived_slot(h) {
+                        state::with_types(|t| t.derived.remove(i));
+                    }
+                }
+                Found::Other => {
+                    // Predefined, or no datatype at all: the lookup names which.
+                    let t = state::datatype(h, false)?;
+                    if t.predefined.is_some() {
+                        return Err(MpiError::new(error::ERR_TYPE, "predefined datatypes cannot be freed"));
+                    }
+                    return Err(MpiError::new(error::ERR_TYPE, format!("{h:#x} is not a datatype that MPI_Type_free can free")));
+                }
             }
             // SAFETY: as above.
             unsafe { mem::put(datatype, handle::DATATYPE_NULL, "datatype") }
