@@ -35,11 +35,13 @@ const FAIL_ON_MPICH: [&str; 5] = [
 ];
 
 /// Images a program runs with: 4, but 8 where 4 is not enough (upstream runs them at 8 or
-/// more), and 2 for `coarray_burgers_pde` (upstream's count): at 4 images it fails its
-/// concavity check in about 5 of 30 runs while another process keeps a core busy, with this
-/// library and with the one of the start of session 22 alike, and never at 2. Not diagnosed
-/// yet (a race in the program's halo exchange, or in Kestrel's one-sided path); MPICH could
-/// not finish it within 60 s under that load, so it gives no verdict.
+/// more), and 2 for `coarray_burgers_pde` (upstream's count). That program races from 3
+/// images on: its periodic stencil reads the neighbour across the wrap-around (image 1 reads
+/// the last image's values and the other way round), but its `synchronize` makes image 1
+/// and the last image `sync images` only with their inner neighbours. At 4 images it failed
+/// its concavity check in about 5 of 30 runs while another process kept a core busy (with
+/// the library of the start of session 22 too); at 2 the wrap-around pair is the neighbour
+/// pair, and it failed 0 of 30.
 fn images(name: &str) -> &'static str {
     match name {
         "sync_team" | "team_number" => "8",
