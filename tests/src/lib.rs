@@ -62,6 +62,25 @@ pub fn scratch(tag: &str) -> PathBuf {
     d
 }
 
+/// The programs a Debian package installed in `dir` whose file names `keep` accepts, sorted;
+/// a missing directory fails naming `package` to install.
+pub fn installed_programs(dir: &Path, package: &str, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; apt-get install {package} (ci/setup.sh installs it)",
+            dir.display()
+        )
+    });
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&keep))
+        .collect();
+    out.sort();
+    out
+}
+
 /// Path of a workspace binary, with a clear failure when it was not built.
 pub fn bin(name: &str) -> PathBuf {
     let p = target_dir().join(name);

@@ -51,23 +51,9 @@ fn images(name: &str) -> &'static str {
 }
 
 fn programs() -> Vec<PathBuf> {
-    let dir = Path::new(PROGRAMS);
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; apt-get install libcoarrays-mpich-dev (ci/setup.sh installs it)",
-            dir.display()
-        )
-    });
-    let mut out: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            p.is_file() && !n.starts_with("image_fail_") && !FAIL_ON_MPICH.contains(&n)
-        })
-        .collect();
-    out.sort();
-    out
+    installed_programs(Path::new(PROGRAMS), "libcoarrays-mpich-dev", |n| {
+        !n.starts_with("image_fail_") && !FAIL_ON_MPICH.contains(&n)
+    })
 }
 
 #[test]

@@ -87,20 +87,7 @@ fn pblas_row(t: &str) -> Option<Vec<usize>> {
 
 /// The test programs of `dir` whose names `keep` accepts, sorted.
 fn programs(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; apt-get install scalapack-mpi-test (ci/setup.sh installs it)",
-            dir.display()
-        )
-    });
-    let mut out: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&keep))
-        .collect();
-    out.sort();
-    out
+    installed_programs(dir, "scalapack-mpi-test", keep)
 }
 
 /// Copies the `.dat` files of `from` into `to` (the programs read their input from the

@@ -434,11 +434,6 @@ mpi_fn_c! {
     }
 }
 
-/// The counts of an `int` or `MPI_Count` array as `i64`.
-fn wide<C: Copy + Into<i64>>(a: &[C]) -> Vec<i64> {
-    a.iter().map(|&x| x.into()).collect()
-}
-
 /// Rows a subarray is built from in one pass ([`subarray_by_rows`]); larger ones take the
 /// dimension-by-dimension construction.
 const SUBARRAY_ROWS_MAX: usize = 1 << 16;
@@ -457,12 +452,13 @@ fn subarray_by_rows<C: Copy + Into<i64>>(
     st: &[C],
     dims: &[usize],
 ) -> MpiResult<Option<TypeInfo>> {
-    let (sz, sub, st) = (wide(sz), wide(sub), wide(st));
-    let outer = &dims[1..];
+    // Element `d` of an `int` or `MPI_Count` argument array.
+    let at = |a: &[C], d: usize| a[d].into();
+    let (row, outer) = (at(sub, dims[0]), &dims[1..]);
     let rows = outer
         .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(sub[d] as usize))
-        .filter(|&r| r > 0 && r <= SUBARRAY_ROWS_MAX && sub[dims[0]] > 0);
+        .try_fold(1usize, |acc, &d| acc.checked_mul(at(sub, d) as usize))
+        .filter(|&r| r > 0 && r <= SUBARRAY_ROWS_MAX && row > 0);
     let Some(rows) = rows else {
         return Ok(None);
     };
@@ -478,14 +474,16 @@ fn subarray_by_rows<C: Copy + Into<i64>>(
     let mut stride = ext;
     for &d in dims {
         strides.push(stride);
-        stride = stride.checked_mul(sz[d] as isize).ok_or_else(overflow)?;
+        stride = stride
+            .checked_mul(at(sz, d) as isize)
+            .ok_or_else(overflow)?;
     }
     let whole = stride;
     let base = dims
         .iter()
         .zip(&strides)
         .try_fold(0isize, |acc, (&d, &s)| {
-            acc.checked_add((st[d] as isize).checked_mul(s)?)
+            acc.checked_add((at(st, d) as isize).checked_mul(s)?)
         })
         .ok_or_else(overflow)?;
     // A mixed-radix counter over the outer dimensions, the second-fastest varying first.
@@ -495,13 +493,13 @@ fn subarray_by_rows<C: Copy + Into<i64>>(
     for _ in 0..rows {
         parts.push(types::Part {
             disp,
-            count: sub[dims[0]] as usize,
+            count: row as usize,
             ty: old,
         });
         for (k, &d) in outer.iter().enumerate() {
             index[k] += 1;
             disp += strides[k + 1];
-            if index[k] < sub[d] as isize {
+            if index[k] < at(sub, d) as isize {
                 break;
             }
             disp -= index[k] * strides[k + 1];
@@ -578,7 +576,7 @@ mpi_fn! {
             enum Found {
                 Removed(Option<state::TypeEntry>),
                 F90,
-                Attributes,
+                Attributes(u32),
                 Other,
             }
             let found = match derived_slot(h) {
@@ -588,7 +586,7 @@ mpi_fn! {
                     } else if t.f90.values().any(|&f| f == h) {
                         Found::F90
                     } else if t.attrs.contains_key(&h) {
-                        Found::Attributes
+                        Found::Attributes(i)
                     } else {
                         Found::Removed(t.derived.remove(i))
                     }
@@ -600,11 +598,9 @@ mpi_fn! {
                 Found::F90 => {
                     return Err(MpiError::new(error::ERR_TYPE, "the types MPI_Type_create_f90_* returns are predefined and cannot be freed"));
                 }
-                Found::Attributes => {
+                Found::Attributes(i) => {
                     crate::type_attr::delete_all(h)?;
-                    if let Some(i) = derived_slot(h) {
-                        state::with_types(|t| t.derived.remove(i));
-                    }
+                    state::with_types(|t| t.derived.remove(i));
                 }
                 Found::Other => {
                     // Predefined, or no datatype at all: the lookup names which.

@@ -22,7 +22,7 @@ const SMALL: usize = 128;
 const CHUNK: usize = 4096;
 
 /// Whether the `len` bytes at address `addr` overlap `data` (an operand inside the window).
-fn overlaps(addr: usize, len: usize, data: &[u8]) -> bool {
+pub(super) fn overlaps(addr: usize, len: usize, data: &[u8]) -> bool {
     let d = data.as_ptr() as usize;
     d < addr + len && addr < d + data.len()
 }

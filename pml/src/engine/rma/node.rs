@@ -340,13 +340,6 @@ pub struct DirectView {
     all_local: bool,
 }
 
-/// Whether `data` overlaps the `len` bytes at address `at` (an origin buffer inside the
-/// window).
-fn overlap(at: usize, data: &[u8], len: usize) -> bool {
-    let d = data.as_ptr() as usize;
-    d < at + len && at < d + data.len()
-}
-
 /// `target = data OP target` for the `data.len()` bytes at address `at` (inside a member's
 /// memory, the caller holding its accumulate lock), through `buf` (as long as `data`).
 fn combine_at(at: usize, o: Op, dtype: Dtype, data: &[u8], buf: &mut [u8]) {
@@ -519,7 +512,7 @@ impl DirectView {
             AccOp::NoOp => {}
             // SAFETY: as above, writing.
             AccOp::Replace => unsafe { std::ptr::copy(data.as_ptr(), at as *mut u8, len) },
-            AccOp::Reduce(o) if !overlap(at, data, len) => {
+            AccOp::Reduce(o) if !super::memory::overlaps(at, len, data) => {
                 // In place: one pass over the window's bytes instead of a copy out and back.
                 // SAFETY: `at..at + len` is inside member `t`'s memory (`range`) and does not
                 // overlap `data`. The reference lives only for this reduction, while this
