@@ -486,6 +486,37 @@ fn c_nonblocking_collectives() {
 }
 
 #[test]
+fn c_allreduce_gives_every_rank_the_same_bits() {
+    // Blocking, nonblocking and persistent allreduce of floating-point sums, under
+    // MPI_Init and MPI_THREAD_MULTIPLE (tests/c/reduce_bits.c): the one-round nonblocking
+    // path grouped the terms by rank, so ranks disagreed in the last bits.
+    let name = "reduce_bits";
+    let dir = scratch(name);
+    let on_mpich = dir.join(format!("{name}.mpich"));
+    let on_kestrel = dir.join(format!("{name}.kestrel"));
+    compile_test(mpich_cc(), name, &on_mpich);
+    compile_test(mpicc(), name, &on_kestrel);
+    for level in ["single", "multiple"] {
+        let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+        c.args(["-n", "3"]).arg(&on_mpich).arg(level);
+        assert_passed(&run(c, DEADLINE), name, 3, &format!("MPICH ({level})"));
+        for n in [3, 4] {
+            let k = kestrel_run(&[
+                "--oversubscribe",
+                "-n",
+                &n.to_string(),
+                "--timeout",
+                "100",
+                on_kestrel.to_str().unwrap(),
+                level,
+            ]);
+            assert_passed(&run(k, DEADLINE), name, n, &format!("Kestrel ({level})"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn c_nonblocking_collectives_on_inter_communicators() {
     mpich_then_kestrel("nbc_inter", &[3, 4]);
 }

@@ -234,9 +234,12 @@ pub fn allreduce_rd(b: &mut Builder, c: Comm, acc: Span) {
 }
 
 /// Allreduce in one round: every rank sends its contribution in `acc` to every other and
-/// reduces what it receives in rank order (`x0 OP x1 OP ... OP x(n-1)`, so non-commutative
-/// reductions come out as with the other algorithms). For small messages: `n - 1` messages
-/// per rank, and no rank depends on another's later progress.
+/// reduces what it receives in rank order, `((x0 OP x1) OP x2) OP ...` from the left on every
+/// rank, so that every rank gets the same bits (floating-point sums depend on the grouping;
+/// a program that compares or branches on the result, as BAGEL's solvers do, diverges when
+/// ranks disagree in the last bit) and non-commutative reductions come out as with the other
+/// algorithms. For small messages: `n - 1` messages per rank, and no rank depends on another's
+/// later progress.
 pub fn allreduce_direct(b: &mut Builder, c: Comm, acc: Span) {
     let Comm { ctx, me, n } = c;
     let len = acc.len;
@@ -250,13 +253,15 @@ pub fn allreduce_direct(b: &mut Builder, c: Comm, acc: Span) {
         b.recv(ctx, r, slot(r));
     }
     b.round();
-    // Lower ranks from the nearest down (x(me-1) OP acc, then x(me-2) OP that, ...), then
-    // higher ranks in order (acc OP x(me+1), ...).
-    for r in (0..me).rev() {
-        b.reduce(slot(r), acc);
+    // Rank 0's contribution is where the result grows (`acc` on rank 0, its slot elsewhere),
+    // combined with each higher rank's in turn.
+    let first = if me == 0 { acc } else { slot(0) };
+    for r in 1..n {
+        let next = if r == me { acc } else { slot(r) };
+        b.reduce_low(first, next);
     }
-    for r in me + 1..n {
-        b.reduce_low(acc, slot(r));
+    if me != 0 {
+        b.copy(first, acc);
     }
     b.round();
 }
