@@ -15,6 +15,7 @@ packages=(
   scalapack-mpi-test              # ScaLAPACK's BLACS/PBLAS/driver testers built for MPICH, run on Kestrel (scalapack)
   libcoarrays-mpich-dev           # OpenCoarrays' test programs built for MPICH: Fortran coarrays over one-sided MPI (opencoarrays)
   nwchem-mpich                    # NWChem built for MPICH: Global Arrays over ARMCI-MPI windows (nwchem)
+  bagel                           # BAGEL built for MPICH: MPI_THREAD_MULTIPLE, request-based one-sided windows (bagel)
   procps                          # ps/pgrep in scripts
   slurm-wlm munge                 # one-node Slurm cluster for the srun/salloc tests (ci/slurm-cluster)
 )
