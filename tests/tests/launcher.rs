@@ -553,6 +553,86 @@ fn bind_to_core_gives_each_rank_its_own_core() {
     );
 }
 
+/// What each rank of `launch` reports: (rank, its allowed cpus as the kernel lists them), and
+/// kestrel-run's `--report-bindings` lines.
+fn allowed_cpus(launch: Command) -> (Vec<(u32, String)>, Vec<String>) {
+    let out = run(launch, DEADLINE);
+    assert!(out.success(), "{}", out.show());
+    let mut ranks: Vec<(u32, String)> = out
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.parse().ok()?, w.next()?.to_string()))
+        })
+        .collect();
+    ranks.sort();
+    (ranks, lines_starting(&out.stderr, "kestrel-run: rank "))
+}
+
+/// The number of cpus in a `Cpus_allowed_list` ("0-3,6" has 5).
+fn cpu_count(list: &str) -> usize {
+    list.split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+#[test]
+fn threaded_ranks_get_omp_num_threads_cores_and_the_bindings_are_reported() {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let show = "echo $PMI_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)";
+    // One rank asking for every core gets them all; the report says so.
+    let mut one = kestrel_run(&["--report-bindings", "-n", "1", "sh", "-c", show]);
+    one.env("OMP_NUM_THREADS", cores.to_string());
+    let (ranks, report) = allowed_cpus(one);
+    assert_eq!(cpu_count(&ranks[0].1), cores, "{ranks:?}");
+    assert_eq!(report.len(), 1, "{report:?}");
+    assert!(
+        report[0].ends_with(&format!("bound to cpus {}", ranks[0].1)),
+        "{report:?} against {ranks:?}"
+    );
+    // Two ranks asking for every core each get their half, apart (with two cores or more).
+    if cores >= 2 {
+        let mut two = kestrel_run(&["-n", "2", "-x", &format!("OMP_NUM_THREADS={cores}")]);
+        two.args(["sh", "-c", show]);
+        let (ranks, _) = allowed_cpus(two);
+        assert_eq!(ranks.len(), 2, "{ranks:?}");
+        assert_ne!(ranks[0].1, ranks[1].1, "{ranks:?}");
+        for (_, list) in &ranks {
+            assert_eq!(cpu_count(list), cores / 2, "{ranks:?}");
+        }
+        // --cpus-per-rank 1 overrides it.
+        let mut pinned = kestrel_run(&["--cpus-per-rank", "1", "-n", "2", "sh", "-c", show]);
+        pinned.env("OMP_NUM_THREADS", cores.to_string());
+        let (ranks, _) = allowed_cpus(pinned);
+        assert!(ranks.iter().all(|(_, l)| cpu_count(l) == 1), "{ranks:?}");
+    }
+    // Oversubscribed ranks are not bound, and the report says that too.
+    let (ranks, report) = allowed_cpus(kestrel_run(&[
+        "--report-bindings",
+        "--oversubscribe",
+        "-n",
+        &(cores + 1).to_string(),
+        "sh",
+        "-c",
+        show,
+    ]));
+    assert!(
+        ranks.iter().all(|(_, l)| cpu_count(l) == cores),
+        "{ranks:?}"
+    );
+    assert_eq!(report.len(), cores + 1, "{report:?}");
+    assert!(
+        report.iter().all(|l| l.ends_with("not bound")),
+        "{report:?}"
+    );
+}
+
 #[test]
 fn a_launch_agent_that_fails_is_explained() {
     let out = run(

@@ -128,6 +128,7 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
         more_apps: vec![(3, "/bin/true".into(), vec!["x".into()])],
         wdir: "/tmp".into(),
         launch_agent: "ip netns exec".into(),
+        report_bindings: true,
     }));
     let with_byte = |mut seed: Vec<u8>, at: usize, value: u8| {
         seed[at] = value;

@@ -41,6 +41,10 @@ pub struct LaunchOptions {
     pub env: Vec<(String, String)>,
     /// `--bind-to`.
     pub bind: Bind,
+    /// `--cpus-per-rank N`: cores each bound rank gets (for its threads).
+    pub cpus_per_rank: Option<u32>,
+    /// `--report-bindings`: each rank's cores on standard error as it starts.
+    pub report_bindings: bool,
     /// `--tag-output`.
     pub tag_output: bool,
     /// `--timeout SECONDS`.
@@ -104,8 +108,8 @@ pub struct GuardOptions {
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Invocation {
-    /// Launch a job.
-    Launch(LaunchOptions),
+    /// Launch a job (boxed: it is most of the enum's size).
+    Launch(Box<LaunchOptions>),
     /// Serve one host for a head.
     Daemon(DaemonOptions),
     /// `--cleanup-after-exit JOB [--cleanup-dir DIR]...`: the launcher's guard (see
@@ -138,6 +142,10 @@ options:
   -x VAR[=VALUE]          export VAR (with its value here, or VALUE) to every rank
   --bind-to core|none     bind each rank to its own core(s); default: core when every rank
                           of a machine has a core of its own, none when oversubscribed
+  --cpus-per-rank N       cores each bound rank gets, for its threads (default: Slurm's
+                          --cpus-per-task, else OMP_NUM_THREADS as the ranks will see it,
+                          else 1); where N per rank do not fit, as many as fit
+  --report-bindings       print each rank's cores on standard error as it starts
   --tag-output            prefix each output line with [1,rank]<stdout>: or <stderr>:
   --timeout SECONDS       after SECONDS, report each rank's state and the MPI wait it is
                           stalled in (as SIGUSR1 to kestrel-run does at any time), then
@@ -191,6 +199,8 @@ pub fn parse(
     let mut mca: Vec<(String, String)> = Vec::new();
     let mut env: Vec<(String, String)> = Vec::new();
     let mut bind = Bind::Auto;
+    let mut cpus_per_rank = None;
+    let mut report_bindings = false;
     let mut tag_output = false;
     let mut timeout = None;
     let mut timeout_stacks = false;
@@ -292,6 +302,18 @@ pub fn parse(
                     other => return Err(usage(format!("--bind-to '{other}': use core or none"))),
                 }
             }
+            "--cpus-per-rank" | "--cpus-per-proc" | "-cpus-per-rank" => {
+                let v = value("a number of cores")?;
+                match v.parse::<u32>() {
+                    Ok(n) if (1..=4096).contains(&n) => cpus_per_rank = Some(n),
+                    _ => {
+                        return Err(usage(format!(
+                            "--cpus-per-rank '{v}': give the cores per rank, 1 to 4096"
+                        )))
+                    }
+                }
+            }
+            "--report-bindings" | "-report-bindings" => report_bindings = true,
             "--tag-output" | "-tag-output" => tag_output = true,
             "--timeout-stacks" => timeout_stacks = true,
             "--timeout" => {
@@ -422,13 +444,15 @@ pub fn parse(
             "an MPMD command line (with ':') needs -n for its first program too",
         ));
     }
-    Ok(Invocation::Launch(LaunchOptions {
+    Ok(Invocation::Launch(Box::new(LaunchOptions {
         np,
         hosts,
         oversubscribe,
         mca,
         env,
         bind,
+        cpus_per_rank,
+        report_bindings,
         tag_output,
         timeout,
         timeout_stacks,
@@ -438,7 +462,7 @@ pub fn parse(
         more_apps,
         wdir,
         job_id,
-    }))
+    })))
 }
 
 #[cfg(test)]
@@ -451,7 +475,7 @@ mod tests {
 
     fn launch(s: &str) -> LaunchOptions {
         match parse(&argv(s), &|v| (v == "HOME").then(|| "/root".to_string())).unwrap() {
-            Invocation::Launch(l) => l,
+            Invocation::Launch(l) => *l,
             other => panic!("{other:?}"),
         }
     }

@@ -466,7 +466,10 @@ pub async fn run(opts: LaunchOptions, params: Params, argv0: std::path::PathBuf)
                     Bind::None => false,
                     Bind::Auto => ranks_here <= cpus && hosts_per_machine[machine] == 1,
                 },
-                cpus_per_rank: head.plan.cpus_per_rank,
+                // As many of the cores asked for per rank as the machine has for each of
+                // its ranks (a domain of their own each, never shared).
+                cpus_per_rank: head.plan.cpus_per_rank.min(cpus / ranks_here.max(1)).max(1),
+                report_bindings: opts.report_bindings,
                 tag_output: opts.tag_output,
                 kill_grace_ms: grace_ms as u32,
                 forward_stdin: host.local,

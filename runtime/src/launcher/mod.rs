@@ -131,7 +131,7 @@ pub fn main(argv: Vec<String>, given: Layers) -> i32 {
                 return 2;
             }
             let argv0 = std::env::current_exe().unwrap_or_else(|_| argv[0].clone().into());
-            let code = runtime.block_on(head::run(opts, params, argv0));
+            let code = runtime.block_on(head::run(*opts, params, argv0));
             // Threads copying a terminal to rank 0 may still block in read: do not wait for them.
             runtime.shutdown_timeout(std::time::Duration::from_millis(100));
             code

@@ -119,6 +119,11 @@ pub fn plan(
             ranks,
         })
         .collect();
+    let cpus_per_rank = opts
+        .cpus_per_rank
+        .or_else(|| (cpus_per_rank > 1).then_some(cpus_per_rank))
+        .or_else(|| omp_threads(opts, lookup))
+        .unwrap_or(1);
     let agent = agent
         .unwrap_or_else(|| "ssh".into())
         .split_whitespace()
@@ -131,6 +136,21 @@ pub fn plan(
         agent,
         cpus_per_rank,
     })
+}
+
+/// `OMP_NUM_THREADS` as the ranks will see it (exported with `-x`, else inherited from the
+/// launcher's environment): its first value (a nested list `4,2` gives the outer level's
+/// threads) when it is a whole number from 1 to 4096.
+fn omp_threads(opts: &LaunchOptions, lookup: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
+    let value = opts
+        .env
+        .iter()
+        .rev()
+        .find(|(n, _)| n == "OMP_NUM_THREADS")
+        .map(|(_, v)| v.clone())
+        .or_else(|| lookup("OMP_NUM_THREADS"))?;
+    let first = value.split(',').next()?.trim().parse::<u32>().ok()?;
+    (1..=4096).contains(&first).then_some(first)
 }
 
 /// `PMI_process_mapping` for a plan whose hosts hold contiguous, increasing rank blocks
@@ -176,6 +196,8 @@ mod tests {
             mca: vec![],
             env: vec![],
             bind: Bind::Auto,
+            cpus_per_rank: None,
+            report_bindings: false,
             tag_output: false,
             timeout: None,
             timeout_stacks: false,
@@ -186,6 +208,35 @@ mod tests {
             wdir: None,
             job_id: None,
         }
+    }
+
+    #[test]
+    fn cores_per_rank_come_from_the_option_then_slurm_then_omp_num_threads() {
+        let mut opts = options(Some(2), HostSource::List("h1:2".into()));
+        let none = |_: &str| None;
+        assert_eq!(plan(&opts, &none).unwrap().cpus_per_rank, 1);
+        let omp = |v: &str| (v == "OMP_NUM_THREADS").then(|| "4,2".to_string());
+        assert_eq!(plan(&opts, &omp).unwrap().cpus_per_rank, 4);
+        // Exported with -x, it is what the ranks see.
+        opts.env = vec![("OMP_NUM_THREADS".into(), "3".into())];
+        assert_eq!(plan(&opts, &omp).unwrap().cpus_per_rank, 3);
+        opts.env = vec![("OMP_NUM_THREADS".into(), "many".into())];
+        assert_eq!(plan(&opts, &none).unwrap().cpus_per_rank, 1);
+        opts.cpus_per_rank = Some(2);
+        assert_eq!(plan(&opts, &omp).unwrap().cpus_per_rank, 2);
+        // Inside Slurm, --cpus-per-task wins over OMP_NUM_THREADS, the option over both.
+        let mut opts = options(None, HostSource::Default);
+        let slurm = |v: &str| match v {
+            "SLURM_JOB_ID" => Some("7".to_string()),
+            "SLURM_NODELIST" => Some("n1".to_string()),
+            "SLURM_TASKS_PER_NODE" => Some("2".to_string()),
+            "SLURM_CPUS_PER_TASK" => Some("6".to_string()),
+            "OMP_NUM_THREADS" => Some("4".to_string()),
+            _ => None,
+        };
+        assert_eq!(plan(&opts, &slurm).unwrap().cpus_per_rank, 6);
+        opts.cpus_per_rank = Some(5);
+        assert_eq!(plan(&opts, &slurm).unwrap().cpus_per_rank, 5);
     }
 
     fn hp(ranks: &[u32]) -> HostPlan {

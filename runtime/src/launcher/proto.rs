@@ -68,6 +68,8 @@ pub struct NodeLaunch {
     pub wdir: String,
     /// The job's launch agent words (`ssh`, `ip netns exec`), for jobs its ranks spawn.
     pub launch_agent: String,
+    /// Print each rank's cores on standard error as it starts (`--report-bindings`).
+    pub report_bindings: bool,
 }
 
 impl NodeLaunch {
@@ -415,6 +417,7 @@ impl ToAgent {
                 }
                 w.string(&l.wdir);
                 w.string(&l.launch_agent);
+                w.bool(l.report_bindings);
             }
             ToAgent::FenceDone { puts } => {
                 w.u8(2);
@@ -475,6 +478,7 @@ impl ToAgent {
                 },
                 wdir: r.string("launch wdir")?,
                 launch_agent: r.string("launch agent")?,
+                report_bindings: r.bool("launch")?,
             })),
             2 => ToAgent::FenceDone {
                 puts: r.pairs("fence done")?,
@@ -532,6 +536,7 @@ mod tests {
             more_apps: vec![(3, "/bin/true".into(), vec!["x".into()])],
             wdir: "/tmp".into(),
             launch_agent: "ip netns exec".into(),
+            report_bindings: true,
         }
     }
 

@@ -109,8 +109,15 @@ impl Agent {
                 Vec::new()
             };
             let events = self.events.clone();
+            let binding = self.launch.report_bindings.then(|| cpu_list(&bind));
             match self.spawn_rank(rank, local as u32, local_size, bind, &events) {
                 Ok(pid) => {
+                    if let Some(cpus) = &binding {
+                        eprintln!(
+                            "kestrel-run: rank {rank} (pid {pid} on {}): {cpus}",
+                            self.launch.host_name
+                        );
+                    }
                     let idx = self.index_of[&rank];
                     self.slots[idx].pid = Some(pid);
                     self.slots[idx].alive = true;
@@ -270,4 +277,42 @@ fn quiet_crash_handlers() -> Vec<(&'static str, &'static str)> {
         .filter(|v| std::env::var_os(v).is_none())
         .map(|v| (v, "1"))
         .collect()
+}
+
+/// How `--report-bindings` shows a rank's cores: "bound to cpus 0-3,6" or "not bound".
+fn cpu_list(cpus: &[usize]) -> String {
+    if cpus.is_empty() {
+        return "not bound".into();
+    }
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}-{}", sorted[i], sorted[j])
+        } else {
+            sorted[i].to_string()
+        });
+        i = j + 1;
+    }
+    format!("bound to cpus {}", parts.join(","))
+}
+
+#[cfg(test)]
+mod binding_report_tests {
+    use super::cpu_list;
+
+    #[test]
+    fn cpu_lists_collapse_runs() {
+        assert_eq!(cpu_list(&[]), "not bound");
+        assert_eq!(cpu_list(&[3]), "bound to cpus 3");
+        assert_eq!(cpu_list(&[2, 0, 1, 3, 6]), "bound to cpus 0-3,6");
+        assert_eq!(cpu_list(&[5, 7, 7]), "bound to cpus 5,7");
+    }
 }
