@@ -1,6 +1,7 @@
 //! Selection and set-up of the shared-memory collective engine for node-local communicators.
 //!
-//! On a communicator's first barrier, bcast, reduce or allreduce, if every member shares this
+//! On a communicator's `coll_shm_setup_after`-th barrier, bcast, reduce, allreduce (or other
+//! collective the segment serves; the ones before go by messages), if every member shares this
 //! node (and `coll_shm` is on), the lowest rank creates the communicator's segment, sends its
 //! name to the others over point-to-point, they attach, and the creator removes the name once
 //! every member has attached. Other communicators (or when set-up fails, which is logged once)
@@ -15,9 +16,9 @@ use crate::params;
 const TAG_SETUP: i32 = -20;
 
 impl Engine {
-    /// The segment of `ctx`, set up on first use; `None` for communicators that span nodes.
-    /// Runs `op` on communicator `ctx`'s segment (set up on first use); `None` when the
-    /// communicator has none. While the operation waits for other members, this process
+    /// Runs `op` on communicator `ctx`'s segment (set up at the `coll_shm_setup_after`-th
+    /// call on it); `None` when the communicator has none (yet: the calls before go by
+    /// messages; or ever: it spans nodes, or set-up failed). While the operation waits for other members, this process
     /// keeps serving its peers (`crate::segment_poll`): the segment is taken out of the table
     /// for the duration so that the poll owns the rest of the engine.
     fn with_segment<R>(
@@ -26,10 +27,23 @@ impl Engine {
         what: &'static str,
         op: impl FnOnce(&mut dyn NodeSegment) -> R,
     ) -> Result<Option<R>, PmlError> {
+        let idx = ctx as usize;
+        let decided = matches!(self.coll_segments.get(idx), Some(Some(_)));
+        if !decided {
+            // The first collectives of a communicator go by messages: a short-lived one
+            // (split, a reduction, free) would pay far more for the set-up than it saves.
+            if self.coll_segment_calls.len() <= idx {
+                self.coll_segment_calls.resize(idx + 1, 0);
+            }
+            let calls = &mut self.coll_segment_calls[idx];
+            *calls = calls.saturating_add(1);
+            if i64::from(*calls) < params::SHM_SETUP_AFTER.get(self.params()) {
+                return Ok(None);
+            }
+        }
         // Named for the rank's wait record, should the segment wait long for a member.
         kestrel_runtime::wait_board::enter_node_collective(what, ctx);
-        let idx = ctx as usize;
-        if !matches!(self.coll_segments.get(idx), Some(Some(_))) {
+        if !decided {
             let seg = self.setup_segment(ctx)?;
             if self.coll_segments.len() <= idx {
                 self.coll_segments.resize_with(idx + 1, || None);

@@ -125,6 +125,8 @@ fn bench_c_programs_build_with_kestrel_mpicc_and_run_under_kestrel_run() {
             "hello" => 3,
             // One row: no sizes (barriers), or one element (the one-sided atomics).
             "osu_barrier" | "osu_ibarrier" | "osu_cas_latency" | "osu_fop_latency" => 1,
+            // One row: split + one allreduce + free.
+            "comm_split" => 1,
             // Sizes 1, 2, 4, ..., 65536 (the collectives start at 1 as well).
             _ => 17,
         };

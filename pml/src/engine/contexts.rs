@@ -86,6 +86,9 @@ impl Engine {
             if let Some(slot) = self.coll_segments.get_mut(ctx as usize) {
                 *slot = None;
             }
+            if let Some(calls) = self.coll_segment_calls.get_mut(ctx as usize) {
+                *calls = 0;
+            }
             if let Some(slot) = self.coll_posted.get_mut(ctx as usize) {
                 *slot = None;
             }

@@ -377,6 +377,10 @@ pub struct Engine {
     /// Indexed by context id (looked up on every collective, so no hashing); the outer
     /// `None` means "not decided yet".
     pub(crate) coll_segments: Vec<Option<Option<Box<dyn NodeSegment>>>>,
+    /// Collectives each context ran that could have used a segment, while its segment is not
+    /// decided yet (`coll_shm_setup_after`); the same count on every member, since members
+    /// run a communicator's collectives in the same order.
+    pub(crate) coll_segment_calls: Vec<u32>,
     /// Hierarchical collectives per context (`None`: not decided yet; `Some(None)`: flat;
     /// see `hier` and `crate::coll_hier`).
     pub(crate) coll_hier: Vec<Option<Option<std::sync::Arc<hier::Hier>>>>,

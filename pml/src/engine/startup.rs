@@ -153,6 +153,7 @@ impl Engine {
             split_copy_min: crate::params::SPLIT_COPY_MIN.get(params),
             job_tag: file_safe(&job_id),
             coll_segments: Vec::new(),
+            coll_segment_calls: Vec::new(),
             coll_hier: Vec::new(),
             coll_scopes: Vec::new(),
             coll_table: crate::coll_table::Table::from_params(params).unwrap_or_else(|e| {
@@ -204,6 +205,7 @@ impl Engine {
         self.dpm_finalize();
         rt.barrier().map_err(|e| PmlError::Runtime(e.to_string()))?;
         self.coll_segments.clear();
+        self.coll_segment_calls.clear();
         self.coll_hier.clear();
         self.coll_scopes.clear();
         self.coll_posted.clear();
