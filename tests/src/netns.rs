@@ -13,6 +13,21 @@ pub struct Cluster {
     _lock: File,
 }
 
+/// `kestrel-run` across namespace hosts (`"h0:1,h1:1"`), reached with `ip netns exec`, with a
+/// 100 s job timeout, then `extra` options.
+pub fn job_on(hosts: &str, extra: &[&str]) -> Command {
+    let mut args = vec![
+        "--host",
+        hosts,
+        "--launch-agent",
+        "ip netns exec",
+        "--timeout",
+        "100",
+    ];
+    args.extend_from_slice(extra);
+    crate::kestrel_run(&args)
+}
+
 /// `ci/netns-cluster.sh`.
 pub fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ci/netns-cluster.sh")

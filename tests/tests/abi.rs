@@ -228,26 +228,40 @@ fn mpich_then_kestrel(name: &str, ranks: &[u32]) {
 /// [`mpich_then_kestrel`], with `kestrel_env` set for the Kestrel runs only (a test's
 /// checks of Kestrel's own behaviour).
 fn mpich_then_kestrel_with(name: &str, ranks: &[u32], kestrel_env: &[(&str, &str)]) {
+    mpich_then_kestrel_each(name, ranks, &[&[]], kestrel_env);
+}
+
+/// `kestrel-run` of `n` ranks, oversubscribed, with a 100 s job timeout; the program follows.
+fn kestrel_job(n: u32) -> Command {
+    kestrel_run(&["--oversubscribe", "-n", &n.to_string(), "--timeout", "100"])
+}
+
+/// [`mpich_then_kestrel_with`], once for each argument list of `runs` (the program's own
+/// arguments, the same on both stacks).
+fn mpich_then_kestrel_each(
+    name: &str,
+    ranks: &[u32],
+    runs: &[&[&str]],
+    kestrel_env: &[(&str, &str)],
+) {
     let dir = scratch(name);
     let on_mpich = dir.join(format!("{name}.mpich"));
     let on_kestrel = dir.join(format!("{name}.kestrel"));
     compile_test(mpich_cc(), name, &on_mpich);
     compile_test(mpicc(), name, &on_kestrel);
-    for &n in ranks {
-        let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
-        c.args(["-n", &n.to_string()]).arg(&on_mpich);
-        assert_passed(&run(c, DEADLINE), name, n, "MPICH");
-        let mut k = kestrel_run(&[
-            "--oversubscribe",
-            "-n",
-            &n.to_string(),
-            "--timeout",
-            "100",
-            on_kestrel.to_str().unwrap(),
-        ]);
-        k.envs(kestrel_env.iter().copied());
-        let out = run(k, DEADLINE);
-        assert_passed(&out, name, n, "Kestrel");
+    for args in runs {
+        for &n in ranks {
+            let stack = |s: &str| format!("{s} {args:?}");
+            let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+            c.args(["-n", &n.to_string()]).arg(&on_mpich).args(*args);
+            assert_passed(&run(c, DEADLINE), name, n, &stack("MPICH"));
+            let mut k = kestrel_job(n);
+            k.arg(&on_kestrel)
+                .args(*args)
+                .envs(kestrel_env.iter().copied());
+            let out = run(k, DEADLINE);
+            assert_passed(&out, name, n, &stack("Kestrel"));
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -351,15 +365,7 @@ fn c_one_sided_across_namespace_hosts() {
         compile_test(mpicc(), name, &exe);
         for per_host in [1, 2] {
             let hosts = format!("{}:{per_host},{}:{per_host}", h[0], h[1]);
-            let k = kestrel_run(&[
-                "--host",
-                &hosts,
-                "--launch-agent",
-                "ip netns exec",
-                "--timeout",
-                "100",
-                exe.to_str().unwrap(),
-            ]);
+            let k = kestrel_tests::netns::job_on(&hosts, &[exe.to_str().unwrap()]);
             let out = run(k, DEADLINE);
             assert_passed(&out, name, 2 * per_host, &format!("Kestrel on {hosts}"));
         }
@@ -492,30 +498,7 @@ fn c_allreduce_gives_every_rank_the_same_bits() {
     // Blocking, nonblocking and persistent allreduce of floating-point sums, under
     // MPI_Init and MPI_THREAD_MULTIPLE (tests/c/reduce_bits.c): the one-round nonblocking
     // path grouped the terms by rank, so ranks disagreed in the last bits.
-    let name = "reduce_bits";
-    let dir = scratch(name);
-    let on_mpich = dir.join(format!("{name}.mpich"));
-    let on_kestrel = dir.join(format!("{name}.kestrel"));
-    compile_test(mpich_cc(), name, &on_mpich);
-    compile_test(mpicc(), name, &on_kestrel);
-    for level in ["single", "multiple"] {
-        let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
-        c.args(["-n", "3"]).arg(&on_mpich).arg(level);
-        assert_passed(&run(c, DEADLINE), name, 3, &format!("MPICH ({level})"));
-        for n in [3, 4] {
-            let k = kestrel_run(&[
-                "--oversubscribe",
-                "-n",
-                &n.to_string(),
-                "--timeout",
-                "100",
-                on_kestrel.to_str().unwrap(),
-                level,
-            ]);
-            assert_passed(&run(k, DEADLINE), name, n, &format!("Kestrel ({level})"));
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    mpich_then_kestrel_each("reduce_bits", &[3, 4], &[&["single"], &["multiple"]], &[]);
 }
 
 #[test]
@@ -588,15 +571,9 @@ fn fortran_mpich_then_kestrel(name: &str, ranks: &[u32]) {
         let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
         c.args(["-n", &n.to_string()]).arg(&exe);
         assert_passed(&run(c, DEADLINE), name, n, "MPICH");
-        let mut k = kestrel_run(&[
-            "--oversubscribe",
-            "-n",
-            &n.to_string(),
-            "--timeout",
-            "100",
-            "env",
-        ]);
-        k.arg(format!("LD_LIBRARY_PATH={}", lib.display()))
+        let mut k = kestrel_job(n);
+        k.arg("env")
+            .arg(format!("LD_LIBRARY_PATH={}", lib.display()))
             .arg(&exe);
         assert_passed(&run(k, DEADLINE), name, n, "Kestrel");
     }

@@ -16,9 +16,10 @@
 //! (MPICH after 23 sizes, Kestrel after 22); `-O` with `-z` checks the wrong bytes and fails
 //! at once.
 
+use std::process::Command;
 use std::time::Duration;
 
-use kestrel_tests::netns::Cluster;
+use kestrel_tests::netns::{job_on, Cluster};
 use kestrel_tests::*;
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -55,12 +56,11 @@ fn assert_every_size_passed(out: &Outcome, sizes: usize, what: &str) {
     );
 }
 
-/// NetPIPE with `variant` after `launch` (kestrel-run and its options), from a scratch
+/// NetPIPE with `variant` under `cmd` (kestrel-run and its options), from a scratch
 /// directory (it writes `np.out` there).
-fn netpipe(launch: &[&str], variant: &[&str], upper: usize, tag: &str) -> Outcome {
+fn netpipe(mut cmd: Command, variant: &[&str], upper: usize, tag: &str) -> Outcome {
     let np = tool("NPmpich2", "netpipe-mpich2");
     let dir = scratch(&format!("netpipe-{tag}"));
-    let mut cmd = kestrel_run(launch);
     cmd.arg("env")
         .arg(format!("LD_LIBRARY_PATH={}", libdir().display()))
         .arg(&np)
@@ -75,7 +75,8 @@ fn netpipe(launch: &[&str], variant: &[&str], upper: usize, tag: &str) -> Outcom
 #[test]
 fn netpipe_built_for_mpich_passes_its_integrity_checks_on_one_node() {
     for variant in VARIANTS {
-        let out = netpipe(&["-n", "2", "--timeout", "100"], variant, 8 << 20, "node");
+        let launch = kestrel_run(&["-n", "2", "--timeout", "100"]);
+        let out = netpipe(launch, variant, 8 << 20, "node");
         assert_every_size_passed(
             &out,
             SIZES_TO_8_MIB,
@@ -94,16 +95,7 @@ fn netpipe_built_for_mpich_passes_its_integrity_checks_across_hosts() {
     let layouts: [&[&str]; 2] = [&[], &["--mca", "btl", "self,ofi"]];
     for layout in layouts {
         for variant in [&[][..], &["-a"], &["-2", "-a"], &["-S"]] {
-            let mut launch = vec![
-                "--host",
-                &hosts,
-                "--launch-agent",
-                "ip netns exec",
-                "--timeout",
-                "100",
-            ];
-            launch.extend_from_slice(layout);
-            let out = netpipe(&launch, variant, 4 << 20, "hosts");
+            let out = netpipe(job_on(&hosts, layout), variant, 4 << 20, "hosts");
             assert_every_size_passed(
                 &out,
                 SIZES_TO_4_MIB,
