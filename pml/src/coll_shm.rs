@@ -18,9 +18,10 @@ const TAG_SETUP: i32 = -20;
 impl Engine {
     /// Runs `op` on communicator `ctx`'s segment (set up at the `coll_shm_setup_after`-th
     /// call on it); `None` when the communicator has none (yet: the calls before go by
-    /// messages; or ever: it spans nodes, or set-up failed). While the operation waits for other members, this process
-    /// keeps serving its peers (`crate::segment_poll`): the segment is taken out of the table
-    /// for the duration so that the poll owns the rest of the engine.
+    /// messages; or ever: it spans nodes, or set-up failed). While the operation waits for
+    /// other members, this process keeps serving its peers (`crate::segment_poll`): the
+    /// segment is taken out of the table for the duration so that the poll owns the rest of
+    /// the engine.
     fn with_segment<R>(
         &mut self,
         ctx: u16,

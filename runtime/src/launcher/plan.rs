@@ -49,7 +49,8 @@ pub fn plan(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<JobPlan, String> {
     let mut agent = opts.launch_agent.clone();
-    let mut cpus_per_rank = 1;
+    // Slurm's --cpus-per-task, when it asks for more than one.
+    let mut slurm_cpus_per_task = None;
     let host_slots: Vec<HostSlots> = match &opts.hosts {
         HostSource::List(list) => hosts::parse_host_list(list).map_err(|e| e.to_string())?,
         HostSource::File(path) => {
@@ -60,7 +61,7 @@ pub fn plan(
         HostSource::Default => {
             match slurm::allocation_from_env(lookup).map_err(|e| e.to_string())? {
                 Some(alloc) => {
-                    cpus_per_rank = alloc.cpus_per_task;
+                    slurm_cpus_per_task = Some(alloc.cpus_per_task).filter(|&c| c > 1);
                     if agent.is_none() {
                         agent = Some("srun".into());
                     }
@@ -121,7 +122,7 @@ pub fn plan(
         .collect();
     let cpus_per_rank = opts
         .cpus_per_rank
-        .or_else(|| (cpus_per_rank > 1).then_some(cpus_per_rank))
+        .or(slurm_cpus_per_task)
         .or_else(|| omp_threads(opts, lookup))
         .unwrap_or(1);
     let agent = agent
