@@ -203,6 +203,11 @@ fn compile_test(cc: Command, name: &str, exe: &Path) {
     compile(cc, &c_test(name), exe);
 }
 
+/// Whether the job succeeded and every one of `n` ranks printed `PASS <name> rank <r>`.
+fn passed(out: &Outcome, name: &str, n: u32) -> bool {
+    out.success() && lines_starting(&out.stdout, &format!("PASS {name} rank ")).len() == n as usize
+}
+
 /// Asserts that every one of `n` ranks printed `PASS <name> rank <r>`.
 fn assert_passed(out: &Outcome, name: &str, n: u32, stack: &str) {
     assert!(
@@ -252,9 +257,23 @@ fn mpich_then_kestrel_each(
     for args in runs {
         for &n in ranks {
             let stack = |s: &str| format!("{s} {args:?}");
-            let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
-            c.args(["-n", &n.to_string()]).arg(&on_mpich).args(*args);
-            assert_passed(&run(c, DEADLINE), name, n, &stack("MPICH"));
+            let mpich = || {
+                let mut c = Command::new(tool("mpiexec.mpich", "mpich"));
+                c.args(["-n", &n.to_string()]).arg(&on_mpich).args(*args);
+                run(c, DEADLINE)
+            };
+            let mut out = mpich();
+            if !passed(&out, name, n) {
+                // MPICH 4.0.2 itself fails now and then when oversubscribed (rma.c's 1 MiB
+                // MPI_Get once in about a hundred runs returned before all its bytes had
+                // arrived): a second run proves the test. Kestrel's run is never repeated.
+                eprintln!(
+                    "{name} failed once on MPICH with {n} ranks, running it again: {}",
+                    out.show()
+                );
+                out = mpich();
+            }
+            assert_passed(&out, name, n, &stack("MPICH"));
             let mut k = kestrel_job(n);
             k.arg(&on_kestrel)
                 .args(*args)
