@@ -29,7 +29,7 @@ use kestrel_fabric::{
 use kestrel_transport::btl::{Btl, CounterSpec, Incoming, Limits, SendError, SleepReadiness};
 use kestrel_transport::params::Params;
 
-use crate::card::{CardEndpoint, OfiCard};
+use crate::card::{CardEndpoint, EndpointPair, OfiCard};
 use crate::params;
 use crate::paths::{Arrival, Failure, Pair, PeerPaths, Timing};
 use crate::select::{Offer, Policy};
@@ -96,6 +96,10 @@ pub const COUNTERS: &[CounterSpec] = &[
         name: "ofi_probe_answers",
         description: "Liveness probes answered: the peer was busy, not behind a dead link.",
     },
+    CounterSpec {
+        name: "ofi_frames_striped",
+        description: "Messages sent on another primary pair of endpoints than the active one (striping by link speed, ofi_stripe_min).",
+    },
 ];
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -110,6 +114,7 @@ struct Counters {
     failovers: u64,
     probes_sent: u64,
     probe_answers: u64,
+    frames_striped: u64,
 }
 
 /// One endpoint, on one domain.
@@ -193,6 +198,8 @@ pub struct OfiBtl {
     eager_limit: usize,
     /// Header and payload bytes one send carries (the slot minus the frame).
     max_send: usize,
+    /// Sends of at least this many bytes are striped over a peer's primary pairs.
+    stripe_min: usize,
     latency_ns: u32,
     bandwidth_mbps: u32,
     counters: Counters,
@@ -207,6 +214,7 @@ impl fmt::Debug for OfiBtl {
             .field("me", &self.me)
             .field("card", &self.card)
             .field("eager_limit", &self.eager_limit)
+            .field("stripe_min", &self.stripe_min)
             .field("max_send", &self.max_send)
             .finish()
     }
@@ -341,6 +349,7 @@ impl OfiBtl {
             card,
             eager_limit: eager.min(max_send),
             max_send,
+            stripe_min: params::STRIPE_MIN.get(params) as usize,
             // On usnic's scale (20 µs for kernel UDP): kernel TCP through the rxm layer
             // measured about 2 µs more per one-way; fabric providers a few µs in all. The
             // transport set takes the size where two transports cross from these.
@@ -377,12 +386,13 @@ impl OfiBtl {
             ));
         }
         let (chosen, routed) = crate::card::pairing(&self.card, card, self.me < peer);
-        let chosen: Vec<(usize, &CardEndpoint)> = chosen
+        let chosen: Vec<(&EndpointPair, &CardEndpoint)> = chosen
             .iter()
-            .map(|p| (p.rail, &card.endpoints[p.remote]))
+            .map(|p| (p, &card.endpoints[p.remote]))
             .collect();
         let mut pairs = Vec::with_capacity(chosen.len());
-        for (rail, remote) in chosen {
+        for (pair, remote) in chosen {
+            let rail = pair.rail;
             let r = &mut self.rails[rail];
             let addr = r.endpoint.insert_peer(&remote.address).map_err(|e| {
                 format!(
@@ -399,13 +409,14 @@ impl OfiBtl {
                 routed,
                 "paired"
             );
-            pairs.push(Pair {
+            pairs.push(Pair::new(
                 rail,
                 addr,
-                remote: remote.domain.clone(),
-                probe: remote.probe,
-                dead: false,
-            });
+                remote.domain.clone(),
+                remote.probe,
+                pair.primary,
+                pair.speed_mbps,
+            ));
         }
         let i = peer as usize;
         if self.peers.len() <= i {
@@ -432,6 +443,7 @@ impl OfiBtl {
             (COUNTERS[7].name, c.failovers),
             (COUNTERS[8].name, c.probes_sent),
             (COUNTERS[9].name, c.probe_answers),
+            (COUNTERS[10].name, c.frames_striped),
         ]
     }
 
@@ -449,6 +461,7 @@ impl OfiBtl {
             key: self.key,
             seq: 0,
             ack: st.ack_value(),
+            striped: false,
         };
         let sent = self.rails[pair.rail].endpoint.send_with(pair.addr, |slot| {
             wire::write_header(slot, &header);
@@ -488,6 +501,7 @@ impl OfiBtl {
                 key,
                 seq: frame.seq,
                 ack,
+                striped: false,
             };
             let data = &frame.data;
             let sent = self.rails[pair.rail].endpoint.send_with(pair.addr, |slot| {
@@ -534,22 +548,28 @@ impl OfiBtl {
         }
     }
 
-    /// Sends a liveness probe to `peer` over its active pair's link, when both ends have the
-    /// sockets for it.
+    /// Sends a liveness probe to `peer` over the link of every pair its acknowledgements
+    /// wait for ([`PeerPaths::watched`]) where both ends have the sockets for it; the answers
+    /// come back per link, so each pair's silence is judged by its own.
     fn probe(&mut self, peer: u32) {
         let Some(st) = self.peers[peer as usize].as_ref() else {
             return;
         };
-        let pair = st.active();
-        let (Some(to), Some(prober)) = (pair.probe, self.rails[pair.rail].prober.as_ref()) else {
-            return;
-        };
         let nonce = self.probe_nonces[peer as usize].wrapping_add(1);
         self.probe_nonces[peer as usize] = nonce;
-        match prober.probe(to, self.key, self.me, peer, nonce) {
-            Ok(()) => self.counters.probes_sent += 1,
-            // A link that is down has no route: expected, the timeouts decide.
-            Err(e) => tracing::debug!(target: "ofi", peer, error = %e, "liveness probe not sent"),
+        for i in st.watched() {
+            let pair = &st.pairs()[i];
+            let (Some(to), Some(prober)) = (pair.probe, self.rails[pair.rail].prober.as_ref())
+            else {
+                continue;
+            };
+            match prober.probe(to, self.key, self.me, peer, nonce) {
+                Ok(()) => self.counters.probes_sent += 1,
+                // A link that is down has no route: expected, the timeouts decide.
+                Err(e) => {
+                    tracing::debug!(target: "ofi", peer, error = %e, "liveness probe not sent")
+                }
+            }
         }
     }
 
@@ -564,13 +584,22 @@ impl OfiBtl {
             counters,
             ..
         } = self;
-        for prober in rails.iter().filter_map(|r| r.prober.as_ref()) {
+        for (rail, prober) in rails
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((i, r.prober.as_ref()?)))
+        {
             prober.answers(key, me, |from, nonce| {
                 let i = from as usize;
                 if probe_nonces.get(i) == Some(&nonce) {
                     if let Some(st) = peers.get_mut(i).and_then(Option::as_mut) {
-                        st.answered(now);
-                        counters.probe_answers += 1;
+                        // The answer came back over this rail: the peer's pair on it lives.
+                        if let Some(pair) =
+                            st.pairs().iter().position(|p| p.rail == rail && !p.dead)
+                        {
+                            st.answered(pair, now);
+                            counters.probe_answers += 1;
+                        }
                     }
                 }
             });
@@ -681,25 +710,46 @@ impl Btl for OfiBtl {
             return Err(SendError::WouldBlock);
         }
         let (seq, ack) = st.next_header();
-        let pair = st.active();
-        let frame = Header {
+        let active = st.active_index();
+        let chosen = st.choose(len, self.stripe_min);
+        let frame = |striped| Header {
             kind: Kind::Data,
             am,
             sender: me,
             key,
             seq,
             ack,
+            striped,
         };
-        let sent = self.rails[pair.rail].endpoint.send_with(pair.addr, |slot| {
-            wire::write_header(slot, &frame);
-            let body = &mut slot[FRAME_LEN..FRAME_LEN + len];
-            body[..header.len()].copy_from_slice(header);
-            body[header.len()..].copy_from_slice(payload);
-            FRAME_LEN + len
-        });
+        let mut used = chosen;
+        let pair = &st.pairs()[chosen];
+        let mut sent = post_data(
+            &mut self.rails[pair.rail],
+            pair.addr,
+            &frame(chosen != active),
+            header,
+            payload,
+        );
+        // A striped pair whose rail has no free slot (a slower link, or one whose sends are
+        // stuck behind a dead link) leaves the frame to the active pair: striping must never
+        // hold traffic back.
+        if chosen != active && matches!(sent, Err(FabricSendError::Full)) {
+            used = active;
+            let pair = st.active();
+            sent = post_data(
+                &mut self.rails[pair.rail],
+                pair.addr,
+                &frame(false),
+                header,
+                payload,
+            );
+        }
         match sent {
             Ok(()) => {
-                st.sent(am, || [header, payload].concat());
+                st.sent(used, len, am, || [header, payload].concat());
+                if used != active {
+                    self.counters.frames_striped += 1;
+                }
                 self.counters.messages_sent += 1;
                 self.counters.bytes_sent += len as u64;
                 Ok(())
@@ -741,7 +791,7 @@ impl Btl for OfiBtl {
                 let st = peers[f.sender as usize]
                     .as_mut()
                     .expect("decode checked the sender");
-                let arrival = st.received(f.kind == Kind::Data, f.seq, f.ack, index);
+                let arrival = st.received(f.kind == Kind::Data, f.seq, f.ack, index, f.striped);
                 if st.ack_due() {
                     ack_due.push(f.sender);
                 }
@@ -907,6 +957,25 @@ impl Btl for OfiBtl {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         self.counter_values()
     }
+}
+
+/// Posts one data frame (`frame`, then the messaging layer's `header` and `payload`) on
+/// `rail` to `addr`.
+fn post_data(
+    rail: &mut Rail,
+    addr: PeerAddr,
+    frame: &Header,
+    header: &[u8],
+    payload: &[u8],
+) -> Result<(), FabricSendError> {
+    let len = header.len() + payload.len();
+    rail.endpoint.send_with(addr, |slot| {
+        wire::write_header(slot, frame);
+        let body = &mut slot[FRAME_LEN..FRAME_LEN + len];
+        body[..header.len()].copy_from_slice(header);
+        body[header.len()..].copy_from_slice(payload);
+        FRAME_LEN + len
+    })
 }
 
 /// The link speed sysfs reports for the domain's interface, if it reports one.

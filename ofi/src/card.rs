@@ -80,6 +80,11 @@ pub struct EndpointPair {
     pub rail: usize,
     /// The index of the peer's endpoint in the peer's card.
     pub remote: usize,
+    /// One of the matching's pairs (each endpoint in at most one): large messages are striped
+    /// over these. The others are standbys, used only after a failure.
+    pub primary: bool,
+    /// The slower end's link speed in Mb/s (0 when either end does not know its own).
+    pub speed_mbps: u32,
 }
 
 impl OfiCard {
@@ -169,6 +174,16 @@ pub fn pair_weight(a: &CardEndpoint, b: &CardEndpoint) -> Weight {
     })
 }
 
+/// The speed of a pair: its slower end's, 0 when either end does not know.
+#[cfg(feature = "libfabric")]
+fn pair_speed_mbps(a: &CardEndpoint, b: &CardEndpoint) -> u32 {
+    if a.speed_mbps == 0 || b.speed_mbps == 0 {
+        0
+    } else {
+        a.speed_mbps.min(b.speed_mbps)
+    }
+}
+
 /// The pairs between the process of card `mine` and the process of card `peer`, in the order
 /// both ends use (see the module docs), as (my rail, peer endpoint); `i_am_lower` when this
 /// process has the lower number of the two. `routed` (the second value) when no fabric is
@@ -196,7 +211,16 @@ pub fn pairing(mine: &OfiCard, peer: &OfiCard, i_am_lower: bool) -> (Vec<Endpoin
         if mine.endpoints.is_empty() || peer.endpoints.is_empty() {
             return (Vec::new(), false);
         }
-        return (vec![EndpointPair { rail: 0, remote: 0 }], true);
+        let speed_mbps = pair_speed_mbps(&mine.endpoints[0], &peer.endpoints[0]);
+        return (
+            vec![EndpointPair {
+                rail: 0,
+                remote: 0,
+                primary: true,
+                speed_mbps,
+            }],
+            true,
+        );
     }
     let primary = max_weight_matching(left.len(), right.len(), &edges);
     // Heavier first; among equals, by the left endpoint's fabric name, then by index: the
@@ -214,20 +238,22 @@ pub fn pairing(mine: &OfiCard, peer: &OfiCard, i_am_lower: bool) -> (Vec<Endpoin
         .partition(|e| primary.contains(&(e.left, e.right)));
     first.sort_by_key(rank);
     standby.sort_by_key(rank);
+    let primaries = first.len();
     let pairs = first
         .into_iter()
         .chain(standby)
-        .map(|e| {
-            if i_am_lower {
-                EndpointPair {
-                    rail: e.left,
-                    remote: e.right,
-                }
+        .enumerate()
+        .map(|(i, e)| {
+            let (rail, remote) = if i_am_lower {
+                (e.left, e.right)
             } else {
-                EndpointPair {
-                    rail: e.right,
-                    remote: e.left,
-                }
+                (e.right, e.left)
+            };
+            EndpointPair {
+                rail,
+                remote,
+                primary: i < primaries,
+                speed_mbps: pair_speed_mbps(&left[e.left], &right[e.right]),
             }
         })
         .collect();
@@ -293,7 +319,15 @@ mod tests {
         assert_eq!(a, vec![(2, 0), (0, 1), (3, 2)]);
         let (pairs, routed) = pairing(&lower, &of(vec![ep("192.168.0.0/24", "ib0", 0)]), true);
         assert!(routed);
-        assert_eq!(pairs, vec![EndpointPair { rail: 0, remote: 0 }]);
+        assert_eq!(
+            pairs,
+            vec![EndpointPair {
+                rail: 0,
+                remote: 0,
+                primary: true,
+                speed_mbps: 0,
+            }]
+        );
     }
 
     #[cfg(feature = "libfabric")]
@@ -309,6 +343,17 @@ mod tests {
         let (a, b) = both(&host(100_000, 100_000), &host(100_000, 100_000));
         assert_eq!(a, b);
         assert_eq!(a.len(), 4);
+        let (mine, _) = pairing(&host(100_000, 100_000), &host(100_000, 100_000), true);
+        let flags: Vec<_> = mine.iter().map(|p| (p.primary, p.speed_mbps)).collect();
+        assert_eq!(
+            flags,
+            vec![
+                (true, 100_000),
+                (true, 100_000),
+                (false, 100_000),
+                (false, 100_000)
+            ]
+        );
         let primary: Vec<_> = a[..2].to_vec();
         assert!(
             primary[0].0 != primary[1].0 && primary[0].1 != primary[1].1,

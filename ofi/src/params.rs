@@ -52,6 +52,15 @@ pub static MAX_SEND: Param<u64> = Param::new(ParamSpec {
     description: "Bytes per rendezvous pipeline fragment over ofi; every send slot and receive buffer holds this much (or ofi_eager_limit, if larger).",
 });
 
+/// `KESTREL_OFI_STRIPE_MIN`: messages at least this large are striped over a peer's pairs.
+pub static STRIPE_MIN: Param<u64> = Param::new(ParamSpec {
+    name: "ofi_stripe_min",
+    component: "ofi",
+    kind: ParamKind::Size { min: 0, max: 64 << 20 },
+    default: "16K",
+    description: "Messages (and rendezvous fragments) of at least this many bytes go to the primary pair of endpoints with the fewest bytes sent per link speed, which stripes large messages over a peer's NIC pairs by bandwidth; smaller ones take the active pair.",
+});
+
 /// `KESTREL_OFI_QUEUE_DEPTH`: send slots and posted receive buffers per endpoint.
 pub static QUEUE_DEPTH: Param<i64> = Param::new(ParamSpec {
     name: "ofi_queue_depth",
@@ -109,6 +118,7 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         IF_EXCLUDE.spec(),
         EAGER_LIMIT.spec(),
         MAX_SEND.spec(),
+        STRIPE_MIN.spec(),
         QUEUE_DEPTH.spec(),
         RXM_SHARED_RX.spec(),
         CQ_WAIT.spec(),

@@ -67,15 +67,47 @@ pub struct Pair<A> {
     pub remote: String,
     /// The peer's liveness responder for that endpoint, when it published one.
     pub probe: Option<SocketAddrV4>,
+    /// One of the pairs large frames are striped over (the others are standbys).
+    pub primary: bool,
+    /// The pair's link speed in Mb/s (0: unknown), which sets its share of striped bytes.
+    pub speed_mbps: u32,
     /// Declared dead: never used again.
     pub dead: bool,
 }
+
+impl<A> Pair<A> {
+    /// A live pair, not yet used.
+    pub fn new(
+        rail: usize,
+        addr: A,
+        remote: String,
+        probe: Option<SocketAddrV4>,
+        primary: bool,
+        speed_mbps: u32,
+    ) -> Pair<A> {
+        Pair {
+            rail,
+            addr,
+            remote,
+            probe,
+            primary,
+            speed_mbps,
+            dead: false,
+        }
+    }
+}
+
+/// The speed assumed for a pair whose link speed is unknown (the transport's bandwidth
+/// estimate makes the same assumption).
+const UNKNOWN_SPEED_MBPS: u32 = 10_000;
 
 /// A data frame kept until the peer acknowledges it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retained {
     /// Its number.
     pub seq: u32,
+    /// The pair it went out on last (watched while its acknowledgement does not come).
+    pub pair: usize,
     /// Its active-message tag.
     pub am: u8,
     /// The messaging layer's header and payload.
@@ -127,6 +159,12 @@ pub struct Tick {
 #[derive(Debug)]
 pub struct PeerPaths<A> {
     pairs: Vec<Pair<A>>,
+    /// Bytes sent on each pair, for striping by speed.
+    pair_bytes: Vec<u64>,
+    /// Kept (unacknowledged) frames last sent on each pair.
+    pair_unacked: Vec<u32>,
+    /// When each pair's link last answered a liveness probe.
+    pair_answered: Vec<Option<Duration>>,
     active: usize,
     /// Number of the next data frame to the peer.
     next_seq: u32,
@@ -166,6 +204,9 @@ impl<A> PeerPaths<A> {
             "a peer is reached over at least one pair"
         );
         PeerPaths {
+            pair_bytes: vec![0; pairs.len()],
+            pair_unacked: vec![0; pairs.len()],
+            pair_answered: vec![None; pairs.len()],
             pairs,
             active: 0,
             next_seq: 0,
@@ -217,18 +258,43 @@ impl<A> PeerPaths<A> {
         (self.next_seq, self.expected)
     }
 
-    /// The data frame of [`Self::next_header`] went out carrying `am` and `data` (kept when
-    /// this peer has more than one pair). It also carried the ack.
-    pub fn sent(&mut self, am: u8, data: impl FnOnce() -> Vec<u8>) {
+    /// The pair a data frame of `len` bytes takes: the active pair, or for a frame of at
+    /// least `stripe_min` bytes the live primary pair (or the active one) with the fewest
+    /// bytes sent relative to its link speed, which stripes a pipelined large message over
+    /// the pairs by bandwidth. A frame on another pair than the active one is sent marked
+    /// as striped, so that the receiver does not take it for a move of the traffic.
+    pub fn choose(&self, len: usize, stripe_min: usize) -> usize {
+        if len < stripe_min || self.pairs.len() == 1 {
+            return self.active;
+        }
+        let load = |i: usize| {
+            let speed = match self.pairs[i].speed_mbps {
+                0 => UNKNOWN_SPEED_MBPS,
+                s => s,
+            };
+            ((self.pair_bytes[i] as u128) << 32) / speed as u128
+        };
+        (0..self.pairs.len())
+            .filter(|&i| i == self.active || (self.pairs[i].primary && !self.pairs[i].dead))
+            .min_by_key(|&i| (load(i), i != self.active))
+            .unwrap_or(self.active)
+    }
+
+    /// The data frame of [`Self::next_header`] went out on `pair`, `len` bytes carrying `am`
+    /// and `data` (kept when this peer has more than one pair). It also carried the ack.
+    pub fn sent(&mut self, pair: usize, len: usize, am: u8, data: impl FnOnce() -> Vec<u8>) {
         if self.next_seq == self.acked {
             // Nothing was outstanding: the silence clock starts at the next tick.
             self.silent_since = None;
         }
+        self.pair_bytes[pair] += len as u64;
         if self.retains() {
+            self.pair_unacked[pair] += 1;
             let data = data();
             self.retained_bytes += data.len();
             self.retained.push_back(Retained {
                 seq: self.next_seq,
+                pair,
                 am,
                 data,
             });
@@ -270,12 +336,20 @@ impl<A> PeerPaths<A> {
     }
 
     /// Takes a received frame's numbers: `data` (a data frame, numbered `seq`) or an ack;
-    /// `ack` is the peer's position in our stream; `rail` where it arrived.
-    pub fn received(&mut self, data: bool, seq: u32, ack: u32, rail: usize) -> Arrival {
+    /// `ack` is the peer's position in our stream; `rail` where it arrived; `striped` when
+    /// the sender marked it as striped over a pair other than its active one.
+    pub fn received(
+        &mut self,
+        data: bool,
+        seq: u32,
+        ack: u32,
+        rail: usize,
+        striped: bool,
+    ) -> Arrival {
         self.take_ack(ack);
         // The peer moved to another pair (after a failover of its own): follow it, and take
         // the pair it left as dead too, so that its late frames do not pull us back.
-        if self.pairs[self.active].rail != rail {
+        if !striped && self.pairs[self.active].rail != rail {
             if let Some(i) = self.pairs.iter().position(|p| p.rail == rail && !p.dead) {
                 self.pairs[self.active].dead = true;
                 self.switch_to(i);
@@ -325,6 +399,7 @@ impl<A> PeerPaths<A> {
         {
             let r = self.retained.pop_front().expect("front exists");
             self.retained_bytes -= r.data.len();
+            self.pair_unacked[r.pair] -= 1;
             self.resent = self.resent.saturating_sub(1);
         }
     }
@@ -346,22 +421,41 @@ impl<A> PeerPaths<A> {
         self.retained.get(self.resent).map(|r| (r, self.expected))
     }
 
-    /// The frame of [`Self::next_resend`] went out again.
+    /// The frame of [`Self::next_resend`] went out again (on the active pair).
     pub fn resent_one(&mut self) {
+        let active = self.active;
+        if let Some(r) = self.retained.get_mut(self.resent) {
+            self.pair_unacked[r.pair] -= 1;
+            self.pair_unacked[active] += 1;
+            r.pair = active;
+            self.pair_bytes[active] += r.data.len() as u64;
+        }
         self.resent += 1;
         self.acked_out();
     }
 
-    /// The peer's liveness responder answered a probe at `now`: the peer and the active
-    /// pair's link are alive, the peer is only busy. The silence clock restarts.
-    pub fn answered(&mut self, now: Duration) {
+    /// The pairs watched while acknowledgements stop, active first: the active pair (the
+    /// acknowledgements come back over it) and every live pair that carried a frame not yet
+    /// acknowledged (the receiver's position cannot pass a frame lost with its link).
+    /// Liveness probes go over each.
+    pub fn watched(&self) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(self.active).chain(
+            (0..self.pairs.len())
+                .filter(|&i| i != self.active && self.pair_unacked[i] > 0 && !self.pairs[i].dead),
+        )
+    }
+
+    /// The peer's liveness responder answered, at `now`, a probe sent over `pair`: the peer
+    /// and that pair's link are alive, the peer is only busy. That pair's silence clock
+    /// restarts.
+    pub fn answered(&mut self, pair: usize, now: Duration) {
         if self.outstanding() > 0 {
-            self.silent_since = Some(now);
+            self.pair_answered[pair] = Some(now);
         }
     }
 
     /// Advances the timers to `now`: whether an ack is due, whether to probe the peer, and
-    /// whether the active pair died.
+    /// whether a watched pair died.
     pub fn tick(&mut self, now: Duration, timing: &Timing) -> Tick {
         let mut tick = Tick::default();
         if self.rx_unacked > 0 {
@@ -373,8 +467,34 @@ impl<A> PeerPaths<A> {
             return tick;
         }
         let since = *self.silent_since.get_or_insert(now);
-        let silent_for = now.saturating_sub(since);
-        if silent_for >= timing.probe_after
+        // Each watched pair is silent since the acknowledgements stopped or since its link
+        // last answered a probe, whichever is later.
+        let silence =
+            |i: usize| now.saturating_sub(self.pair_answered[i].map_or(since, |a| a.max(since)));
+        let mut failed = None;
+        let mut longest = Duration::ZERO;
+        for i in self.watched() {
+            let silent_for = silence(i);
+            longest = longest.max(silent_for);
+            // A striped pair that died leaves the traffic on the active one; the active
+            // pair's death moves it to the next live pair.
+            let next_alive = if i == self.active {
+                (1..self.pairs.len())
+                    .map(|k| (self.active + k) % self.pairs.len())
+                    .find(|&j| !self.pairs[j].dead)
+            } else {
+                Some(self.active)
+            };
+            // Frames that cannot be sent again (one pair) have nowhere to move.
+            let limit = match next_alive {
+                Some(_) if self.retains() => timing.fail_after,
+                _ => timing.peer_timeout,
+            };
+            if failed.is_none() && silent_for >= limit {
+                failed = Some((i, next_alive, silent_for));
+            }
+        }
+        if longest >= timing.probe_after
             && self
                 .last_probe
                 .is_none_or(|t| now.saturating_sub(t) >= timing.probe_every)
@@ -382,19 +502,11 @@ impl<A> PeerPaths<A> {
             tick.probe = true;
             self.last_probe = Some(now);
         }
-        let next_alive = (1..self.pairs.len())
-            .map(|k| (self.active + k) % self.pairs.len())
-            .find(|&i| !self.pairs[i].dead);
-        // Frames that cannot be sent again (one pair) have nowhere to move.
-        let limit = match next_alive {
-            Some(_) if self.retains() => timing.fail_after,
-            _ => timing.peer_timeout,
-        };
-        if silent_for >= limit {
-            let dead = self.active;
+        if let Some((dead, next_alive, silent_for)) = failed {
             self.pairs[dead].dead = true;
             let moved_to = next_alive.filter(|_| self.retains());
             if let Some(to) = moved_to {
+                // Everything unacknowledged goes again, in order, on the (new) active pair.
                 self.switch_to(to);
             }
             tick.failure = Some(Failure {
@@ -420,13 +532,14 @@ mod tests {
     };
 
     fn pair(rail: usize) -> Pair<u32> {
-        Pair {
+        Pair::new(
             rail,
-            addr: rail as u32 * 10,
-            remote: format!("eth{}", rail + 1),
-            probe: None,
-            dead: false,
-        }
+            rail as u32 * 10,
+            format!("eth{}", rail + 1),
+            None,
+            false,
+            0,
+        )
     }
 
     fn ms(n: u64) -> Duration {
@@ -440,7 +553,7 @@ mod tests {
                 let (seq, ack) = a.next_header();
                 let data = seq.to_le_bytes().to_vec();
                 let kept = data.clone();
-                a.sent(1, move || kept);
+                a.sent(a.active_index(), 4, 1, move || kept);
                 (seq, ack, data)
             })
             .collect()
@@ -451,16 +564,16 @@ mod tests {
         let mut a = PeerPaths::new(vec![pair(0)]);
         let mut b = PeerPaths::new(vec![pair(0)]);
         for (seq, ack, _) in send(&mut a, 3) {
-            assert_eq!(b.received(true, seq, ack, 0), Arrival::Deliver);
+            assert_eq!(b.received(true, seq, ack, 0, false), Arrival::Deliver);
         }
         assert_eq!(a.outstanding(), 3);
         assert!(!a.retains(), "one pair: nothing is kept");
         // b answers with data: its header acknowledges all three.
         let (seq, ack) = b.next_header();
         assert_eq!(ack, 3);
-        b.sent(1, Vec::new);
+        b.sent(b.active_index(), 0, 1, Vec::new);
         assert!(!b.busy() || b.outstanding() == 1);
-        assert_eq!(a.received(true, seq, ack, 0), Arrival::Deliver);
+        assert_eq!(a.received(true, seq, ack, 0, false), Arrival::Deliver);
         assert_eq!(a.outstanding(), 0);
     }
 
@@ -470,16 +583,16 @@ mod tests {
         let mut b = PeerPaths::new(vec![pair(0)]);
         let frames = send(&mut a, ACK_EVERY as usize + 1);
         let (seq, ack, _) = frames[0];
-        b.received(true, seq, ack, 0);
+        b.received(true, seq, ack, 0, false);
         assert!(!b.tick(ms(0), &T).send_ack, "the delay starts now");
         assert!(b.tick(ms(1), &T).send_ack, "after ack_delay");
         for &(seq, ack, _) in &frames[1..ACK_EVERY as usize] {
-            b.received(true, seq, ack, 0);
+            b.received(true, seq, ack, 0, false);
         }
         assert!(b.ack_due(), "a batch of ACK_EVERY frames is acked at once");
         let value = b.ack_value();
         b.acked_out();
-        assert_eq!(a.received(false, 0, value, 0), Arrival::Ack);
+        assert_eq!(a.received(false, 0, value, 0, false), Arrival::Ack);
         assert_eq!(a.outstanding(), 1);
     }
 
@@ -505,7 +618,7 @@ mod tests {
         let mut a = PeerPaths::new(vec![pair(0)]);
         send(&mut a, 2);
         a.tick(ms(0), &T);
-        a.received(false, 0, 1, 0);
+        a.received(false, 0, 1, 0, false);
         // The clock restarts at the next tick after the ack.
         assert_eq!(a.tick(ms(9_000), &T).failure, None);
         assert_eq!(a.tick(ms(18_999), &T).failure, None);
@@ -529,9 +642,9 @@ mod tests {
         let frames = send(&mut a, 5);
         // Frames 0..3 arrive over rail 0 and the ack of 0..2 gets back; then rail 0 dies.
         for &(seq, ack, _) in &frames[..3] {
-            assert_eq!(b.received(true, seq, ack, 0), Arrival::Deliver);
+            assert_eq!(b.received(true, seq, ack, 0, false), Arrival::Deliver);
         }
-        a.received(false, 0, 2, 0);
+        a.received(false, 0, 2, 0, false);
         assert_eq!(a.outstanding(), 3);
         a.tick(ms(0), &T);
         assert_eq!(a.tick(ms(2_999), &T).failure, None);
@@ -549,7 +662,7 @@ mod tests {
         assert!(a.may_send(1));
         let arrivals: Vec<_> = again
             .iter()
-            .map(|&(seq, ack, _)| b.received(true, seq, ack, 1))
+            .map(|&(seq, ack, _)| b.received(true, seq, ack, 1, false))
             .collect();
         assert_eq!(
             arrivals,
@@ -561,9 +674,9 @@ mod tests {
             "the receiver answers where data now comes"
         );
         assert!(b.pairs()[0].dead, "and never goes back");
-        assert_eq!(b.received(true, 3, 0, 0), Arrival::Duplicate);
+        assert_eq!(b.received(true, 3, 0, 0, false), Arrival::Duplicate);
         assert_eq!(b.active().rail, 1);
-        a.received(false, 0, b.ack_value(), 1);
+        a.received(false, 0, b.ack_value(), 1, false);
         assert_eq!(a.outstanding(), 0);
         assert_eq!(a.resend_pending(), 0);
         // The second pair dies too: now it is the last one.
@@ -579,15 +692,15 @@ mod tests {
     #[test]
     fn out_of_order_frames_are_delivered_once_and_acked_only_when_contiguous() {
         let mut b = PeerPaths::<u32>::new(vec![pair(0)]);
-        assert_eq!(b.received(true, 2, 0, 0), Arrival::Deliver);
-        assert_eq!(b.received(true, 1, 0, 0), Arrival::Deliver);
+        assert_eq!(b.received(true, 2, 0, 0, false), Arrival::Deliver);
+        assert_eq!(b.received(true, 1, 0, 0, false), Arrival::Deliver);
         assert_eq!(b.ack_value(), 0, "frame 0 is still missing");
-        assert_eq!(b.received(true, 2, 0, 0), Arrival::Duplicate);
-        assert_eq!(b.received(true, 0, 0, 0), Arrival::Deliver);
+        assert_eq!(b.received(true, 2, 0, 0, false), Arrival::Duplicate);
+        assert_eq!(b.received(true, 0, 0, 0, false), Arrival::Deliver);
         assert_eq!(b.ack_value(), 3);
-        assert_eq!(b.received(true, 1, 0, 0), Arrival::Duplicate);
+        assert_eq!(b.received(true, 1, 0, 0, false), Arrival::Duplicate);
         assert_eq!(
-            b.received(true, 3 + MAX_REORDER, 0, 0),
+            b.received(true, 3 + MAX_REORDER, 0, 0, false),
             Arrival::Gap {
                 expected: 3,
                 found: 3 + MAX_REORDER
@@ -599,10 +712,10 @@ mod tests {
     fn stale_and_impossible_acks_are_ignored() {
         let mut a = PeerPaths::new(vec![pair(0)]);
         send(&mut a, 2);
-        a.received(false, 0, 7, 0); // beyond what was sent
+        a.received(false, 0, 7, 0, false); // beyond what was sent
         assert_eq!(a.outstanding(), 2);
-        a.received(false, 0, 2, 0);
-        a.received(false, 0, 1, 0); // older than what is known
+        a.received(false, 0, 2, 0, false);
+        a.received(false, 0, 1, 0, false); // older than what is known
         assert_eq!(a.outstanding(), 0);
     }
 
@@ -614,22 +727,24 @@ mod tests {
         a.acked = u32::MAX - 1;
         b.expected = u32::MAX - 1;
         for (seq, ack, _) in send(&mut a, 4) {
-            assert_eq!(b.received(true, seq, ack, 0), Arrival::Deliver);
+            assert_eq!(b.received(true, seq, ack, 0, false), Arrival::Deliver);
         }
-        a.received(false, 0, b.ack_value(), 0);
+        a.received(false, 0, b.ack_value(), 0, false);
         assert_eq!(a.outstanding(), 0);
         assert_eq!(a.retained.len(), 0);
-        assert_eq!(b.received(true, u32::MAX, 0, 0), Arrival::Duplicate);
+        assert_eq!(b.received(true, u32::MAX, 0, 0, false), Arrival::Duplicate);
     }
 
     #[test]
     fn kept_bytes_are_bounded() {
         let mut a = PeerPaths::new(vec![pair(0), pair(1)]);
         let (_, _) = a.next_header();
-        a.sent(1, || vec![0; MAX_RETAINED_BYTES - 10]);
+        a.sent(0, MAX_RETAINED_BYTES - 10, 1, || {
+            vec![0; MAX_RETAINED_BYTES - 10]
+        });
         assert!(a.may_send(10));
         assert!(!a.may_send(11));
-        a.received(false, 0, 1, 0);
+        a.received(false, 0, 1, 0, false);
         assert!(a.may_send(MAX_RETAINED_BYTES * 2), "nothing kept: any size");
     }
 
@@ -644,7 +759,7 @@ mod tests {
             if tick.probe {
                 probes += 1;
                 last_answer = t + 1;
-                a.answered(ms(last_answer));
+                a.answered(0, ms(last_answer));
             }
         }
         // An answer restarts the silence clock: one probe per 1.5 s of silence, for a minute.
@@ -659,5 +774,145 @@ mod tests {
             (9_950..=10_050).contains(&silent),
             "failed {silent} ms after the last answer"
         );
+    }
+
+    fn striped(rail: usize, speed_mbps: u32) -> Pair<u32> {
+        Pair {
+            primary: true,
+            speed_mbps,
+            ..pair(rail)
+        }
+    }
+
+    /// Sends `n` frames of `len` bytes from `a`, each on the pair [`PeerPaths::choose`]
+    /// picks: (pair, seq, ack) per frame.
+    fn send_striped(a: &mut PeerPaths<u32>, n: usize, len: usize) -> Vec<(usize, u32, u32)> {
+        (0..n)
+            .map(|_| {
+                let (seq, ack) = a.next_header();
+                let p = a.choose(len, 16 << 10);
+                a.sent(p, len, 1, || vec![0; len]);
+                (p, seq, ack)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn large_frames_are_striped_over_the_primary_pairs_by_speed_and_small_ones_stay() {
+        // 25 and 75 Gb/s primaries, and a standby that is never striped over.
+        let mut a = PeerPaths::new(vec![striped(0, 25_000), striped(1, 75_000), pair(2)]);
+        let frames = send_striped(&mut a, 400, 128 << 10);
+        let on = |p: usize| frames.iter().filter(|f| f.0 == p).count();
+        assert_eq!((on(0), on(1), on(2)), (100, 300, 0), "shares by speed");
+        // Below the striping threshold: always the active pair.
+        for (p, _, _) in send_striped(&mut a, 20, 1024) {
+            assert_eq!(p, 0);
+        }
+        // Unknown speeds count as equal.
+        let mut b = PeerPaths::new(vec![striped(0, 0), striped(1, 0)]);
+        let frames = send_striped(&mut b, 10, 64 << 10);
+        assert_eq!(frames.iter().filter(|f| f.0 == 1).count(), 5);
+        // One pair: nothing to choose.
+        let mut c = PeerPaths::new(vec![striped(0, 0)]);
+        assert!(send_striped(&mut c, 3, 1 << 20).iter().all(|f| f.0 == 0));
+    }
+
+    #[test]
+    fn a_receiver_does_not_follow_striped_frames_but_follows_a_move() {
+        let mut b = PeerPaths::new(vec![striped(0, 0), striped(1, 0)]);
+        assert_eq!(b.received(true, 0, 0, 1, true), Arrival::Deliver);
+        assert_eq!(b.active_index(), 0, "a striped frame on rail 1 is no move");
+        assert_eq!(b.received(true, 1, 0, 1, false), Arrival::Deliver);
+        assert_eq!(b.active_index(), 1, "an unmarked frame there is");
+        assert!(b.pairs()[0].dead);
+    }
+
+    #[test]
+    fn a_dead_striped_pair_is_blamed_and_its_frames_go_again_on_the_active_pair() {
+        let mut a = PeerPaths::new(vec![striped(0, 0), striped(1, 0)]);
+        let mut b = PeerPaths::new(vec![striped(0, 0), striped(1, 0)]);
+        let frames = send_striped(&mut a, 6, 64 << 10);
+        // Pair 1 (frames 1, 3, 5) is dead: b gets only frames 0, 2, 4 and acks frame 0.
+        for &(p, seq, ack) in &frames {
+            if p == 0 {
+                assert_eq!(b.received(true, seq, ack, 0, false), Arrival::Deliver);
+            }
+        }
+        assert_eq!(b.ack_value(), 1);
+        a.received(false, 0, b.ack_value(), 0, false);
+        assert_eq!(
+            a.watched().collect::<Vec<_>>(),
+            vec![0, 1],
+            "both carried unacked frames"
+        );
+        // Probes go over both; pair 0's link answers, pair 1's stays silent and dies after
+        // fail_after.
+        a.tick(ms(0), &T);
+        for t in (250..3_000).step_by(250) {
+            let tick = a.tick(ms(t), &T);
+            assert_eq!(tick.failure, None, "at {t} ms");
+            if tick.probe {
+                a.answered(0, ms(t + 1));
+            }
+        }
+        let f = a.tick(ms(3_000), &T).failure.expect("pair 1 dies");
+        assert_eq!((f.pair, f.moved_to), (1, Some(0)));
+        assert_eq!(a.active_index(), 0, "the traffic stays on the active pair");
+        // Frames 1..=5 go again on pair 0; b drops the ones it had.
+        let mut delivered = Vec::new();
+        while let Some((r, ack)) = a.next_resend() {
+            let (seq, pair) = (r.seq, r.pair);
+            match b.received(true, seq, ack, 0, false) {
+                Arrival::Deliver => delivered.push(seq),
+                other => assert_eq!(other, Arrival::Duplicate),
+            }
+            a.resent_one();
+            assert_eq!(a.retained[a.resent - 1].pair, 0, "was on {pair}");
+        }
+        assert_eq!(delivered, vec![1, 3, 5]);
+        assert_eq!(b.ack_value(), 6);
+        // Striping now leaves the dead pair out.
+        assert!(send_striped(&mut a, 4, 64 << 10).iter().all(|f| f.0 == 0));
+    }
+
+    #[test]
+    fn a_dead_active_link_is_told_from_a_live_striped_one_by_their_probe_answers() {
+        let mut a = PeerPaths::new(vec![striped(0, 0), striped(1, 0)]);
+        send_striped(&mut a, 6, 64 << 10);
+        // Nothing is acknowledged (the acks come over pair 0, whose link is dead); pair 1's
+        // link answers its probes.
+        a.tick(ms(0), &T);
+        let mut probes = 0;
+        for t in (250..3_000).step_by(250) {
+            let tick = a.tick(ms(t), &T);
+            assert_eq!(tick.failure, None, "at {t} ms");
+            if tick.probe {
+                probes += 1;
+                a.answered(1, ms(t + 1));
+            }
+        }
+        assert!(probes >= 5, "{probes} probe rounds");
+        let f = a.tick(ms(3_000), &T).failure.expect("pair 0 dies");
+        assert_eq!((f.pair, f.moved_to), (0, Some(1)));
+        assert_eq!(a.active_index(), 1);
+        assert_eq!(
+            a.resend_pending(),
+            6,
+            "every unacknowledged frame goes again on pair 1"
+        );
+    }
+
+    #[test]
+    fn a_busy_peer_answering_on_every_striped_link_is_never_taken_for_dead() {
+        let mut a = PeerPaths::new(vec![striped(0, 0), striped(1, 0)]);
+        send_striped(&mut a, 4, 64 << 10);
+        for t in (0..30_000).step_by(50) {
+            let tick = a.tick(ms(t), &T);
+            assert_eq!(tick.failure, None, "at {t} ms");
+            if tick.probe {
+                a.answered(0, ms(t + 1));
+                a.answered(1, ms(t + 1));
+            }
+        }
     }
 }

@@ -4,10 +4,11 @@
 //!
 //! ```text
 //! offset  size  field
-//!      0     1  version (2)
+//!      0     1  version (3)
 //!      1     1  am: the active-message tag the sender's messaging layer chose (0 in an ack)
 //!      2     1  kind: 0 data (handed up), 1 ack (only the acknowledgement; no data)
-//!      3     1  reserved, zero
+//!      3     1  flags: bit 0 striped (a data frame sent on another pair than the sender's
+//!               active one, which the receiver must not take for a move); other bits zero
 //!      4     4  sender: the sender's index in the set (little-endian)
 //!      8     8  key: the set's key (little-endian); a frame with another key is a stranger's
 //!     16     4  seq: this data frame's number in the sender's stream to the receiver (LE,
@@ -28,7 +29,10 @@ use std::fmt;
 pub const FRAME_LEN: usize = 24;
 
 /// The frame version this build writes and reads.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
+
+/// Flag bit: a data frame striped over a pair other than the sender's active one.
+pub const FLAG_STRIPED: u8 = 1;
 
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +67,8 @@ pub struct Header {
     pub seq: u32,
     /// The next number the sender expects from the receiver.
     pub ack: u32,
+    /// Sent on another pair than the sender's active one (data frames only).
+    pub striped: bool,
 }
 
 /// A decoded frame: its fields and the messaging layer's bytes.
@@ -78,6 +84,8 @@ pub struct Frame<'a> {
     pub seq: u32,
     /// The next number the sender expects from us.
     pub ack: u32,
+    /// Striped over a pair other than the sender's active one.
+    pub striped: bool,
     /// Header and payload (empty in an ack).
     pub data: &'a [u8],
 }
@@ -95,7 +103,7 @@ pub enum FrameError {
         /// The version found.
         found: u8,
     },
-    /// The reserved bytes are not zero.
+    /// A flag bit this version does not define is set, or the striped flag on an ack.
     Reserved,
     /// The kind byte names no kind.
     Kind {
@@ -127,7 +135,7 @@ impl fmt::Display for FrameError {
                 f,
                 "ofi frame version {found}, this build speaks {VERSION} (mixed Kestrel versions?)"
             ),
-            FrameError::Reserved => write!(f, "ofi frame with non-zero reserved bytes"),
+            FrameError::Reserved => write!(f, "ofi frame with unknown flag bits set"),
             FrameError::Kind { found } => write!(f, "ofi frame of unknown kind {found}"),
             FrameError::AckWithData { len } => {
                 write!(f, "ofi frame of kind ack carrying {len} bytes of data")
@@ -155,14 +163,14 @@ pub fn write_header(out: &mut [u8], header: &Header) {
     h[0] = VERSION;
     h[1] = header.am;
     h[2] = header.kind.byte();
-    h[3] = 0;
+    h[3] = if header.striped { FLAG_STRIPED } else { 0 };
     h[4..8].copy_from_slice(&header.sender.to_le_bytes());
     h[8..16].copy_from_slice(&header.key.to_le_bytes());
     h[16..20].copy_from_slice(&header.seq.to_le_bytes());
     h[20..24].copy_from_slice(&header.ack.to_le_bytes());
 }
 
-/// Decodes a received message: checks length, version, reserved bytes, key, and that
+/// Decodes a received message: checks length, version, kind, flags, key, and that
 /// `is_peer(sender)` holds.
 pub fn decode(
     bytes: &[u8],
@@ -175,14 +183,15 @@ pub fn decode(
     if bytes[0] != VERSION {
         return Err(FrameError::Version { found: bytes[0] });
     }
-    if bytes[3] != 0 {
-        return Err(FrameError::Reserved);
-    }
     let kind = match bytes[2] {
         0 => Kind::Data,
         1 => Kind::Ack,
         found => return Err(FrameError::Kind { found }),
     };
+    let flags = bytes[3];
+    if flags & !FLAG_STRIPED != 0 || (kind == Kind::Ack && flags != 0) {
+        return Err(FrameError::Reserved);
+    }
     let sender = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
     let found_key = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     if found_key != key {
@@ -201,6 +210,7 @@ pub fn decode(
         sender,
         seq: u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")),
         ack: u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes")),
+        striped: flags & FLAG_STRIPED != 0,
         data,
     })
 }
@@ -218,6 +228,7 @@ mod tests {
             key,
             seq: 0xffff_fffe,
             ack: 17,
+            striped: false,
         };
         write_header(&mut v, &h);
         v[FRAME_LEN..].copy_from_slice(data);
@@ -236,8 +247,16 @@ mod tests {
                 sender: 3,
                 seq: 0xffff_fffe,
                 ack: 17,
+                striped: false,
                 data: b"hello"
             }
+        );
+        let mut striped = v.clone();
+        striped[3] = FLAG_STRIPED;
+        assert!(
+            decode(&striped, 0xfeed_beef_0123_4567, |_| true)
+                .unwrap()
+                .striped
         );
         let empty = frame(1, 0, 9, &[]);
         assert_eq!(decode(&empty, 9, |_| true).unwrap().data, &[] as &[u8]);
@@ -249,6 +268,7 @@ mod tests {
             key: 9,
             seq: 0,
             ack: 5,
+            striped: false,
         };
         write_header(&mut ack, &h);
         let f = decode(&ack, 9, |_| true).unwrap();
@@ -269,8 +289,17 @@ mod tests {
             Err(FrameError::Version { found: 9 })
         );
         let mut v = good.clone();
-        v[3] = 1;
+        v[3] = 2;
         assert_eq!(decode(&v, 42, |_| true), Err(FrameError::Reserved));
+        let mut ack = frame(0, 2, 42, b"");
+        ack[2] = 1;
+        assert!(decode(&ack, 42, |_| true).is_ok());
+        ack[3] = FLAG_STRIPED;
+        assert_eq!(
+            decode(&ack, 42, |_| true),
+            Err(FrameError::Reserved),
+            "an ack is never striped"
+        );
         let mut v = good.clone();
         v[2] = 7;
         assert_eq!(decode(&v, 42, |_| true), Err(FrameError::Kind { found: 7 }));

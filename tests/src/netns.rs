@@ -176,17 +176,7 @@ impl Cluster {
         let (host, iface) = (host.to_string(), iface.to_string());
         std::thread::spawn(move || {
             let start = std::time::Instant::now();
-            let counter = format!("/sys/class/net/{iface}/statistics/rx_bytes");
-            let received = || -> u64 {
-                let out = Command::new("ip")
-                    .args(["netns", "exec", &host, "cat", &counter])
-                    .output()
-                    .expect("read the interface's counter");
-                String::from_utf8_lossy(&out.stdout)
-                    .trim()
-                    .parse()
-                    .unwrap_or(0)
-            };
+            let received = || iface_bytes(&host, &iface, "rx_bytes");
             let base = received();
             while received() < base + bytes && start.elapsed() < std::time::Duration::from_secs(30)
             {
@@ -201,6 +191,11 @@ impl Cluster {
         })
     }
 
+    /// The kernel's `counter` (`rx_bytes`, `tx_bytes`, ...) of `iface` in `host`.
+    pub fn iface_bytes(&self, host: &str, iface: &str, counter: &str) -> u64 {
+        iface_bytes(host, iface, counter)
+    }
+
     /// Host names (= namespace names = node ids).
     pub fn hosts(&self) -> &[String] {
         &self.hosts
@@ -211,4 +206,17 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = Command::new(script()).args(["down", &self.prefix]).status();
     }
+}
+
+/// The kernel's `counter` of `iface` in namespace `host` (0 when it cannot be read).
+fn iface_bytes(host: &str, iface: &str, counter: &str) -> u64 {
+    let path = format!("/sys/class/net/{iface}/statistics/{counter}");
+    let out = Command::new("ip")
+        .args(["netns", "exec", host, "cat", &path])
+        .output()
+        .expect("read the interface's counter");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }

@@ -2,9 +2,10 @@
 //! point-to-point and collective suites over 2 hosts x 1 rank, 2 hosts x 2 ranks (shared memory
 //! inside a host) and 4 hosts x 1 rank, with the provider named and chosen automatically; two
 //! separately launched jobs meeting (DPM server/client) across hosts in the same layouts; a
-//! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal; a
-//! data link going down mid-transfer, with another rail (the job completes) and without (it
-//! stops, naming the pair); a peer computing longer than the peer timeout (answering liveness
+//! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal;
+//! large messages striped over two data links and small ones on one; a data link going down
+//! mid-transfer, the active one or the striped one with another rail (the job completes) and
+//! the only one (it stops, naming the pair); a peer computing longer than the peer timeout (answering liveness
 //! probes) waited for; an idle rank sleeping when its completion queues can wake it.
 //!
 //! Every job excludes the management network (198.18.0.0/24), so the endpoint opens on a data
@@ -238,6 +239,77 @@ fn a_data_link_going_down_mid_transfer_moves_ofi_to_the_other_rail() {
         out.show()
     );
     // Closing the dead rail's endpoint finds its stuck sends: expected, not a warning.
+    assert!(!out.stderr.contains("fi_close failed"), "{}", out.show());
+    cluster.assert_empty();
+}
+
+/// Both data networks (eth1, eth2) pair the two hosts: messages of `ofi_stripe_min` (16 KiB)
+/// and more are striped over both links by speed (equal here), smaller ones stay on the
+/// active pair (eth1). Measured by the kernel's byte counters of the receiving host's links.
+#[test]
+fn large_messages_are_striped_over_both_data_links_and_small_ones_take_one() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let received = |iface: &str| cluster.iface_bytes(&h[1], iface, "rx_bytes");
+    for (args, striped) in [
+        (["-m", "1048576:1048576", "-i", "5", "-x", "1"], true),
+        (["-m", "1024:1024", "-i", "200", "-x", "10"], false),
+    ] {
+        let before = (received("eth1"), received("eth2"));
+        let mut cmd = job(&hosts, "self,ofi", &[]);
+        cmd.arg(bin("osu_bw")).args(args);
+        let out = run(cmd, DEADLINE);
+        assert!(out.success(), "osu_bw {args:?}: {}", out.show());
+        let eth1 = received("eth1") - before.0;
+        let eth2 = received("eth2") - before.1;
+        if striped {
+            // 6 x 64 messages of 1 MiB: each link carries between a third and two thirds.
+            let total = eth1 + eth2;
+            assert!(total > 300 << 20, "{eth1} + {eth2} bytes");
+            assert!(
+                (total / 3..=total * 2 / 3).contains(&eth2),
+                "1 MiB messages are not striped over both links: eth1 {eth1}, eth2 {eth2} bytes"
+            );
+        } else {
+            assert!(
+                eth2 < eth1 / 10,
+                "1 KiB messages left the active pair: eth1 {eth1}, eth2 {eth2} bytes"
+            );
+        }
+    }
+    cluster.assert_empty();
+}
+
+/// The striped link (eth2) going down mid-transfer: its unacknowledged frames go again on
+/// the active pair (eth1), the job completes, and the message names the dead pair.
+#[test]
+fn a_striped_data_link_going_down_leaves_the_traffic_on_the_active_rail() {
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    let mut cmd = job(
+        &hosts,
+        "self,ofi",
+        &["-x", "KESTREL_OFI_FAIL_AFTER_MS=1000"],
+    );
+    cmd.arg(example("p2p_check"))
+        .args(["random", "20000", "4m"]);
+    let cutter = cluster.cut_link_after(&h[1], "eth2", 50_000_000);
+    let out = run(cmd, DEADLINE);
+    cutter.join().expect("the link cutter");
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.stdout.contains("p2p_check random: passed on 2 ranks"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stderr.contains("heard nothing over eth2")
+            && out.stderr.contains("the traffic moves to eth1"),
+        "the dead striped pair was not detected (did the transfer end before the cut?): {}",
+        out.show()
+    );
     assert!(!out.stderr.contains("fi_close failed"), "{}", out.show());
     cluster.assert_empty();
 }

@@ -33,6 +33,7 @@ pub fn fuzz_one(data: &[u8]) {
             key: KEY,
             seq: frame.seq,
             ack: frame.ack,
+            striped: frame.striped,
         },
     );
     assert_eq!(
@@ -72,6 +73,7 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
                 key: KEY,
                 seq: 7,
                 ack: 3,
+                striped: false,
             },
         );
         b.extend_from_slice(data);
@@ -90,7 +92,8 @@ pub fn seed_corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ack_with_data", frame(Kind::Ack, 1, b"x")),
         ("short", data[..FRAME_LEN - 1].to_vec()),
         ("other_version", with(0, wire::VERSION + 1)),
-        ("reserved_set", with(3, 1)),
+        ("striped", with(3, wire::FLAG_STRIPED)),
+        ("reserved_set", with(3, 2)),
         ("unknown_kind", with(2, 9)),
         ("other_key", with(8, data[8] ^ 0xff)),
         ("unknown_sender", with(4, 8)),
@@ -108,7 +111,7 @@ mod tests {
     fn seeds_decode_or_fail_as_named() {
         for (name, bytes) in seed_corpus() {
             let r = wire::decode(&bytes, KEY, |s| s < 8);
-            let ok = matches!(name, "data" | "data_empty" | "ack");
+            let ok = matches!(name, "data" | "data_empty" | "ack" | "striped");
             assert_eq!(r.is_ok(), ok, "{name}: {r:?}");
         }
     }
