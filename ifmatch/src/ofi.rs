@@ -312,7 +312,11 @@ pub(crate) fn run_explain(args: &[String], out: &mut dyn Write, err: &mut dyn Wr
                 w.min_speed_gbps.to_string()
             },
             if n == 0 {
-                "carries the traffic".into()
+                "carries the traffic (small messages, acks, its share of large ones)".into()
+            } else if p.primary {
+                "striped: its share of messages >= ofi_stripe_min by link speed; takes over \
+                 when the pairs before it go silent (ofi_fail_after_ms)"
+                    .into()
             } else {
                 "standby: takes over when the pairs before it go silent (ofi_fail_after_ms)".into()
             },
@@ -404,8 +408,10 @@ mod tests {
             "{text}"
         );
         assert!(lines[2].contains("carries the traffic"), "{text}");
+        // eth2 is a pair of the matching too (its own fabric): large messages are striped
+        // over it.
         assert!(
-            lines[3].starts_with("1") && lines[3].contains("standby"),
+            lines[3].starts_with("1") && lines[3].contains("striped"),
             "{text}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
