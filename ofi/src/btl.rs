@@ -721,28 +721,36 @@ impl Btl for OfiBtl {
             ack,
             striped,
         };
+        // Large frames striped over `width` pairs may fill only that share of each rail's
+        // send slots: the frames in flight to a peer are spread over its links, not
+        // multiplied by them (twice the data in flight was measured slower), and a rail
+        // whose sends are stuck behind a dead link cannot hold more than its share.
+        let width = st.stripe_width(len, self.stripe_min);
+        let has_room = |rail: &Rail| {
+            let ep = &rail.endpoint;
+            width == 1 || ep.tx_depth() - ep.free_tx_slots() < (ep.tx_depth() / width).max(1)
+        };
+        let mut sent = Err(FabricSendError::Full);
         let mut used = chosen;
-        let pair = &st.pairs()[chosen];
-        let mut sent = post_data(
-            &mut self.rails[pair.rail],
-            pair.addr,
-            &frame(chosen != active),
-            header,
-            payload,
-        );
-        // A striped pair whose rail has no free slot (a slower link, or one whose sends are
-        // stuck behind a dead link) leaves the frame to the active pair: striping must never
-        // hold traffic back.
-        if chosen != active && matches!(sent, Err(FabricSendError::Full)) {
-            used = active;
-            let pair = st.active();
-            sent = post_data(
-                &mut self.rails[pair.rail],
-                pair.addr,
-                &frame(false),
-                header,
-                payload,
-            );
+        // A striped pair whose rail has no room (a slower link, or one whose sends are stuck
+        // behind a dead link) leaves the frame to the active pair: striping must never hold
+        // traffic back.
+        for candidate in [chosen, active] {
+            let pair = &st.pairs()[candidate];
+            let rail = &mut self.rails[pair.rail];
+            if has_room(rail) {
+                used = candidate;
+                sent = post_data(
+                    rail,
+                    pair.addr,
+                    &frame(candidate != active),
+                    header,
+                    payload,
+                );
+            }
+            if candidate == active || !matches!(sent, Err(FabricSendError::Full)) {
+                break;
+            }
         }
         match sent {
             Ok(()) => {

@@ -264,7 +264,7 @@ impl<A> PeerPaths<A> {
     /// the pairs by bandwidth. A frame on another pair than the active one is sent marked
     /// as striped, so that the receiver does not take it for a move of the traffic.
     pub fn choose(&self, len: usize, stripe_min: usize) -> usize {
-        if len < stripe_min || self.pairs.len() == 1 {
+        if self.stripe_width(len, stripe_min) == 1 {
             return self.active;
         }
         let load = |i: usize| {
@@ -274,10 +274,25 @@ impl<A> PeerPaths<A> {
             };
             ((self.pair_bytes[i] as u128) << 32) / speed as u128
         };
-        (0..self.pairs.len())
-            .filter(|&i| i == self.active || (self.pairs[i].primary && !self.pairs[i].dead))
+        self.striped_pairs()
             .min_by_key(|&i| (load(i), i != self.active))
             .unwrap_or(self.active)
+    }
+
+    /// The pairs a large frame may take: the active one and the live primaries.
+    fn striped_pairs(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.pairs.len())
+            .filter(|&i| i == self.active || (self.pairs[i].primary && !self.pairs[i].dead))
+    }
+
+    /// Over how many pairs a frame of `len` bytes is striped (1: it takes the active pair).
+    /// The transport gives each of them that share of its rail's send slots for large
+    /// frames, so striping spreads the frames in flight instead of multiplying them.
+    pub fn stripe_width(&self, len: usize, stripe_min: usize) -> usize {
+        if len < stripe_min {
+            return 1;
+        }
+        self.striped_pairs().count()
     }
 
     /// The data frame of [`Self::next_header`] went out on `pair`, `len` bytes carrying `am`
@@ -804,6 +819,8 @@ mod tests {
         let frames = send_striped(&mut a, 400, 128 << 10);
         let on = |p: usize| frames.iter().filter(|f| f.0 == p).count();
         assert_eq!((on(0), on(1), on(2)), (100, 300, 0), "shares by speed");
+        assert_eq!(a.stripe_width(128 << 10, 16 << 10), 2, "the standby is not striped over");
+        assert_eq!(a.stripe_width(1024, 16 << 10), 1);
         // Below the striping threshold: always the active pair.
         for (p, _, _) in send_striped(&mut a, 20, 1024) {
             assert_eq!(p, 0);
