@@ -6,6 +6,9 @@ use super::*;
 
 impl Engine {
     /// Completes `id` if done, without progress: `Some(status)` frees the request.
+    /// Inlined: the C library's wait and test paths call it once per request, and a call
+    /// returns the status through memory.
+    #[inline]
     pub fn try_complete(&mut self, id: ReqId) -> Option<Status> {
         if id == DONE {
             return Some(Status::default());
