@@ -819,7 +819,11 @@ mod tests {
         let frames = send_striped(&mut a, 400, 128 << 10);
         let on = |p: usize| frames.iter().filter(|f| f.0 == p).count();
         assert_eq!((on(0), on(1), on(2)), (100, 300, 0), "shares by speed");
-        assert_eq!(a.stripe_width(128 << 10, 16 << 10), 2, "the standby is not striped over");
+        assert_eq!(
+            a.stripe_width(128 << 10, 16 << 10),
+            2,
+            "the standby is not striped over"
+        );
         assert_eq!(a.stripe_width(1024, 16 << 10), 1);
         // Below the striping threshold: always the active pair.
         for (p, _, _) in send_striped(&mut a, 20, 1024) {
