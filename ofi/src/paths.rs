@@ -263,9 +263,11 @@ impl<A> PeerPaths<A> {
     /// bytes sent relative to its link speed, which stripes a pipelined large message over
     /// the pairs by bandwidth. A frame on another pair than the active one is sent marked
     /// as striped, so that the receiver does not take it for a move of the traffic.
-    pub fn choose(&self, len: usize, stripe_min: usize) -> usize {
-        if self.stripe_width(len, stripe_min) == 1 {
-            return self.active;
+    /// Returns the pair and the [`Self::stripe_width`] it was chosen among.
+    pub fn choose(&self, len: usize, stripe_min: usize) -> (usize, usize) {
+        let width = self.stripe_width(len, stripe_min);
+        if width == 1 {
+            return (self.active, 1);
         }
         let load = |i: usize| {
             let speed = match self.pairs[i].speed_mbps {
@@ -274,9 +276,11 @@ impl<A> PeerPaths<A> {
             };
             ((self.pair_bytes[i] as u128) << 32) / speed as u128
         };
-        self.striped_pairs()
+        let pair = self
+            .striped_pairs()
             .min_by_key(|&i| (load(i), i != self.active))
-            .unwrap_or(self.active)
+            .unwrap_or(self.active);
+        (pair, width)
     }
 
     /// The pairs a large frame may take: the active one and the live primaries.
@@ -805,7 +809,7 @@ mod tests {
         (0..n)
             .map(|_| {
                 let (seq, ack) = a.next_header();
-                let p = a.choose(len, 16 << 10);
+                let (p, _) = a.choose(len, 16 << 10);
                 a.sent(p, len, 1, || vec![0; len]);
                 (p, seq, ack)
             })

@@ -233,14 +233,7 @@ fn assert_passed_on_mpich(exe: &Path, args: &[&str], name: &str, n: u32, stack: 
 /// Asserts that every one of `n` ranks printed `PASS <name> rank <r>`.
 fn assert_passed(out: &Outcome, name: &str, n: u32, stack: &str) {
     assert!(
-        out.success(),
-        "{name} on {stack} with {n} ranks: {}",
-        out.show()
-    );
-    let passed = lines_starting(&out.stdout, &format!("PASS {name} rank "));
-    assert_eq!(
-        passed.len(),
-        n as usize,
+        passed(out, name, n),
         "{name} on {stack} with {n} ranks: {}",
         out.show()
     );

@@ -492,7 +492,7 @@ impl Btl for OfiBtl {
         }
         let (seq, ack) = st.next_header();
         let active = st.active_index();
-        let chosen = st.choose(len, self.stripe_min);
+        let (chosen, width) = st.choose(len, self.stripe_min);
         let frame = |striped| Header {
             kind: Kind::Data,
             am,
@@ -506,7 +506,6 @@ impl Btl for OfiBtl {
         // send slots: the frames in flight to a peer are spread over its links, not
         // multiplied by them (twice the data in flight was measured slower), and a rail
         // whose sends are stuck behind a dead link cannot hold more than its share.
-        let width = st.stripe_width(len, self.stripe_min);
         let has_room = |rail: &Rail| {
             let ep = &rail.endpoint;
             width == 1 || ep.tx_depth() - ep.free_tx_slots() < (ep.tx_depth() / width).max(1)
