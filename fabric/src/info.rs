@@ -33,9 +33,11 @@ const API_VERSION: u32 = sys::FI_VERSION(1, 11);
 /// Mode bits the wrapper knows how to honour; offered in the `fi_getinfo` hints.
 const SUPPORTED_MODE: u64 = sys::FI_MSG_PREFIX | sys::FI_CONTEXT | sys::FI_CONTEXT2;
 
-/// Memory-registration requirements the wrapper can meet: it registers its pools when asked
-/// (`FI_MR_LOCAL`), they are ordinary allocations (`FI_MR_ALLOCATED`), and it never does RMA, so
-/// virtual-address and provider-key modes cost nothing.
+/// Memory-registration requirements the wrapper can meet: it registers its pools (and the
+/// local side of RMA reads) when asked (`FI_MR_LOCAL`), they are ordinary allocations
+/// (`FI_MR_ALLOCATED`), and its RMA reads address a registration by virtual address or by
+/// offset and take the key the provider chose or the one the wrapper asked for
+/// (`FI_MR_VIRT_ADDR`, `FI_MR_PROV_KEY`; [`crate::MemoryRegion`]).
 const SUPPORTED_MR_MODE: i32 =
     (sys::FI_MR_LOCAL | sys::FI_MR_ALLOCATED | sys::FI_MR_VIRT_ADDR | sys::FI_MR_PROV_KEY) as i32;
 
@@ -257,6 +259,18 @@ impl FabricInterface {
         }
     }
 
+    /// Whether endpoints of this interface can read registered memory of their peers
+    /// (`FI_RMA` with `FI_READ` among the capabilities the provider granted).
+    pub fn rma(&self) -> bool {
+        let caps = self.info.get().caps;
+        caps & sys::FI_RMA as u64 != 0
+            && (caps
+                & (sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE)
+                    as u64
+                == 0
+                || caps & sys::FI_READ as u64 != 0)
+    }
+
     /// The endpoint type this interface was listed for.
     pub fn kind(&self) -> EndpointKind {
         self.kind
@@ -270,24 +284,36 @@ pub fn dgram_interfaces(
     owner: Owner,
     provider: Option<&str>,
 ) -> Result<Vec<FabricInterface>, FabricError> {
-    interfaces(EndpointKind::Datagram, owner, provider)
+    interfaces(EndpointKind::Datagram, owner, provider, 0)
 }
 
 /// Lists the domains on which `provider` (any provider when `None`; a layered name such as
 /// `tcp;ofi_rxm` selects that stack) offers `FI_EP_RDM` endpoints with `FI_MSG`, for `owner`.
 /// Unlike datagram interfaces, domains without an IPv4 address (efa, psm3, cxi) are listed
 /// too.
+///
+/// With `rma`, the listing asks for `FI_RMA` too (reads of registered memory, see
+/// [`crate::MsgEndpoint::read`]); when nothing offers it, the domains with `FI_MSG` alone
+/// are listed ([`FabricInterface::rma`] tells them apart).
 pub fn rdm_interfaces(
     owner: Owner,
     provider: Option<&str>,
+    rma: bool,
 ) -> Result<Vec<FabricInterface>, FabricError> {
-    interfaces(EndpointKind::Reliable, owner, provider)
+    if rma {
+        match interfaces(EndpointKind::Reliable, owner, provider, sys::FI_RMA as u64) {
+            Err(e) if e.is_no_data() => {}
+            listed => return listed,
+        }
+    }
+    interfaces(EndpointKind::Reliable, owner, provider, 0)
 }
 
 fn interfaces(
     kind: EndpointKind,
     owner: Owner,
     provider: Option<&str>,
+    extra_caps: u64,
 ) -> Result<Vec<FabricInterface>, FabricError> {
     // libfabric reads its environment in the process's first fi_getinfo.
     super::environment::apply_before_first_use();
@@ -320,7 +346,7 @@ fn interfaces(
     // ours. prov_name is copied with strdup because fi_freeinfo frees it with free().
     unsafe {
         let h = hints.0.as_ptr();
-        (*h).caps = sys::FI_MSG as u64;
+        (*h).caps = sys::FI_MSG as u64 | extra_caps;
         (*h).mode = SUPPORTED_MODE;
         match kind {
             EndpointKind::Datagram => {

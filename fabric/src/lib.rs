@@ -18,6 +18,9 @@
 //!   `msg_prefix_size` bytes owned by the provider; received lengths include them.
 //! * `FI_MR_LOCAL` in `domain_attr.mr_mode` (usnic): the buffer pools are registered once and
 //!   their descriptors passed with every operation.
+//! * `FI_RMA` (reliable endpoints, when granted): peers read memory registered for them
+//!   (`endpoint::rma`); `FI_MR_VIRT_ADDR` and `FI_MR_PROV_KEY` decide how a registration is
+//!   named, `FI_MR_LOCAL` that the local side of a read is registered too.
 //! * `FI_CONTEXT`/`FI_CONTEXT2` in `mode`: the provider may write into the operation context, so
 //!   each slot has its own `fi_context2`, and a completion is mapped back to its slot by the
 //!   context's position in that array (the context is never dereferenced).
@@ -30,7 +33,8 @@
 //!   [`dgram_interfaces`], [`rdm_interfaces`]) and the `fi_info` copies behind them;
 //! * `endpoint`: one open message endpoint ([`MsgEndpoint`]): its address vector, sends,
 //!   receives and completions; `endpoint::open` creates it (fabric, domain, completion queue,
-//!   address vector, endpoint, memory registrations);
+//!   address vector, endpoint, memory registrations); `endpoint::rma` the reads of peers'
+//!   registered memory and the registrations peers read;
 //! * `slots`: the page-aligned buffer pools and the per-slot operation contexts;
 //! * `environment`: what libfabric reads from the environment when it starts (the provider
 //!   filter and provider defaults the transports request), set once before the first listing;
@@ -50,7 +54,7 @@ pub mod liveness;
 mod signals;
 mod slots;
 
-pub use endpoint::{MsgEndpoint, PeerAddr};
+pub use endpoint::{MemoryRegion, MsgEndpoint, PeerAddr, READ_DEPTH};
 pub use environment::{core_provider, request_default, request_providers};
 pub use error::{FabricError, Owner, SendError};
 pub use info::{

@@ -4,7 +4,9 @@
 //! usnic this transport retransmits nothing in normal operation: it frames each message with the
 //! sender, the set's key and a frame number, and hands it to the provider. The numbers and the
 //! acknowledgements that come back only detect a pair of endpoints that went silent (a link
-//! down) and, with several pairs to a peer, move its traffic to another one.
+//! down) and, with several pairs to a peer, move its traffic to another one. Where the provider
+//! offers RMA, a large message is read by its receiver straight from the sender's registered
+//! buffer instead of travelling through the send slots.
 //!
 //! Module map (see `docs/architecture.md`, "The ofi transport"):
 //! * [`params`]: the transport's registered parameters (`ofi_*`);
@@ -12,6 +14,8 @@
 //!   checked;
 //! * [`paths`]: the pairs of endpoints that reach each peer, frame numbering, acknowledgements,
 //!   failure detection and failover (sans-IO);
+//! * [`registrations`]: the send buffers registered for peers' RMA reads, and which to keep
+//!   for reuse (sans-IO);
 //! * [`card`]: what a process publishes so peers reach it (provider, domain, address);
 //! * [`select`]: which provider and domain a process uses (`ofi_provider`, interface filters);
 //! * [`btl`]: the transport itself ([`btl::OfiBtl`]);
@@ -30,6 +34,7 @@ pub mod component;
 pub mod fuzzing;
 pub mod params;
 pub mod paths;
+pub mod registrations;
 #[cfg(feature = "libfabric")]
 pub mod select;
 pub mod wire;

@@ -61,6 +61,24 @@ pub static STRIPE_MIN: Param<u64> = Param::new(ParamSpec {
     description: "Messages (and rendezvous fragments) of at least this many bytes go to the primary pair of endpoints with the fewest bytes sent per link speed, which stripes large messages over a peer's NIC pairs by bandwidth; smaller ones take the active pair.",
 });
 
+/// `KESTREL_OFI_RMA`: large messages read by the receiver from the sender's registered buffer.
+pub static RMA: Param<bool> = Param::new(ParamSpec {
+    name: "ofi_rma",
+    component: "ofi",
+    kind: ParamKind::Bool,
+    default: "true",
+    description: "Whether a rendezvous message (larger than ofi_eager_limit) is read by the receiver straight from the sender's buffer (libfabric FI_RMA read of a registration; no copy through send slots and receive buffers) where the provider offers RMA and this process has one rail and reaches the peer over one pair of endpoints. Otherwise, and with false, the copy pipeline of ofi_max_send fragments, striped over a peer's NIC pairs.",
+});
+
+/// `KESTREL_OFI_MR_CACHE`: registrations kept for reuse after their read.
+pub static MR_CACHE: Param<i64> = Param::new(ParamSpec {
+    name: "ofi_mr_cache",
+    component: "ofi",
+    kind: ParamKind::Int { min: 0, max: 65_536 },
+    default: "64",
+    description: "Send-buffer registrations kept after the receiver read them, so that a buffer sent again is not registered again (least recently used first out). Only providers that register by address without pinning pages keep them (a freed and reused buffer is then read as it is now); providers that pin (FI_MR_ALLOCATED) deregister at once and rely on libfabric's own cache. 0: no reuse.",
+});
+
 /// `KESTREL_OFI_QUEUE_DEPTH`: send slots and posted receive buffers per endpoint.
 pub static QUEUE_DEPTH: Param<i64> = Param::new(ParamSpec {
     name: "ofi_queue_depth",
@@ -119,6 +137,8 @@ pub fn specs() -> Vec<&'static ParamSpec> {
         EAGER_LIMIT.spec(),
         MAX_SEND.spec(),
         STRIPE_MIN.spec(),
+        RMA.spec(),
+        MR_CACHE.spec(),
         QUEUE_DEPTH.spec(),
         RXM_SHARED_RX.spec(),
         CQ_WAIT.spec(),

@@ -189,6 +189,9 @@ pub struct PeerPaths<A> {
     rx_waiting_since: Option<Duration>,
     /// When the last liveness probe went out.
     last_probe: Option<Duration>,
+    /// RMA reads from the peer in flight (over the active pair): waited for like
+    /// unacknowledged frames, since a dead link never completes them.
+    reads: u32,
 }
 
 /// `a` is at or after `b` in wrapping sequence space.
@@ -220,6 +223,7 @@ impl<A> PeerPaths<A> {
             rx_unacked: 0,
             rx_waiting_since: None,
             last_probe: None,
+            reads: 0,
         }
     }
 
@@ -341,7 +345,30 @@ impl<A> PeerPaths<A> {
 
     /// Whether ticks have anything to time.
     pub fn busy(&self) -> bool {
-        self.outstanding() > 0 || self.rx_unacked > 0
+        self.waiting() || self.rx_unacked > 0
+    }
+
+    /// Whether something sent to the peer or asked of it has not come back: frames not
+    /// acknowledged, or reads not completed. Silence then counts.
+    fn waiting(&self) -> bool {
+        self.outstanding() > 0 || self.reads > 0
+    }
+
+    /// An RMA read from the peer was posted (on the active pair).
+    pub fn read_started(&mut self) {
+        self.reads += 1;
+    }
+
+    /// An RMA read from the peer completed, well or not: the link moved data (or the
+    /// provider gave up on it), so the silence clock restarts as an ack would restart it.
+    pub fn read_finished(&mut self) {
+        self.reads = self.reads.saturating_sub(1);
+        self.silent_since = None;
+    }
+
+    /// RMA reads from the peer in flight.
+    pub fn reads(&self) -> u32 {
+        self.reads
     }
 
     /// Whether frames arrived since the last ack went out.
@@ -468,7 +495,7 @@ impl<A> PeerPaths<A> {
     /// and that pair's link are alive, the peer is only busy. That pair's silence clock
     /// restarts.
     pub fn answered(&mut self, pair: usize, now: Duration) {
-        if self.outstanding() > 0 {
+        if self.waiting() {
             self.pair_answered[pair] = Some(now);
         }
     }
@@ -481,7 +508,7 @@ impl<A> PeerPaths<A> {
             let since = *self.rx_waiting_since.get_or_insert(now);
             tick.send_ack = self.ack_due() || now.saturating_sub(since) >= timing.ack_delay;
         }
-        if self.outstanding() == 0 {
+        if !self.waiting() {
             self.silent_since = None;
             return tick;
         }
@@ -793,6 +820,49 @@ mod tests {
             (9_950..=10_050).contains(&silent),
             "failed {silent} ms after the last answer"
         );
+    }
+
+    #[test]
+    fn a_read_in_flight_is_waited_for_like_an_unacknowledged_frame() {
+        // Nothing sent, one read posted: a dead link would never complete it.
+        let mut a = PeerPaths::new(vec![pair(0)]);
+        a.read_started();
+        assert!(a.busy());
+        // Reads that keep completing keep the pair alive, however long the transfer.
+        for t in (0..30_000).step_by(500) {
+            assert!(a.tick(ms(t), &T).failure.is_none(), "failed at {t} ms");
+            a.read_finished();
+            a.read_started();
+        }
+        // A busy peer's probe answers keep a slow read alive too.
+        let mut answered = 0;
+        for t in (30_000..50_000).step_by(50) {
+            let tick = a.tick(ms(t), &T);
+            assert!(tick.failure.is_none(), "failed at {t} ms");
+            if tick.probe {
+                answered = t + 1;
+                a.answered(0, ms(answered));
+            }
+        }
+        assert!(answered > 0, "probed while the read waited");
+        // Then silence: the last pair fails after the peer timeout, naming it.
+        let failed = (50_000..70_000)
+            .step_by(50)
+            .find_map(|t| a.tick(ms(t), &T).failure.map(|f| (t, f)))
+            .expect("fails");
+        assert_eq!(failed.1.pair, 0);
+        assert_eq!(failed.1.moved_to, None, "one pair: nowhere to move");
+        let silent = failed.0 - answered;
+        assert!(
+            (9_950..=10_050).contains(&silent),
+            "failed {silent} ms after the last answer"
+        );
+        // Once the read is over, nothing is waited for.
+        let mut b = PeerPaths::new(vec![pair(0)]);
+        b.read_started();
+        b.read_finished();
+        assert!(!b.busy());
+        assert!(b.tick(ms(60_000), &T).failure.is_none());
     }
 
     fn striped(rail: usize, speed_mbps: u32) -> Pair<u32> {

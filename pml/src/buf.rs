@@ -77,6 +77,18 @@ impl UserBuf {
         n
     }
 
+    /// The first `len` bytes (clipped to the buffer) as a transport's target for a get that
+    /// finishes later. [`kestrel_transport::btl::LocalRegion`]'s duty (nothing else touches
+    /// the memory until the get is reported) is this buffer's constructor contract, as long
+    /// as the request it belongs to completes only after that report, which the engine
+    /// ensures (a receive reading by RMA stays incomplete until then).
+    pub fn local_region(&self, len: usize) -> kestrel_transport::btl::LocalRegion {
+        kestrel_transport::btl::LocalRegion {
+            addr: self.ptr as u64,
+            len: len.min(self.len) as u64,
+        }
+    }
+
     /// A mutable view of `[offset, offset+len)` clipped to the buffer (for single-copy gets).
     pub fn slice_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
         if offset >= self.len {

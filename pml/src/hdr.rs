@@ -3,13 +3,16 @@
 //! | type | layout (after the type byte) | size |
 //! |---|---|---|
 //! | MATCH (1) | flags u8, ctx u16, src u32, tag i32, seq u16, pad u16; payload follows | 16 |
-//! | RNDV (2) | flags u8 (GET=1), ctx u16, src u32, tag i32, seq u16, pad u16, len u64, send_req u64, addr u64 | 40 |
+//! | RNDV (2) | flags u8 (GET=1), ctx u16, src u32, tag i32, seq u16, pad u16, len u64, send_req u64, addr u64, key u64 | 48 |
 //! | ACK (3) | pad [7], send_req u64, recv_req u64 | 24 |
 //! | FRAG (4) | pad [7], recv_req u64, offset u64; data follows | 24 |
 //! | FIN (5) | pad [7], send_req u64 | 16 |
 //! | SYNC (6) | as MATCH, then send_req u64; payload follows | 24 |
 //! | SPLIT (7) | pad [7], send_req u64, recv_req u64, addr u64, split u64, end u64 | 48 |
 //! | PUTDONE (8) | pad [7], recv_req u64 | 16 |
+//!
+//! RNDV's `addr` and `key` name the sender's buffer for the receiver's get (the transport's
+//! [`kestrel_transport::btl::RemoteRegion`]; key 0 where the transport reads by address).
 //!
 //! SPLIT asks the sender of a rendezvous to write bytes `[split, end)` of its message into
 //! the receiver's buffer at `addr` (single-copy put) while the receiver reads `[0, split)`;
@@ -24,7 +27,7 @@ pub const AM_PML: u8 = 1;
 /// Header sizes.
 pub const MATCH_LEN: usize = 16;
 /// RNDV header size.
-pub const RNDV_LEN: usize = 40;
+pub const RNDV_LEN: usize = 48;
 /// ACK header size.
 pub const ACK_LEN: usize = 24;
 /// FRAG header size.
@@ -76,6 +79,8 @@ pub enum Header {
         send_req: u64,
         /// Sender's buffer address when `get` is offered.
         get_addr: Option<u64>,
+        /// The transport's key for that buffer (0 when it reads by address).
+        get_key: u64,
         /// The receiver reads the whole message itself ([`FLAG_PULL`]).
         pull: bool,
     },
@@ -191,6 +196,7 @@ pub fn decode(data: &[u8]) -> Result<(Header, usize), BadHeader> {
                 len: u64_at(data, 16),
                 send_req: u64_at(data, 24),
                 get_addr: (data[1] & FLAG_GET != 0).then(|| u64_at(data, 32)),
+                get_key: u64_at(data, 40),
                 pull: data[1] & FLAG_PULL != 0,
             }
         }
@@ -249,6 +255,7 @@ pub fn encode(h: &Header, out: &mut Vec<u8>) {
             len,
             send_req,
             get_addr,
+            get_key,
             pull,
         } => {
             out.push(2);
@@ -262,6 +269,7 @@ pub fn encode(h: &Header, out: &mut Vec<u8>) {
             out.extend_from_slice(&len.to_le_bytes());
             out.extend_from_slice(&send_req.to_le_bytes());
             out.extend_from_slice(&get_addr.unwrap_or(0).to_le_bytes());
+            out.extend_from_slice(&get_key.to_le_bytes());
         }
         Header::Ack { send_req, recv_req } => {
             out.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
@@ -336,6 +344,7 @@ mod tests {
                 len: 1 << 40,
                 send_req: 9,
                 get_addr: Some(0xdead),
+                get_key: 0x1234_5678_9abc_def0,
                 pull: true,
             },
             Header::Rndv {
@@ -346,6 +355,7 @@ mod tests {
                 len: 5,
                 send_req: 9,
                 get_addr: None,
+                get_key: 0,
                 pull: false,
             },
             Header::Ack {

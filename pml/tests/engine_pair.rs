@@ -49,6 +49,60 @@ fn rendezvous_by_single_copy_get() {
 }
 
 #[test]
+fn rendezvous_by_a_get_that_finishes_later_completes_after_its_report_and_releases_the_buffer() {
+    let cfg = NetConfig {
+        get_later: Some(60),
+        ..NetConfig::default()
+    };
+    for (len, seed) in [(5000usize, 1u8), (1 << 20, 2), (300_001, 3)] {
+        let mut c = Cluster::new(2, cfg);
+        let data = pattern(len, seed);
+        let mut got = vec![0u8; len];
+        let r = c.irecv(1, Some(0), Some(5), &mut got);
+        let s = c.isend(0, 1, 5, &data, false);
+        for _ in 0..30 {
+            c.step();
+        }
+        assert_eq!(c.net.borrow().gets_started, 1, "{len} B: the get started");
+        assert!(
+            !c.engines[1].is_complete(r) && !c.engines[0].is_complete(s),
+            "{len} B: completed before the get was reported"
+        );
+        let st = c.complete(&[(0, s), (1, r)]);
+        assert_eq!(st[1].count, len);
+        assert!(got == data, "{len} B differ");
+        assert_eq!(
+            c.net.borrow().exposed,
+            0,
+            "{len} B: every exposed buffer released"
+        );
+    }
+}
+
+#[test]
+fn a_get_that_fails_later_turns_into_the_fragment_pipeline() {
+    let cfg = NetConfig {
+        get_later: Some(5),
+        get_fails: true,
+        ..NetConfig::default()
+    };
+    one_message(cfg, 300_000, false);
+    let mut c = Cluster::new(2, cfg);
+    let data = pattern(100_000, 9);
+    let mut got = vec![0u8; 100_000];
+    let r = c.irecv(1, Some(0), Some(1), &mut got);
+    let s = c.isend(0, 1, 1, &data, false);
+    c.complete(&[(0, s), (1, r)]);
+    assert!(got == data);
+    assert_eq!(c.net.borrow().gets_started, 1);
+    assert_eq!(
+        c.net.borrow().exposed,
+        0,
+        "released after the pipeline's ACK"
+    );
+}
+
+#[test]
 fn rendezvous_by_fragment_pipeline_without_get() {
     let cfg = NetConfig {
         get: false,

@@ -6,7 +6,9 @@
 //! large messages striped over two data links and small ones on one; a data link going down
 //! mid-transfer, the active one or the striped one with another rail (the job completes) and
 //! the only one (it stops, naming the pair); a peer computing longer than the peer timeout (answering liveness
-//! probes) waited for; an idle rank sleeping when its completion queues can wake it.
+//! probes) waited for; an idle rank sleeping when its completion queues can wake it; large
+//! messages read by the receiver from the sender's registered buffer (RMA), registrations
+//! reused, memory mapped again at the same address read with its new contents.
 //!
 //! Every job excludes the management network (198.18.0.0/24), so the endpoint opens on a data
 //! network, where the loss rules apply.
@@ -425,4 +427,117 @@ fn a_peer_computing_longer_than_the_peer_timeout_is_not_taken_for_dead() {
     );
     cluster.assert_busy_peer_is_waited_for(cmd, DEADLINE);
     cluster.assert_empty();
+}
+
+/// The counters `tests/c/ofi_rma.c` prints for `rank`: (reads, registrations, reused).
+fn rma_counters(out: &kestrel_tests::Outcome, rank: u32) -> (u64, u64, u64) {
+    let prefix = format!("COUNTERS rank {rank} ");
+    let line = lines_starting(&out.stdout, &prefix)
+        .pop()
+        .unwrap_or_else(|| panic!("no counters of rank {rank}: {}", out.show()));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let value = |name: &str| -> u64 {
+        let i = words
+            .iter()
+            .position(|w| *w == name)
+            .expect("named counter");
+        words[i + 1].parse().expect("a number")
+    };
+    (value("reads"), value("registrations"), value("reused"))
+}
+
+/// Over one data network (one rail, one pair), rendezvous messages are read by the receiver
+/// straight from the sender's buffer: every large message of `tests/c/ofi_rma.c` (a buffer
+/// sent 20 times, a part of it, the buffer unmapped and mapped again at the same address with
+/// new contents, an exchange, 8 slices in flight each way) arrives intact, the sender
+/// registers its buffer once and reuses the registration for the rest. With `ofi_rma` off
+/// the same program takes the copy pipeline (no read, no registration). The program passes
+/// on MPICH first.
+#[test]
+fn large_messages_are_read_from_the_senders_registered_buffer() {
+    let dir = scratch("ofi_rma");
+    let src = repo().join("tests/c/ofi_rma.c");
+    let on_mpich = dir.join("ofi_rma.mpich");
+    let on_kestrel = dir.join("ofi_rma.kestrel");
+    for (cc, exe) in [
+        (Command::new(tool("mpicc.mpich", "libmpich-dev")), &on_mpich),
+        (mpicc(), &on_kestrel),
+    ] {
+        let mut cc = cc;
+        let out = cc
+            .args(["-O2", "-Wall", "-o"])
+            .arg(exe)
+            .arg(&src)
+            .output()
+            .expect("run the C compiler");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut mpich = Command::new(tool("mpiexec.mpich", "mpich"));
+    mpich.args(["-n", "2"]).arg(&on_mpich);
+    let out = run(mpich, DEADLINE);
+    assert!(
+        out.success() && lines_starting(&out.stdout, "PASS ofi_rma rank ").len() == 2,
+        "on MPICH: {}",
+        out.show()
+    );
+
+    let cluster = Cluster::up(2);
+    let h = cluster.hosts();
+    let hosts = format!("{}:1,{}:1", h[0], h[1]);
+    for rma in ["true", "false"] {
+        let setting = format!("KESTREL_OFI_RMA={rma}");
+        // One data network: one rail, one pair to the peer.
+        let mut cmd = kestrel_run(&[
+            "--host",
+            &hosts,
+            "--launch-agent",
+            "ip netns exec",
+            "-x",
+            "KESTREL_OFI_IF_INCLUDE=198.18.1.0/24",
+            "-x",
+            "KESTREL_TEST_OFI_RMA=1",
+            "-x",
+            &setting,
+            "--mca",
+            "btl",
+            "self,ofi",
+        ]);
+        cmd.arg(&on_kestrel);
+        let out = run(cmd, DEADLINE);
+        assert!(
+            out.success() && lines_starting(&out.stdout, "PASS ofi_rma rank ").len() == 2,
+            "{setting}: {}",
+            out.show()
+        );
+        let (sender_reads, sender_regs, sender_reused) = rma_counters(&out, 0);
+        let (receiver_reads, receiver_regs, _) = rma_counters(&out, 1);
+        if rma == "true" {
+            // Rank 1 reads 20 + 1 + 1 + 1 + 8 messages, rank 0 the exchange and 8 slices.
+            assert!(
+                receiver_reads >= 31 && sender_reads >= 9,
+                "reads {receiver_reads} and {sender_reads}: {}",
+                out.show()
+            );
+            // Rank 0's buffer is registered once; every later message from it (the
+            // remapped one included) reuses that registration.
+            assert!(
+                sender_regs == 1 && sender_reused >= 30,
+                "registrations {sender_regs}, reused {sender_reused}: {}",
+                out.show()
+            );
+        } else {
+            assert_eq!(
+                (sender_reads, receiver_reads, sender_regs, receiver_regs),
+                (0, 0, 0, 0),
+                "{setting}: {}",
+                out.show()
+            );
+        }
+    }
+    cluster.assert_empty();
+    let _ = std::fs::remove_dir_all(&dir);
 }

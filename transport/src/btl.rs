@@ -14,7 +14,11 @@
 //!   transport saw them, and returns how many. The bytes passed to `deliver` are valid only
 //!   during the call; `deliver` must not call back into the same BTL (queue replies instead).
 //! * [`Btl::get`] (when [`Limits::get`] is true) copies bytes from a peer's memory that the
-//!   peer described with [`RemoteRegion`], in one copy, synchronously.
+//!   peer described with [`RemoteRegion`] ([`Btl::expose`]), in one copy, synchronously. A
+//!   transport whose reads finish later ([`Btl::gets_finish_later`], RMA over a network)
+//!   starts them with [`Btl::start_get`] and reports them in [`Btl::take_finished_gets`]
+//!   instead; the exposing side keeps polling until the reader says it is done, then calls
+//!   [`Btl::release`].
 //!
 //! A BTL never interprets the messaging layer's headers, and never blocks.
 
@@ -79,7 +83,25 @@ impl std::error::Error for SendError {}
 /// A region of a process's memory that peers may read with [`Btl::get`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteRegion {
-    /// Address in the owner's address space.
+    /// Address in the owner's address space (for a registration-based transport: the
+    /// address its peers name the first byte by).
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// The transport's access key for the region; 0 where peers read by address alone
+    /// (shared memory's single copy).
+    pub key: u64,
+}
+
+/// Memory of this process that a [`Btl::start_get`] writes into after the call returns.
+///
+/// Plain numbers, so that transports stay free of `unsafe`; the duty lies with whoever
+/// builds one (the messaging layer, from a receive request's buffer): the range must be
+/// writable memory that nothing else reads or writes until [`Btl::take_finished_gets`]
+/// reports the get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalRegion {
+    /// Start address.
     pub addr: u64,
     /// Length in bytes.
     pub len: u64,
@@ -173,12 +195,56 @@ pub trait Btl {
     fn can_get(&mut self, peer: u32) -> bool {
         self.limits().get && self.reaches(peer)
     }
-    /// Describes `buf` so that a peer can [`Btl::get`] from it.
-    fn expose(&self, buf: &[u8]) -> RemoteRegion {
-        RemoteRegion {
+    /// Whether [`Btl::get`] from `peer` also works on memory the peer never exposed, named
+    /// by its address alone (single copy between processes of one node; one-sided windows'
+    /// direct path relies on it). Registration-based transports answer false.
+    fn can_get_unexposed(&mut self, peer: u32) -> bool {
+        self.can_get(peer)
+    }
+    /// Describes `buf` so that a peer can [`Btl::get`] from it; `None` when it cannot be
+    /// offered now (a registration failed: the message takes the copy pipeline). The caller
+    /// keeps `buf` alive and unchanged until it calls [`Btl::release`] with it.
+    fn expose(&mut self, buf: &[u8]) -> Option<RemoteRegion> {
+        Some(RemoteRegion {
             addr: buf.as_ptr() as u64,
             len: buf.len() as u64,
-        }
+            key: 0,
+        })
+    }
+    /// The peer is done reading `buf`, exposed earlier: a transport may drop what exposing
+    /// it took (a registration). Default: nothing to do.
+    fn release(&mut self, buf: &[u8]) {
+        let _ = buf;
+    }
+    /// Whether this transport's gets finish after the call that starts them
+    /// ([`Btl::start_get`], [`Btl::take_finished_gets`]) instead of inside [`Btl::get`].
+    fn gets_finish_later(&self) -> bool {
+        false
+    }
+    /// Starts copying `local.len` bytes from `offset` of the peer's `remote` region into
+    /// `local`; the outcome comes under `ticket` from [`Btl::take_finished_gets`].
+    /// `Err(SendError::WouldBlock)`: nothing started now (gets in flight fill the transport,
+    /// or it is still connecting to the peer); retry after progress.
+    fn start_get(
+        &mut self,
+        peer: u32,
+        remote: RemoteRegion,
+        offset: u64,
+        local: LocalRegion,
+        ticket: u64,
+    ) -> Result<(), SendError> {
+        let _ = (remote, offset, local, ticket);
+        Err(SendError::Failed(format!(
+            "the {} transport has no start_get: its gets finish inside get (asked for rank {peer})",
+            self.name()
+        )))
+    }
+    /// Hands every get started with [`Btl::start_get`] that finished since the last call to
+    /// `report`, with its ticket and outcome (an error leaves `local` in an unknown state
+    /// but no longer written). Called from the messaging layer's progress, outside
+    /// [`Btl::progress`].
+    fn take_finished_gets(&mut self, report: &mut dyn FnMut(u64, Result<(), SendError>)) {
+        let _ = report;
     }
     /// Whether [`Btl::put`] to `peer` works.
     fn can_put(&mut self, peer: u32) -> bool {

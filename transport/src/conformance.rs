@@ -5,7 +5,7 @@
 //!
 //! Owns the checks of the contract in `crate::btl`; it must never know a concrete transport.
 
-use crate::btl::{Btl, SendError};
+use crate::btl::{Btl, LocalRegion, SendError};
 
 /// A delivered message as the suite records it: (receiver, sender, am tag, bytes).
 type Got = (u32, u32, u8, Vec<u8>);
@@ -300,7 +300,9 @@ pub fn unreachable_and_oversized_are_errors(name: &str, make: &dyn Fn() -> Vec<B
     }
 }
 
-/// Single copy: when the transport offers get, bytes read match what was exposed.
+/// Single copy: when the transport offers get, bytes read match what was exposed, whether
+/// the get finishes inside the call or later (then both ends are polled meanwhile, as the
+/// exposing side must be for a network read); the exposer releases the region after.
 pub fn get_copies_from_exposed_memory(name: &str, make: &dyn Fn() -> Vec<Box<dyn Btl>>) {
     let mut eps = make();
     if !eps[0].limits().get {
@@ -309,12 +311,56 @@ pub fn get_copies_from_exposed_memory(name: &str, make: &dyn Fn() -> Vec<Box<dyn
     let Some(&(a, b)) = pairs(&eps).iter().find(|(a, b)| a != b) else {
         return;
     };
+    if !eps[a as usize].can_get(b) {
+        return;
+    }
     let source = pattern(99, 3 << 20);
-    let region = eps[b as usize].expose(&source);
+    let region = eps[b as usize]
+        .expose(&source)
+        .unwrap_or_else(|| panic!("{name}: expose offered nothing"));
     let mut dest = vec![0u8; 1 << 20];
-    eps[a as usize]
-        .get(b, region, 1 << 20, &mut dest)
-        .unwrap_or_else(|e| panic!("{name}: get: {e}"));
+    if eps[a as usize].gets_finish_later() {
+        let local = LocalRegion {
+            addr: dest.as_mut_ptr() as u64,
+            len: dest.len() as u64,
+        };
+        // WouldBlock (connecting, or reads in flight) means: progress, then try again.
+        let mut started = false;
+        for _ in 0..1_000_000 {
+            match eps[a as usize].start_get(b, region, 1 << 20, local, 7) {
+                Ok(()) => {
+                    started = true;
+                    break;
+                }
+                Err(SendError::WouldBlock) => {
+                    for ep in eps.iter_mut() {
+                        ep.progress(&mut |_| {});
+                    }
+                }
+                Err(e) => panic!("{name}: start_get: {e}"),
+            }
+        }
+        assert!(started, "{name}: start_get refused for 1,000,000 rounds");
+        let mut outcome = None;
+        for _ in 0..1_000_000 {
+            for ep in eps.iter_mut() {
+                ep.progress(&mut |_| {});
+            }
+            eps[a as usize].take_finished_gets(&mut |ticket, r| outcome = Some((ticket, r)));
+            if outcome.is_some() {
+                break;
+            }
+        }
+        match outcome {
+            Some((7, Ok(()))) => {}
+            other => panic!("{name}: the get finished as {other:?}"),
+        }
+    } else {
+        eps[a as usize]
+            .get(b, region, 1 << 20, &mut dest)
+            .unwrap_or_else(|e| panic!("{name}: get: {e}"));
+    }
+    eps[b as usize].release(&source);
     assert!(
         dest == source[1 << 20..2 << 20],
         "{name}: get returned wrong bytes"

@@ -116,7 +116,8 @@ fn find_interface(o: &Options) -> Result<FabricInterface, String> {
     let want = o.interface.unwrap_or(Ipv4Addr::LOCALHOST);
     let owner = kestrel_usnic::discovery::FABRIC_OWNER;
     let list = if o.rdm {
-        rdm_interfaces(owner, Some(&o.provider))
+        // With FI_RMA asked, as the ofi transport asks (the same provider setup).
+        rdm_interfaces(owner, Some(&o.provider), true)
     } else {
         dgram_interfaces(owner, Some(&o.provider))
     };

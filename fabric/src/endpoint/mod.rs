@@ -22,6 +22,9 @@ use super::info::{sockaddr_in_from_bytes, OwnedInfo};
 use super::slots::{Contexts, Pool};
 
 pub(super) mod open;
+mod rma;
+
+pub use rma::{MemoryRegion, READ_DEPTH};
 
 /// Completions taken from the CQ per `fi_cq_read` call.
 const CQ_BATCH: usize = 16;
@@ -59,6 +62,8 @@ pub struct MsgEndpoint {
     cq: Fid<sys::fid_cq>,
     tx_mr: Option<Fid<sys::fid_mr>>,
     rx_mr: Option<Fid<sys::fid_mr>>,
+    /// Registrations peers read and reads in flight (`FI_RMA` providers only).
+    rma: Option<rma::Rma>,
     _domain: Fid<sys::fid_domain>,
     _fabric: Fid<sys::fid_fabric>,
     tx_pool: Pool,
@@ -206,6 +211,9 @@ impl MsgEndpoint {
         }
         if let Some(mr) = self.rx_mr.as_mut() {
             mr.expect_busy();
+        }
+        if let Some(rma) = self.rma.as_mut() {
+            rma.abandon();
         }
         self._domain.expect_busy();
         self._fabric.expect_busy();
@@ -405,7 +413,14 @@ impl MsgEndpoint {
                 break;
             }
             if ret == -(sys::FI_EAVAIL as isize) {
-                return Err(self.read_error_completion());
+                match self.read_error_completion() {
+                    // A failed read is reported to its owner, the endpoint goes on.
+                    None => {
+                        taken += 1;
+                        continue;
+                    }
+                    Some(e) => return Err(e),
+                }
             }
             if ret < 0 {
                 return Err(FabricError::from_code("fi_cq_read", &self.site, ret as i64));
@@ -433,6 +448,12 @@ impl MsgEndpoint {
         entry: sys::fi_cq_msg_entry,
         on_datagram: &mut impl FnMut(&[u8]),
     ) -> Result<bool, FabricError> {
+        if let Some(rma) = self.rma.as_mut() {
+            if let Some(read) = rma.read_of(entry.op_context) {
+                rma.finish(read, Ok(()));
+                return Ok(false);
+            }
+        }
         let index = self.contexts.index_of(entry.op_context).ok_or_else(|| {
             FabricError::local(
                 "fi_cq_read",
@@ -463,14 +484,19 @@ impl MsgEndpoint {
         Ok(has_payload)
     }
 
-    /// Reads the error completion `fi_cq_read` announced, returns its slot, and describes it.
-    fn read_error_completion(&mut self) -> FabricError {
+    /// Reads the error completion `fi_cq_read` announced, returns its slot, and describes it;
+    /// `None` when it was a read's (recorded for [`MsgEndpoint::take_finished_reads`]).
+    fn read_error_completion(&mut self) -> Option<FabricError> {
         let mut err = sys::fi_cq_err_entry::default();
         // SAFETY: `err` is a zeroed fi_cq_err_entry (err_data null, so the provider uses its own
         // storage for error data, valid until the next CQ call).
         let ret = unsafe { sys::fi_cq_readerr(self.cq.as_ptr(), &mut err, 0) };
         if ret < 0 {
-            return FabricError::from_code("fi_cq_readerr", &self.site, ret as i64);
+            return Some(FabricError::from_code(
+                "fi_cq_readerr",
+                &self.site,
+                ret as i64,
+            ));
         }
         // SAFETY: prov_errno and err_data come from the entry just read, as fi_cq_strerror
         // expects; with a null buffer it returns a provider-owned string, copied at once.
@@ -483,7 +509,9 @@ impl MsgEndpoint {
                 0,
             ))
         };
+        let read = self.rma.as_ref().and_then(|r| r.read_of(err.op_context));
         let kind = match self.contexts.index_of(err.op_context) {
+            _ if read.is_some() => "read completion",
             Some(i) if i < self.tx_depth => {
                 self.tx_free.push(i);
                 "send completion"
@@ -502,6 +530,10 @@ impl MsgEndpoint {
             error.message = format!("{} ({provider_text})", error.message);
         }
         tracing::debug!(target: "fabric", error = %error, "error completion");
-        error
+        if let (Some(index), Some(rma)) = (read, self.rma.as_mut()) {
+            rma.finish(index, Err(error));
+            return None;
+        }
+        Some(error)
     }
 }

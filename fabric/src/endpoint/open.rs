@@ -134,7 +134,21 @@ impl MsgEndpoint {
         };
         let domain = Fid::adopt("fi_domain", &site, ret, raw_domain)?;
 
-        let (cq, wait_fd) = open_cq(&domain, tx_depth + rx_depth, wait_fd, &site)?;
+        let rma = if iface.kind() == EndpointKind::Reliable && iface.rma() {
+            // SAFETY: domain_attr belongs to our copy and was checked non-null at listing.
+            let key_bytes = unsafe { (*info.get().domain_attr).mr_key_size };
+            match super::rma::Rma::new(mr_mode, key_bytes) {
+                Ok(rma) => Some(rma),
+                Err(e) => {
+                    tracing::warn!(target: "fabric", interface = %site.interface, error = %e, "no random source for memory keys: this endpoint does no RMA");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let read_depth = if rma.is_some() { super::READ_DEPTH } else { 0 };
+        let (cq, wait_fd) = open_cq(&domain, tx_depth + rx_depth + read_depth, wait_fd, &site)?;
 
         let mut av_attr = sys::fi_av_attr {
             // SAFETY: domain_attr belongs to our copy and was checked non-null at listing.
@@ -227,6 +241,7 @@ impl MsgEndpoint {
             cq,
             tx_mr,
             rx_mr,
+            rma,
             _domain: domain,
             _fabric: fabric,
             tx_pool,
@@ -261,6 +276,7 @@ impl MsgEndpoint {
             prefix,
             max_datagram,
             registered = endpoint.is_registered(),
+            rma = endpoint.can_read(),
             kind = ?iface.kind(),
             "message endpoint open"
         );

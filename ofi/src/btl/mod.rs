@@ -13,7 +13,8 @@
 //! the endpoint's send slots and posts it (`fi_send`); the provider delivers it whole and
 //! reliably into one of the receive buffers the peer keeps posted, where `progress` checks the
 //! frame ([`crate::wire`]) and hands the bytes up. Large messages are the messaging layer's
-//! rendezvous pipeline of `ofi_max_send`-byte fragments.
+//! rendezvous pipeline of `ofi_max_send`-byte fragments, or, where the provider offers RMA,
+//! read by the receiver straight from the sender's registered buffer ([`rma`]).
 //!
 //! This module owns the endpoint, the peers' addresses and the counters. It must never block,
 //! never hand up a frame that fails its checks, and never re-enter the messaging layer.
@@ -24,17 +25,22 @@ use std::time::{Duration, Instant};
 
 use kestrel_fabric::liveness::{Prober, Responder};
 use kestrel_fabric::{
-    rdm_interfaces, FabricInterface, MsgEndpoint, Owner, PeerAddr, SendError as FabricSendError,
+    rdm_interfaces, FabricInterface, MemoryRegion, MsgEndpoint, Owner, PeerAddr,
+    SendError as FabricSendError,
 };
-use kestrel_transport::btl::{Btl, CounterSpec, Incoming, Limits, SendError, SleepReadiness};
+use kestrel_transport::btl::{
+    Btl, CounterSpec, Incoming, Limits, LocalRegion, RemoteRegion, SendError, SleepReadiness,
+};
 use kestrel_transport::params::Params;
 
 use crate::card::{CardEndpoint, EndpointPair, OfiCard};
 use crate::params;
 use crate::paths::{Arrival, Pair, PeerPaths, Timing};
+use crate::registrations::Registrations;
 use crate::select::{Offer, Policy};
 use crate::wire::{self, Header, Kind, FRAME_LEN};
 
+mod rma;
 mod upkeep;
 
 /// Longest wait before received frames are acknowledged when no data goes back.
@@ -102,6 +108,22 @@ pub const COUNTERS: &[CounterSpec] = &[
         name: "ofi_frames_striped",
         description: "Messages sent on another primary pair of endpoints than the active one (striping by link speed, ofi_stripe_min).",
     },
+    CounterSpec {
+        name: "ofi_rma_reads",
+        description: "Rendezvous messages this process read from the sender's registered buffer (ofi_rma).",
+    },
+    CounterSpec {
+        name: "ofi_rma_bytes_read",
+        description: "Bytes of those messages.",
+    },
+    CounterSpec {
+        name: "ofi_registrations",
+        description: "Send buffers registered for peers to read.",
+    },
+    CounterSpec {
+        name: "ofi_registrations_reused",
+        description: "Send buffers a kept registration already covered (ofi_mr_cache).",
+    },
 ];
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -117,6 +139,10 @@ struct Counters {
     probes_sent: u64,
     probe_answers: u64,
     frames_striped: u64,
+    rma_reads: u64,
+    rma_bytes_read: u64,
+    registrations: u64,
+    registrations_reused: u64,
 }
 
 /// One endpoint, on one domain.
@@ -130,6 +156,8 @@ struct Rail {
     responder: Option<Responder>,
     /// Sends this process's probes from the rail's address.
     prober: Option<Prober>,
+    /// The provider's largest message: one RMA read's bound.
+    max_read: usize,
 }
 
 /// What libfabric offers this process under the ofi parameters: the policy they set, the
@@ -158,7 +186,8 @@ impl Survey {
     /// Lists the RDM domains under the ofi parameters in `params`.
     pub fn take(params: &Params) -> Result<Survey, SurveyError> {
         let policy = Policy::from_params(params).map_err(SurveyError::Failed)?;
-        let interfaces = match rdm_interfaces(FABRIC_OWNER, policy.provider.name()) {
+        let rma = params::RMA.get(params);
+        let interfaces = match rdm_interfaces(FABRIC_OWNER, policy.provider.name(), rma) {
             Ok(list) => list,
             Err(e) if e.is_no_data() => return Err(SurveyError::Nothing(e.to_string())),
             Err(e) => return Err(SurveyError::Failed(e.to_string())),
@@ -208,6 +237,13 @@ pub struct OfiBtl {
     finalizing: bool,
     /// When finalize's first quiesce ran.
     finalize_started: Option<Instant>,
+    /// Large messages go by RMA read (`rma`): the provider reads registered memory,
+    /// `ofi_rma` is on, and this process has one rail.
+    rma: bool,
+    /// Send buffers registered for peers to read.
+    exposed: Registrations<MemoryRegion>,
+    /// Gets of the messaging layer in flight.
+    reads: Vec<rma::ReadInFlight>,
 }
 
 impl fmt::Debug for OfiBtl {
@@ -301,6 +337,7 @@ impl OfiBtl {
                 speed_mbps: speed_mbps.unwrap_or(0),
                 responder,
                 prober,
+                max_read: iface.max_msg_size(),
             });
         }
         // The provider may cap messages below what was asked.
@@ -329,6 +366,14 @@ impl OfiBtl {
             provider.starts_with("tcp") || provider.starts_with("net") || provider == "sockets";
         let ms = |v: i64| Duration::from_millis(v.max(0) as u64);
         let rail_count = rails.len();
+        let rma = params::RMA.get(params) && rail_count == 1 && rails[0].endpoint.can_read();
+        // Registrations that pin pages must not outlive their message (see registrations).
+        let keep = if rails[0].endpoint.registrations_pin() {
+            0
+        } else {
+            params::MR_CACHE.get(params).max(0) as usize
+        };
+        tracing::debug!(target: "ofi", rma, keep, "large messages by RMA read");
         Ok(OfiBtl {
             rails,
             me,
@@ -360,6 +405,9 @@ impl OfiBtl {
             counters: Counters::default(),
             finalizing: false,
             finalize_started: None,
+            rma,
+            exposed: Registrations::new(keep),
+            reads: Vec::new(),
         })
     }
 
@@ -446,6 +494,10 @@ impl OfiBtl {
             (COUNTERS[8].name, c.probes_sent),
             (COUNTERS[9].name, c.probe_answers),
             (COUNTERS[10].name, c.frames_striped),
+            (COUNTERS[11].name, c.rma_reads),
+            (COUNTERS[12].name, c.rma_bytes_read),
+            (COUNTERS[13].name, c.registrations),
+            (COUNTERS[14].name, c.registrations_reused),
         ]
     }
 }
@@ -462,12 +514,48 @@ impl Btl for OfiBtl {
             latency_ns: self.latency_ns,
             bandwidth_mbps: self.bandwidth_mbps,
             exclusivity: EXCLUSIVITY,
-            get: false,
+            get: self.rma,
         }
     }
 
     fn reaches(&self, peer: u32) -> bool {
         self.peers.get(peer as usize).is_some_and(Option::is_some)
+    }
+
+    fn can_get(&mut self, peer: u32) -> bool {
+        self.reads_from(peer)
+    }
+
+    fn can_get_unexposed(&mut self, _peer: u32) -> bool {
+        // Reads need a registration: a window's plain address names nothing here.
+        false
+    }
+
+    fn expose(&mut self, buf: &[u8]) -> Option<RemoteRegion> {
+        self.expose_buffer(buf)
+    }
+
+    fn release(&mut self, buf: &[u8]) {
+        self.release_buffer(buf)
+    }
+
+    fn gets_finish_later(&self) -> bool {
+        true
+    }
+
+    fn start_get(
+        &mut self,
+        peer: u32,
+        remote: RemoteRegion,
+        offset: u64,
+        local: LocalRegion,
+        ticket: u64,
+    ) -> Result<(), SendError> {
+        self.start_read(peer, remote, offset, local, ticket)
+    }
+
+    fn take_finished_gets(&mut self, report: &mut dyn FnMut(u64, Result<(), SendError>)) {
+        self.finished_reads(report)
     }
 
     fn send(&mut self, peer: u32, am: u8, header: &[u8], payload: &[u8]) -> Result<(), SendError> {
@@ -673,7 +761,8 @@ impl Btl for OfiBtl {
         {
             return SleepReadiness::Unable;
         }
-        if self.resends_pending || !self.ack_due.is_empty() {
+        // A peer reading our buffer needs our provider's progress; our reads need polling.
+        if self.resends_pending || !self.ack_due.is_empty() || self.rma_busy() {
             return SleepReadiness::Busy;
         }
         // A sender keeps frames until they are acknowledged and takes long silence for a
@@ -696,6 +785,7 @@ impl Btl for OfiBtl {
 
     fn quiet(&self) -> bool {
         !self.resends_pending
+            && self.reads.is_empty()
             && self
                 .rails
                 .iter()

@@ -5,6 +5,24 @@
 use super::*;
 
 impl State {
+    /// The receive `req` of a rendezvous takes the copy pipeline after all (its get could
+    /// not start or failed): the sender streams the message.
+    pub(super) fn pipeline_instead(&mut self, req: ReqId, peer: u32, send_req: u64, len: u64) {
+        if let Some(Req::Recv { state, .. }) = self.req_mut(req) {
+            *state = RecvState::Pipeline {
+                total: len as usize,
+                received: 0,
+            };
+        }
+        self.control(
+            peer,
+            Header::Ack {
+                send_req,
+                recv_req: req,
+            },
+        );
+    }
+
     pub(super) fn control(&mut self, peer: u32, h: Header) {
         let mut v = Vec::with_capacity(hdr::ACK_LEN);
         hdr::encode(&h, &mut v);
@@ -56,6 +74,7 @@ impl State {
                 len,
                 send_req,
                 get_addr,
+                get_key,
                 peer,
                 pull,
             } => {
@@ -65,6 +84,7 @@ impl State {
                         req: id,
                         peer,
                         addr,
+                        key: get_key,
                         len,
                         send_req,
                         pull,
@@ -159,6 +179,7 @@ impl State {
                 len,
                 send_req,
                 get_addr,
+                get_key,
                 pull,
             } => {
                 if self
@@ -188,6 +209,7 @@ impl State {
                         len,
                         send_req,
                         get_addr,
+                        get_key,
                         peer,
                         pull,
                     },
@@ -205,7 +227,10 @@ impl State {
                     ..
                 }) if *p == peer => {
                     *state = SendState::Streaming;
+                    let buf = *buf;
                     let len = buf.len();
+                    // The receiver chose the copy pipeline: it will not read the buffer.
+                    self.released.push((peer, buf));
                     self.outbox.push_back(Out::Stream {
                         req: send_req,
                         peer,
@@ -222,8 +247,13 @@ impl State {
             Header::Fin { send_req } => match self.req_mut(send_req) {
                 Some(Req::Send {
                     state: state @ SendState::Rndv,
+                    buf,
                     ..
-                }) => *state = SendState::Done,
+                }) => {
+                    *state = SendState::Done;
+                    let buf = *buf;
+                    self.released.push((peer, buf));
+                }
                 _ => {
                     self.protocol_error(peer, format!("FIN for unknown send request {send_req:#x}"))
                 }

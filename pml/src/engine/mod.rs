@@ -132,6 +132,7 @@ enum Arrived {
         len: u64,
         send_req: u64,
         get_addr: Option<u64>,
+        get_key: u64,
         peer: u32,
         pull: bool,
     },
@@ -250,10 +251,21 @@ struct PendingGet {
     req: ReqId,
     peer: u32,
     addr: u64,
+    key: u64,
     len: u64,
     send_req: u64,
     /// Read the whole message here (the sender asked: no split copy).
     pull: bool,
+}
+
+/// A get a transport finishes later (an RMA read into a receive's buffer): the receive
+/// stays incomplete until the transport reports it.
+struct RemoteRead {
+    btl: usize,
+    req: ReqId,
+    peer: u32,
+    send_req: u64,
+    len: u64,
 }
 
 struct PendingPut {
@@ -274,6 +286,11 @@ pub(crate) struct State {
     pub(crate) outbox: VecDeque<Out>,
     gets: Vec<PendingGet>,
     puts: Vec<PendingPut>,
+    /// Gets in flight in a transport ([`RemoteRead`]).
+    remote_reads: Vec<RemoteRead>,
+    /// Rendezvous send buffers the receiver is done with (FIN, or the ACK that chose the
+    /// copy pipeline), and the peer: their transport may release what exposing them took.
+    released: Vec<(u32, UserBuf)>,
     matched: Vec<(RecvId, Envelope, Arrived)>,
     probed: Vec<Option<(u16, Envelope, Arrived)>>,
     scratch: Vec<u8>,

@@ -149,9 +149,11 @@ impl Engine {
             state: SendState::Rndv,
             failed: None,
         });
-        let get_addr = limits
-            .get
-            .then(|| self.btls[b as usize].expose(buf.as_slice()).addr);
+        let exposed = if limits.get {
+            self.btls[b as usize].expose(buf.as_slice())
+        } else {
+            None
+        };
         let mut h = Vec::with_capacity(hdr::RNDV_LEN);
         hdr::encode(
             &Header::Rndv {
@@ -161,7 +163,8 @@ impl Engine {
                 seq,
                 len: len as u64,
                 send_req: id,
-                get_addr,
+                get_addr: exposed.map(|r| r.addr),
+                get_key: exposed.map_or(0, |r| r.key),
                 pull,
             },
             &mut h,

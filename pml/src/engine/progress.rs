@@ -195,7 +195,12 @@ impl Engine {
     /// nothing.
     #[inline]
     pub(super) fn after_delivery(&mut self) -> usize {
-        if self.st.puts.is_empty() && self.st.gets.is_empty() && self.st.outbox.is_empty() {
+        if self.st.puts.is_empty()
+            && self.st.gets.is_empty()
+            && self.st.outbox.is_empty()
+            && self.st.remote_reads.is_empty()
+            && self.st.released.is_empty()
+        {
             return 0;
         }
         self.run_deliveries()
@@ -209,6 +214,22 @@ impl Engine {
         }
         if !self.st.gets.is_empty() {
             n += self.run_gets();
+        }
+        if !self.st.remote_reads.is_empty() {
+            n += self.finish_remote_reads();
+        }
+        if !self.st.released.is_empty() {
+            for (peer, buf) in std::mem::take(&mut self.st.released) {
+                // Only a bulk route's transport registers what it exposes (the rendezvous
+                // data's transport: ofi's RMA; shared memory's single copy has nothing).
+                if let Some(&b) = self
+                    .bulk_route
+                    .get(peer as usize)
+                    .filter(|&&b| b != NO_ROUTE)
+                {
+                    self.btls[b as usize].release(buf.as_slice());
+                }
+            }
         }
         if !self.st.outbox.is_empty() {
             n += self.drain_outbox();
@@ -236,6 +257,7 @@ impl Engine {
                     RemoteRegion {
                         addr: p.addr,
                         len: p.end,
+                        key: 0,
                     },
                     p.split,
                     part,
@@ -268,7 +290,8 @@ impl Engine {
         let gets = std::mem::take(&mut self.st.gets);
         let n = gets.len();
         for g in gets {
-            let b = self.route[g.peer as usize];
+            // The rendezvous data's transport: where the sender exposed its buffer.
+            let b = self.bulk_route[g.peer as usize];
             let Some(Req::Recv { buf, .. }) = self.st.req(g.req) else {
                 continue;
             };
@@ -283,10 +306,11 @@ impl Engine {
                 && usable
                 && self.btls[b as usize].can_put(g.peer))
             .then_some((effective / 2) & !4095);
-            if let Some(split) = split {
-                let addr = self.btls[b as usize]
-                    .expose(target.slice_mut(0, effective))
-                    .addr;
+            let exposed = split.and_then(|split| {
+                let region = self.btls[b as usize].expose(target.slice_mut(0, effective))?;
+                Some((split, region.addr))
+            });
+            if let Some((split, addr)) = exposed {
                 if let Some(Req::Recv { state, .. }) = self.st.req_mut(g.req) {
                     *state = RecvState::Split {
                         send_req: g.send_req,
@@ -315,6 +339,7 @@ impl Engine {
                     RemoteRegion {
                         addr: g.addr,
                         len: g.len,
+                        key: g.key,
                     },
                     0,
                     dst,
@@ -328,18 +353,40 @@ impl Engine {
                 }
                 continue;
             }
+            let region = RemoteRegion {
+                addr: g.addr,
+                len: g.len,
+                key: g.key,
+            };
+            if usable && self.btls[b as usize].gets_finish_later() {
+                let local = target.local_region(effective);
+                match self.btls[b as usize].start_get(g.peer, region, 0, local, g.req) {
+                    Ok(()) => {
+                        self.st.remote_reads.push(RemoteRead {
+                            btl: b as usize,
+                            req: g.req,
+                            peer: g.peer,
+                            send_req: g.send_req,
+                            len: g.len,
+                        });
+                        continue;
+                    }
+                    Err(SendError::WouldBlock) => {
+                        // Reads in flight fill the transport: this one waits its turn.
+                        self.st.gets.push(g);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "pml", "starting a get from rank {} failed, using the copy pipeline: {e}", g.peer);
+                        self.st.pipeline_instead(g.req, g.peer, g.send_req, g.len);
+                        continue;
+                    }
+                }
+            }
             let mut done = false;
             if usable {
                 let dst = target.slice_mut(0, g.len as usize);
-                match self.btls[b as usize].get(
-                    g.peer,
-                    RemoteRegion {
-                        addr: g.addr,
-                        len: g.len,
-                    },
-                    0,
-                    dst,
-                ) {
+                match self.btls[b as usize].get(g.peer, region, 0, dst) {
                     Ok(()) => done = true,
                     Err(e) => {
                         tracing::warn!(target: "pml", "single-copy get from rank {} failed, using the copy pipeline: {e}", g.peer)
@@ -357,20 +404,47 @@ impl Engine {
                     },
                 );
             } else {
-                if let Some(Req::Recv { state, .. }) = self.st.req_mut(g.req) {
-                    *state = RecvState::Pipeline {
-                        total: g.len as usize,
-                        received: 0,
-                    };
-                }
-                self.st.control(
-                    g.peer,
-                    Header::Ack {
-                        send_req: g.send_req,
-                        recv_req: g.req,
-                    },
-                );
+                self.st.pipeline_instead(g.req, g.peer, g.send_req, g.len);
             }
+        }
+        n
+    }
+
+    /// Completes the receives whose transport reports their get finished: the data is in
+    /// place (FIN to the sender), or the get failed and the sender streams the message.
+    fn finish_remote_reads(&mut self) -> usize {
+        let mut n = 0;
+        let mut b = 0;
+        while b < self.btls.len() {
+            if !self.st.remote_reads.iter().any(|r| r.btl == b) {
+                b += 1;
+                continue;
+            }
+            let st = &mut self.st;
+            self.btls[b].take_finished_gets(&mut |ticket, outcome| {
+                let Some(i) = st
+                    .remote_reads
+                    .iter()
+                    .position(|r| r.btl == b && r.req == ticket)
+                else {
+                    return;
+                };
+                let r = st.remote_reads.swap_remove(i);
+                n += 1;
+                match outcome {
+                    Ok(()) => {
+                        if let Some(Req::Recv { state, .. }) = st.req_mut(r.req) {
+                            *state = RecvState::Done;
+                        }
+                        st.control(r.peer, Header::Fin { send_req: r.send_req });
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "pml", "a get from rank {} failed, using the copy pipeline: {e}", r.peer);
+                        st.pipeline_instead(r.req, r.peer, r.send_req, r.len);
+                    }
+                }
+            });
+            b += 1;
         }
         n
     }

@@ -62,6 +62,8 @@ impl State {
             || !self.detached.is_empty()
             || !self.outbox.is_empty()
             || !self.gets.is_empty()
+            || !self.remote_reads.is_empty()
+            || !self.released.is_empty()
             || !self.puts.is_empty()
             || !self.rma_inbox.is_empty()
     }

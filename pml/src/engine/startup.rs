@@ -132,6 +132,8 @@ impl Engine {
                 outbox: VecDeque::new(),
                 gets: Vec::new(),
                 puts: Vec::new(),
+                remote_reads: Vec::new(),
+                released: Vec::new(),
                 matched: Vec::new(),
                 probed: Vec::new(),
                 scratch: Vec::new(),

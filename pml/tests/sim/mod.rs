@@ -14,7 +14,9 @@ use std::rc::Rc;
 pub use kestrel_pml::buf::UserBuf;
 pub use kestrel_pml::engine::{EngineSetup, ReqId, CTX_WORLD};
 pub use kestrel_pml::{Engine, Status};
-pub use kestrel_transport::btl::{Btl, Incoming, Limits, RemoteRegion, SelfBtl, SendError};
+pub use kestrel_transport::btl::{
+    Btl, Incoming, Limits, LocalRegion, RemoteRegion, SelfBtl, SendError,
+};
 pub use kestrel_transport::params::Params;
 pub use kestrel_transport::set::Attached;
 
@@ -27,6 +29,11 @@ pub struct NetConfig {
     pub max_send: usize,
     /// Offers single-copy get (peers' memory is this process's memory).
     pub get: bool,
+    /// Gets finish this many ticks after they start, reported by `take_finished_gets`
+    /// (network RMA); `None`: inside `get`.
+    pub get_later: Option<u64>,
+    /// Gets that finish later fail (the engine must fall back to the pipeline).
+    pub get_fails: bool,
     /// Deliver arrived messages in a random order.
     pub reorder: bool,
     /// Each message is held for 0..=delay virtual ticks.
@@ -42,6 +49,8 @@ impl Default for NetConfig {
             eager: 4096,
             max_send: 8192,
             get: true,
+            get_later: None,
+            get_fails: false,
             reorder: false,
             delay: 0,
             push_back: 0,
@@ -59,8 +68,23 @@ pub struct InFlight {
     pub due: u64,
 }
 
+/// A get that finishes later: due tick, reader, ticket, source, destination, length.
+pub struct LaterGet {
+    pub due: u64,
+    pub reader: u32,
+    pub ticket: u64,
+    pub from: u64,
+    pub to: u64,
+    pub len: usize,
+}
+
 pub struct Net {
     pub cfg: NetConfig,
+    /// Buffers exposed and not yet released.
+    pub exposed: i64,
+    /// Gets started that finish later, and how many were started in all.
+    pub later_gets: Vec<LaterGet>,
+    pub gets_started: u64,
     pub queues: Vec<VecDeque<InFlight>>,
     pub gone: Vec<bool>,
     pub now: u64,
@@ -179,6 +203,68 @@ impl Btl for SimBtl {
         }
         n
     }
+    fn expose(&mut self, buf: &[u8]) -> Option<RemoteRegion> {
+        self.net.borrow_mut().exposed += 1;
+        Some(RemoteRegion {
+            addr: buf.as_ptr() as u64,
+            len: buf.len() as u64,
+            key: 0,
+        })
+    }
+    fn release(&mut self, _buf: &[u8]) {
+        self.net.borrow_mut().exposed -= 1;
+    }
+    fn gets_finish_later(&self) -> bool {
+        self.net.borrow().cfg.get_later.is_some()
+    }
+    fn start_get(
+        &mut self,
+        peer: u32,
+        remote: RemoteRegion,
+        offset: u64,
+        local: LocalRegion,
+        ticket: u64,
+    ) -> Result<(), SendError> {
+        let mut net = self.net.borrow_mut();
+        if net.gone[peer as usize] {
+            return Err(SendError::Failed(format!("sim: rank {peer} is gone")));
+        }
+        assert!(offset + local.len <= remote.len, "get past the region");
+        let due = net.now + net.cfg.get_later.expect("gets finish later");
+        net.gets_started += 1;
+        net.later_gets.push(LaterGet {
+            due,
+            reader: self.me,
+            ticket,
+            from: remote.addr + offset,
+            to: local.addr,
+            len: local.len as usize,
+        });
+        Ok(())
+    }
+    fn take_finished_gets(&mut self, report: &mut dyn FnMut(u64, Result<(), SendError>)) {
+        let mut net = self.net.borrow_mut();
+        let (now, fails) = (net.now, net.cfg.get_fails);
+        let (done, left): (Vec<LaterGet>, Vec<LaterGet>) = std::mem::take(&mut net.later_gets)
+            .into_iter()
+            .partition(|g| g.reader == self.me && g.due <= now);
+        net.later_gets = left;
+        drop(net);
+        for g in done {
+            if fails {
+                report(
+                    g.ticket,
+                    Err(SendError::Failed("sim: the read failed".into())),
+                );
+                continue;
+            }
+            // SAFETY: every engine lives in this process; the sender's buffer stays valid
+            // until its FIN, which follows this report, and the receiver's until the report
+            // completes its request (the UserBuf and LocalRegion contracts the tests keep).
+            unsafe { std::ptr::copy_nonoverlapping(g.from as *const u8, g.to as *mut u8, g.len) };
+            report(g.ticket, Ok(()));
+        }
+    }
     fn get(
         &mut self,
         peer: u32,
@@ -220,6 +306,9 @@ impl Cluster {
     pub fn new(n: u32, cfg: NetConfig) -> Cluster {
         let net = Rc::new(RefCell::new(Net {
             cfg,
+            exposed: 0,
+            later_gets: Vec::new(),
+            gets_started: 0,
             queues: (0..n).map(|_| VecDeque::new()).collect(),
             gone: vec![false; n as usize],
             now: 0,

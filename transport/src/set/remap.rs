@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::btl::{Btl, Incoming, Limits, RemoteRegion, SendError, SleepReadiness};
+use crate::btl::{Btl, Incoming, Limits, LocalRegion, RemoteRegion, SendError, SleepReadiness};
 
 /// A transport instance of one connection, seen through process indices: it numbers peers by
 /// union index, the engine by process index.
@@ -107,8 +107,34 @@ impl Btl for Remapped {
             Err(_) => false,
         }
     }
-    fn expose(&self, buf: &[u8]) -> RemoteRegion {
+    fn can_get_unexposed(&mut self, peer: u32) -> bool {
+        match self.map(peer) {
+            Ok(i) => self.inner.can_get_unexposed(i),
+            Err(_) => false,
+        }
+    }
+    fn expose(&mut self, buf: &[u8]) -> Option<RemoteRegion> {
         self.inner.expose(buf)
+    }
+    fn release(&mut self, buf: &[u8]) {
+        self.inner.release(buf)
+    }
+    fn gets_finish_later(&self) -> bool {
+        self.inner.gets_finish_later()
+    }
+    fn start_get(
+        &mut self,
+        peer: u32,
+        remote: RemoteRegion,
+        offset: u64,
+        local: LocalRegion,
+        ticket: u64,
+    ) -> Result<(), SendError> {
+        let i = self.map(peer)?;
+        self.inner.start_get(i, remote, offset, local, ticket)
+    }
+    fn take_finished_gets(&mut self, report: &mut dyn FnMut(u64, Result<(), SendError>)) {
+        self.inner.take_finished_gets(report)
     }
     fn can_put(&mut self, peer: u32) -> bool {
         match self.map(peer) {

@@ -171,7 +171,7 @@ impl Engine {
         let able = if put {
             btl.can_put(proc)
         } else {
-            btl.can_get(proc)
+            btl.can_get_unexposed(proc)
         };
         if !able {
             return None;
@@ -182,6 +182,7 @@ impl Engine {
             RemoteRegion {
                 addr: m.base,
                 len: m.size,
+                key: 0,
             },
         ))
     }
