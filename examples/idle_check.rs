@@ -8,6 +8,11 @@
 //! message, then waits for their answers while they compute for MS milliseconds without any
 //! MPI call before receiving it: a peer that is only busy must not be taken for dead by a
 //! transport waiting for its acknowledgements.
+//!
+//! `idle_check MS busy-sender`: rank 0 starts a 4 MiB send to every other rank, then computes
+//! for MS milliseconds without any MPI call before waiting for the sends; the others receive
+//! at once. A transport whose receiver reads the sender's buffer (ofi's RMA) sees its read
+//! stall while the sender computes, and must wait for a busy sender as for a busy receiver.
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +37,37 @@ fn main() {
     let world = u.world();
     let (rank, size) = (world.rank(), world.size());
     world.barrier();
+    if std::env::args().nth(2).as_deref() == Some("busy-sender") {
+        const LEN: usize = 4 << 20;
+        if rank == 0 {
+            let data: Vec<u8> = (0..LEN).map(|i| (i * 13 + (i >> 20)) as u8).collect();
+            kestrel::request::scope(|scope| {
+                let reqs: Vec<_> = (1..size)
+                    .map(|r| {
+                        world
+                            .process_at_rank(r)
+                            .immediate_send_with_tag(scope, &data[..], 6)
+                    })
+                    .collect();
+                std::thread::sleep(Duration::from_millis(ms));
+                for r in reqs {
+                    r.wait();
+                }
+            });
+        } else {
+            let mut got = vec![0u8; LEN];
+            world
+                .process_at_rank(0)
+                .receive_into_with_tag(&mut got[..], 6);
+            let bad = (0..LEN).find(|&i| got[i] != (i * 13 + (i >> 20)) as u8);
+            assert_eq!(bad, None, "idle_check: the busy sender's message differs");
+        }
+        world.barrier();
+        if rank == 0 {
+            println!("idle_check: busy senders waited for on {size} ranks");
+        }
+        return;
+    }
     if std::env::args().nth(2).as_deref() == Some("busy-peer") {
         if rank == 0 {
             for r in 1..size {

@@ -22,19 +22,20 @@ use kestrel_tests::*;
 const DEADLINE: Duration = Duration::from_secs(240);
 const DATA_ONLY: &str = "KESTREL_OFI_IF_EXCLUDE=198.18.0.0/24";
 
-/// `kestrel-run` over `hosts` ("h0:1,h1:1") with `btl`, data networks only, plus `extra`.
+/// One data network only: one rail, one pair to each peer (large messages by RMA read).
+const ONE_RAIL: &str = "KESTREL_OFI_IF_INCLUDE=198.18.1.0/24";
+
+/// `kestrel-run` over `hosts` ("h0:1,h1:1") with `btl`, data networks only (the first one
+/// only when `extra` holds [`ONE_RAIL`]), plus `extra`.
 fn job(hosts: &str, btl: &str, extra: &[&str]) -> Command {
-    let mut args = vec![
-        "--host",
-        hosts,
-        "--launch-agent",
-        "ip netns exec",
-        "-x",
-        DATA_ONLY,
-        "--mca",
-        "btl",
-        btl,
-    ];
+    let networks = if extra.contains(&ONE_RAIL) {
+        &[][..]
+    } else {
+        &["-x", DATA_ONLY][..]
+    };
+    let mut args = vec!["--host", hosts, "--launch-agent", "ip netns exec"];
+    args.extend_from_slice(networks);
+    args.extend_from_slice(&["--mca", "btl", btl]);
     args.extend_from_slice(extra);
     kestrel_run(&args)
 }
@@ -71,7 +72,7 @@ fn run_suites(hosts: &str, btl: &str, extra: &[&str]) {
 }
 
 #[test]
-fn suites_pass_over_ofi_on_two_hosts_by_one_and_two_and_four_hosts_by_one() {
+fn suites_pass_over_ofi_on_two_hosts_by_one_and_two_and_four_hosts_by_one_and_by_rma() {
     let cluster = Cluster::up(4);
     let h = cluster.hosts();
     let two_by_one = format!("{}:1,{}:1", h[0], h[1]);
@@ -82,6 +83,13 @@ fn suites_pass_over_ofi_on_two_hosts_by_one_and_two_and_four_hosts_by_one() {
     run_suites(&two_by_two, "self,shm,ofi", &named);
     // The provider chosen automatically (net here: auto prefers it to tcp;ofi_rxm).
     run_suites(&four, "self,ofi", &[]);
+    // One data network: one rail, so rendezvous messages are read by RMA (both providers).
+    run_suites(&two_by_one, "self,ofi", &["-x", ONE_RAIL]);
+    run_suites(
+        &two_by_two,
+        "self,shm,ofi",
+        &["-x", ONE_RAIL, named[0], named[1]],
+    );
     cluster.assert_empty();
 }
 
@@ -426,6 +434,34 @@ fn a_peer_computing_longer_than_the_peer_timeout_is_not_taken_for_dead() {
         ],
     );
     cluster.assert_busy_peer_is_waited_for(cmd, DEADLINE);
+    // The other way round over one data network, where the receiver reads the sender's
+    // buffer (RMA): the read stalls while the sender computes 6 s without MPI calls (its
+    // provider serves reads only when polled), and the sender's liveness answers keep the
+    // receiver waiting instead of stopping the job after the 2 s peer timeout.
+    let mut cmd = job(
+        &hosts,
+        "self,ofi",
+        &[
+            "-x",
+            ONE_RAIL,
+            "--mca",
+            "ofi_fail_after_ms",
+            "500",
+            "--mca",
+            "ofi_peer_timeout_ms",
+            "2000",
+        ],
+    );
+    cmd.arg(example("idle_check")).args(["6000", "busy-sender"]);
+    let out = run(cmd, DEADLINE);
+    assert!(
+        out.success()
+            && out
+                .stdout
+                .contains("idle_check: busy senders waited for on 2 ranks"),
+        "{}",
+        out.show()
+    );
     cluster.assert_empty();
 }
 

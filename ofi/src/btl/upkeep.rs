@@ -208,7 +208,7 @@ impl OfiBtl {
             }
             None => {
                 let msg = format!(
-                    "ofi: process {} lost process {peer}: no acknowledgement for {:.1} s over \
+                    "ofi: process {} lost process {peer}: no acknowledgement or read completion for {:.1} s over \
                      its last working pair of endpoints, {what}.\nThe job cannot continue. \
                      Check that link (ip link, cabling, switch). If process {peer} computes \
                      longer than that without calling MPI, raise KESTREL_OFI_PEER_TIMEOUT_MS.",
