@@ -62,12 +62,12 @@ pub static STRIPE_MIN: Param<u64> = Param::new(ParamSpec {
 });
 
 /// `KESTREL_OFI_RMA`: large messages read by the receiver from the sender's registered buffer.
-pub static RMA: Param<bool> = Param::new(ParamSpec {
+pub static RMA: Param<String> = Param::new(ParamSpec {
     name: "ofi_rma",
     component: "ofi",
-    kind: ParamKind::Bool,
-    default: "true",
-    description: "Whether a rendezvous message (larger than ofi_eager_limit) is read by the receiver straight from the sender's buffer (libfabric FI_RMA read of a registration; no copy through send slots and receive buffers) where the provider offers RMA and this process has one rail and reaches the peer over one pair of endpoints. Otherwise, and with false, the copy pipeline of ofi_max_send fragments, striped over a peer's NIC pairs.",
+    kind: ParamKind::Choice(&["auto", "on", "off"]),
+    default: "auto",
+    description: "Whether a rendezvous message (larger than ofi_eager_limit) is read by the receiver straight from the sender's buffer (libfabric FI_RMA read of a registration, no copy through send slots and receive buffers), where the provider offers RMA, this process has one rail and the peer is reached over one pair of endpoints; otherwise the copy pipeline of ofi_max_send fragments, striped over a peer's NIC pairs. auto: on for fabric providers (the NIC reads), off for the kernel-TCP ones (tcp;ofi_rxm, net, sockets), whose reads measured 0.5-0.7x the pipeline's bandwidth at 1-4 MiB between namespace hosts; on, off: as said.",
 });
 
 /// `KESTREL_OFI_MR_CACHE`: registrations kept for reuse after their read.

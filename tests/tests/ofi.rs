@@ -22,8 +22,11 @@ use kestrel_tests::*;
 const DEADLINE: Duration = Duration::from_secs(240);
 const DATA_ONLY: &str = "KESTREL_OFI_IF_EXCLUDE=198.18.0.0/24";
 
-/// One data network only: one rail, one pair to each peer (large messages by RMA read).
+/// One data network only: one rail, one pair to each peer.
 const ONE_RAIL: &str = "KESTREL_OFI_IF_INCLUDE=198.18.1.0/24";
+
+/// Large messages by RMA read (auto leaves it off over kernel TCP, where it is slower).
+const RMA_ON: &str = "KESTREL_OFI_RMA=on";
 
 /// `kestrel-run` over `hosts` ("h0:1,h1:1") with `btl`, data networks only (the first one
 /// only when `extra` holds [`ONE_RAIL`]), plus `extra`.
@@ -83,12 +86,14 @@ fn suites_pass_over_ofi_on_two_hosts_by_one_and_two_and_four_hosts_by_one_and_by
     run_suites(&two_by_two, "self,shm,ofi", &named);
     // The provider chosen automatically (net here: auto prefers it to tcp;ofi_rxm).
     run_suites(&four, "self,ofi", &[]);
-    // One data network: one rail, so rendezvous messages are read by RMA (both providers).
-    run_suites(&two_by_one, "self,ofi", &["-x", ONE_RAIL]);
+    // One data network (one rail) with RMA on: rendezvous messages are read from the
+    // sender's buffer, over both providers.
+    let rma = ["-x", ONE_RAIL, "-x", RMA_ON];
+    run_suites(&two_by_one, "self,ofi", &rma);
     run_suites(
         &two_by_two,
         "self,shm,ofi",
-        &["-x", ONE_RAIL, named[0], named[1]],
+        &[&rma[..], &named[..]].concat(),
     );
     cluster.assert_empty();
 }
@@ -307,6 +312,13 @@ fn large_messages_are_striped_over_both_data_links_and_small_ones_take_one() {
 
 #[test]
 fn a_data_link_going_down_on_the_only_rail_stops_the_job_naming_the_pair() {
+    // With the copy pipeline (frames outstanding) and with RMA reads (a read in flight).
+    for rma in ["KESTREL_OFI_RMA=off", RMA_ON] {
+        link_down_on_the_only_rail(rma);
+    }
+}
+
+fn link_down_on_the_only_rail(rma: &str) {
     let cluster = Cluster::up(2);
     let h = cluster.hosts();
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
@@ -319,6 +331,8 @@ fn a_data_link_going_down_on_the_only_rail_stops_the_job_naming_the_pair() {
         "KESTREL_OFI_IF_INCLUDE=198.18.1.0/24",
         "-x",
         "KESTREL_OFI_PEER_TIMEOUT_MS=2000",
+        "-x",
+        rma,
         "--mca",
         "btl",
         "self,ofi",
@@ -332,7 +346,7 @@ fn a_data_link_going_down_on_the_only_rail_stops_the_job_naming_the_pair() {
     let after_cut = cut_at.elapsed();
     assert!(
         !out.success(),
-        "the job survived a dead link: {}",
+        "{rma}: the job survived a dead link: {}",
         out.show()
     );
     assert!(
@@ -340,14 +354,14 @@ fn a_data_link_going_down_on_the_only_rail_stops_the_job_naming_the_pair() {
             && out.stderr.contains("no acknowledgement")
             && out.stderr.contains("eth1 (")
             && out.stderr.contains("-> eth1 of process"),
-        "the error does not name the peer and the pair: {}",
+        "{rma}: the error does not name the peer and the pair: {}",
         out.show()
     );
     // The peer timeout (2 s) plus the launcher taking the job down; far below TCP's own
     // give-up time (about 15 minutes).
     assert!(
         after_cut < Duration::from_secs(30),
-        "the job took {after_cut:?} after the cut to stop: {}",
+        "{rma}: the job took {after_cut:?} after the cut to stop: {}",
         out.show()
     );
     cluster.assert_empty();
@@ -444,6 +458,8 @@ fn a_peer_computing_longer_than_the_peer_timeout_is_not_taken_for_dead() {
         &[
             "-x",
             ONE_RAIL,
+            "-x",
+            RMA_ON,
             "--mca",
             "ofi_fail_after_ms",
             "500",
@@ -524,7 +540,7 @@ fn large_messages_are_read_from_the_senders_registered_buffer() {
     let cluster = Cluster::up(2);
     let h = cluster.hosts();
     let hosts = format!("{}:1,{}:1", h[0], h[1]);
-    for rma in ["true", "false"] {
+    for rma in ["on", "off"] {
         let setting = format!("KESTREL_OFI_RMA={rma}");
         // One data network: one rail, one pair to the peer.
         let mut cmd = kestrel_run(&[
@@ -551,7 +567,7 @@ fn large_messages_are_read_from_the_senders_registered_buffer() {
         );
         let (sender_reads, sender_regs, sender_reused) = rma_counters(&out, 0);
         let (receiver_reads, receiver_regs, _) = rma_counters(&out, 1);
-        if rma == "true" {
+        if rma == "on" {
             // Rank 1 reads 20 + 1 + 1 + 1 + 8 messages, rank 0 the exchange and 8 slices.
             assert!(
                 receiver_reads >= 31 && sender_reads >= 9,

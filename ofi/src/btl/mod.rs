@@ -186,7 +186,8 @@ impl Survey {
     /// Lists the RDM domains under the ofi parameters in `params`.
     pub fn take(params: &Params) -> Result<Survey, SurveyError> {
         let policy = Policy::from_params(params).map_err(SurveyError::Failed)?;
-        let rma = params::RMA.get(params);
+        // Asked for unless turned off: which provider serves is known only after listing.
+        let rma = params::RMA.get(params) != "off";
         let interfaces = match rdm_interfaces(FABRIC_OWNER, policy.provider.name(), rma) {
             Ok(list) => list,
             Err(e) if e.is_no_data() => return Err(SurveyError::Nothing(e.to_string())),
@@ -366,7 +367,14 @@ impl OfiBtl {
             provider.starts_with("tcp") || provider.starts_with("net") || provider == "sockets";
         let ms = |v: i64| Duration::from_millis(v.max(0) as u64);
         let rail_count = rails.len();
-        let rma = params::RMA.get(params) && rail_count == 1 && rails[0].endpoint.can_read();
+        // Over kernel TCP a read measured slower than the copy pipeline (see ofi_rma),
+        // hence off there under auto.
+        let wanted = match params::RMA.get(params).as_str() {
+            "on" => true,
+            "auto" => !tcp,
+            _ => false,
+        };
+        let rma = wanted && rail_count == 1 && rails[0].endpoint.can_read();
         // Registrations that pin pages must not outlive their message (see registrations).
         let keep = if rails[0].endpoint.registrations_pin() {
             0
