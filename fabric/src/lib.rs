@@ -215,8 +215,8 @@ mod tests {
     fn registered_pools_work_too() {
         // usnic requires FI_MR_LOCAL; udp does not, so force the registration path here.
         let iface = loopback_udp();
-        let mut a = MsgEndpoint::open_inner(&iface, 8, usize::MAX, true, false).unwrap();
-        let mut b = MsgEndpoint::open_inner(&iface, 8, usize::MAX, true, false).unwrap();
+        let mut a = MsgEndpoint::open_inner(&iface, 8, usize::MAX, true, false, false).unwrap();
+        let mut b = MsgEndpoint::open_inner(&iface, 8, usize::MAX, true, false, false).unwrap();
         assert!(a.is_registered() && b.is_registered());
         let to_b = a.insert_peer(&b.address()).unwrap();
         a.send_with(to_b, |buf| {

@@ -511,17 +511,12 @@ fn large_messages_are_read_from_the_senders_registered_buffer() {
     let src = repo().join("tests/c/ofi_rma.c");
     let on_mpich = dir.join("ofi_rma.mpich");
     let on_kestrel = dir.join("ofi_rma.kestrel");
-    for (cc, exe) in [
+    for (mut cc, exe) in [
         (Command::new(tool("mpicc.mpich", "libmpich-dev")), &on_mpich),
         (mpicc(), &on_kestrel),
     ] {
-        let mut cc = cc;
-        let out = cc
-            .args(["-O2", "-Wall", "-o"])
-            .arg(exe)
-            .arg(&src)
-            .output()
-            .expect("run the C compiler");
+        let out = cc.args(["-O2", "-Wall", "-o"]).arg(exe).arg(&src).output();
+        let out = out.expect("run the C compiler");
         assert!(
             out.status.success(),
             "{}",

@@ -116,7 +116,8 @@ fn find_interface(o: &Options) -> Result<FabricInterface, String> {
     let want = o.interface.unwrap_or(Ipv4Addr::LOCALHOST);
     let owner = kestrel_usnic::discovery::FABRIC_OWNER;
     let list = if o.rdm {
-        // With FI_RMA asked, as the ofi transport asks (the same provider setup).
+        // Listed as the ofi transport lists (FI_RMA asked); the endpoint drops it, as the
+        // transport's does when it reads nothing.
         rdm_interfaces(owner, Some(&o.provider), true)
     } else {
         dgram_interfaces(owner, Some(&o.provider))
@@ -135,7 +136,7 @@ fn find_interface(o: &Options) -> Result<FabricInterface, String> {
 /// An endpoint on `iface`; a reliable one's buffers hold the run's messages (at least 64 bytes).
 fn open(iface: &FabricInterface, o: &Options) -> Result<MsgEndpoint, String> {
     let opened = if o.rdm {
-        MsgEndpoint::open_sized(iface, DEPTH, o.size.max(64), false)
+        MsgEndpoint::open_sized(iface, DEPTH, o.size.max(64), false, false)
     } else {
         MsgEndpoint::open(iface, DEPTH)
     };

@@ -29,7 +29,7 @@ impl MsgEndpoint {
     /// clamped to what the provider allows), bound to the interface's address with a port the
     /// provider picks.
     pub fn open(iface: &FabricInterface, depth: usize) -> Result<Self, FabricError> {
-        Self::open_inner(iface, depth, usize::MAX, false, false)
+        Self::open_inner(iface, depth, usize::MAX, false, false, false)
     }
 
     /// Opens an endpoint as [`MsgEndpoint::open`] does, with messages of at most
@@ -40,13 +40,19 @@ impl MsgEndpoint {
     /// (`FI_WAIT_FD`) so that an idle owner can sleep in `poll(2)` until traffic arrives (see
     /// [`MsgEndpoint::wait_fd`]); a provider that refuses one gets a queue without, and the
     /// endpoint reports no descriptor.
+    ///
+    /// With `rma`, an interface listed with `FI_RMA` ([`FabricInterface::rma`]) opens an
+    /// endpoint that reads peers' registered memory ([`MsgEndpoint::can_read`]); without, the
+    /// RMA capabilities are dropped before the domain opens, so a provider does not pay for
+    /// them on the message path.
     pub fn open_sized(
         iface: &FabricInterface,
         depth: usize,
         max_message: usize,
         wait_fd: bool,
+        rma: bool,
     ) -> Result<Self, FabricError> {
-        Self::open_inner(iface, depth, max_message, false, wait_fd)
+        Self::open_inner(iface, depth, max_message, false, wait_fd, rma)
     }
 
     pub(crate) fn open_inner(
@@ -55,6 +61,7 @@ impl MsgEndpoint {
         max_message: usize,
         force_registration: bool,
         wait_fd: bool,
+        rma: bool,
     ) -> Result<Self, FabricError> {
         let site = iface.site();
         if depth == 0 {
@@ -78,6 +85,16 @@ impl MsgEndpoint {
                     &site,
                     "the provider returned no tx/rx attributes".into(),
                 ));
+            }
+            if !rma {
+                let unused = (sys::FI_RMA
+                    | sys::FI_READ
+                    | sys::FI_WRITE
+                    | sys::FI_REMOTE_READ
+                    | sys::FI_REMOTE_WRITE) as u64;
+                (*i).caps &= !unused;
+                (*(*i).tx_attr).caps &= !unused;
+                (*(*i).rx_attr).caps &= !unused;
             }
             let tx = depth.min((*(*i).tx_attr).size.max(1));
             let rx = depth.min((*(*i).rx_attr).size.max(1));
@@ -134,7 +151,7 @@ impl MsgEndpoint {
         };
         let domain = Fid::adopt("fi_domain", &site, ret, raw_domain)?;
 
-        let rma = if iface.kind() == EndpointKind::Reliable && iface.rma() {
+        let rma = if rma && iface.kind() == EndpointKind::Reliable && iface.rma() {
             // SAFETY: domain_attr belongs to our copy and was checked non-null at listing.
             let key_bytes = unsafe { (*info.get().domain_attr).mr_key_size };
             match super::rma::Rma::new(mr_mode, key_bytes) {

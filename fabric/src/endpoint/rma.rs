@@ -431,8 +431,8 @@ mod tests {
     /// reader names it).
     fn pair() -> (MsgEndpoint, MsgEndpoint, crate::PeerAddr) {
         let iface = loopback_rdm();
-        let mut owner = MsgEndpoint::open_sized(&iface, 8, 4096, false).expect("open");
-        let mut reader = MsgEndpoint::open_sized(&iface, 8, 4096, false).expect("open");
+        let mut owner = MsgEndpoint::open_sized(&iface, 8, 4096, false, true).expect("open");
+        let mut reader = MsgEndpoint::open_sized(&iface, 8, 4096, false, true).expect("open");
         assert!(owner.can_read() && reader.can_read());
         let at_owner = reader.insert_peer(&owner.address()).expect("insert");
         owner.insert_peer(&reader.address()).expect("insert");

@@ -303,11 +303,24 @@ impl OfiBtl {
         let depth = params::QUEUE_DEPTH.get(params) as usize;
         let wait_fd = params::CQ_WAIT.get(params);
         let slot = eager.max(fragment) + FRAME_LEN;
+        let provider = ifaces[0].provider().to_string();
+        // Kernel TCP underneath: tcp;ofi_rxm, libfabric 1.17's native `net`, sockets.
+        let tcp =
+            provider.starts_with("tcp") || provider.starts_with("net") || provider == "sockets";
+        // Over kernel TCP a read measured slower than the copy pipeline (see ofi_rma), hence
+        // off there under auto; reads also need one rail. Endpoints that will not read are
+        // opened without the RMA capabilities.
+        let wanted = match params::RMA.get(params).as_str() {
+            "on" => true,
+            "auto" => !tcp,
+            _ => false,
+        };
+        let open_rma = wanted && ifaces.len() == 1;
         let mut rails = Vec::with_capacity(ifaces.len());
         let mut bandwidth_mbps = 0u32;
         for iface in ifaces {
-            let endpoint =
-                MsgEndpoint::open_sized(iface, depth, slot, wait_fd).map_err(|e| e.to_string())?;
+            let endpoint = MsgEndpoint::open_sized(iface, depth, slot, wait_fd, open_rma)
+                .map_err(|e| e.to_string())?;
             tracing::debug!(
                 target: "ofi",
                 provider = iface.provider(),
@@ -348,7 +361,6 @@ impl OfiBtl {
             .min()
             .expect("at least one rail")
             - FRAME_LEN;
-        let provider = ifaces[0].provider().to_string();
         let card = OfiCard {
             provider: provider.clone(),
             endpoints: rails
@@ -362,19 +374,9 @@ impl OfiBtl {
                 })
                 .collect(),
         };
-        // Kernel TCP underneath: tcp;ofi_rxm, libfabric 1.17's native `net`, sockets.
-        let tcp =
-            provider.starts_with("tcp") || provider.starts_with("net") || provider == "sockets";
         let ms = |v: i64| Duration::from_millis(v.max(0) as u64);
         let rail_count = rails.len();
-        // Over kernel TCP a read measured slower than the copy pipeline (see ofi_rma),
-        // hence off there under auto.
-        let wanted = match params::RMA.get(params).as_str() {
-            "on" => true,
-            "auto" => !tcp,
-            _ => false,
-        };
-        let rma = wanted && rail_count == 1 && rails[0].endpoint.can_read();
+        let rma = open_rma && rails[0].endpoint.can_read();
         // Registrations that pin pages must not outlive their message (see registrations).
         let keep = if rails[0].endpoint.registrations_pin() {
             0

@@ -89,19 +89,7 @@ impl State {
                         send_req,
                         pull,
                     }),
-                    None => {
-                        *state = RecvState::Pipeline {
-                            total: len as usize,
-                            received: 0,
-                        };
-                        self.control(
-                            peer,
-                            Header::Ack {
-                                send_req,
-                                recv_req: id,
-                            },
-                        );
-                    }
+                    None => self.pipeline_instead(id, peer, send_req, len),
                 }
             }
         }
