@@ -116,9 +116,8 @@ fn find_interface(o: &Options) -> Result<FabricInterface, String> {
     let want = o.interface.unwrap_or(Ipv4Addr::LOCALHOST);
     let owner = kestrel_usnic::discovery::FABRIC_OWNER;
     let list = if o.rdm {
-        // Listed as the ofi transport lists (FI_RMA asked); the endpoint drops it, as the
-        // transport's does when it reads nothing.
-        rdm_interfaces(owner, Some(&o.provider), true)
+        // Listed as the ofi transport's survey lists (no FI_RMA).
+        rdm_interfaces(owner, Some(&o.provider), false)
     } else {
         dgram_interfaces(owner, Some(&o.provider))
     };

@@ -186,9 +186,9 @@ impl Survey {
     /// Lists the RDM domains under the ofi parameters in `params`.
     pub fn take(params: &Params) -> Result<Survey, SurveyError> {
         let policy = Policy::from_params(params).map_err(SurveyError::Failed)?;
-        // Asked for unless turned off: which provider serves is known only after listing.
-        let rma = params::RMA.get(params) != "off";
-        let interfaces = match rdm_interfaces(FABRIC_OWNER, policy.provider.name(), rma) {
+        // Listed without FI_RMA, so that auto's order of providers is not bent toward those
+        // that offer it; reads ask again for the chosen provider (OfiBtl::open).
+        let interfaces = match rdm_interfaces(FABRIC_OWNER, policy.provider.name(), false) {
             Ok(list) => list,
             Err(e) if e.is_no_data() => return Err(SurveyError::Nothing(e.to_string())),
             Err(e) => return Err(SurveyError::Failed(e.to_string())),
@@ -294,28 +294,36 @@ impl OfiBtl {
                 &survey.interfaces[i]
             })
             .collect();
-        Self::open_on(&ifaces, params, me).map(|b| Opened::Ready(Box::new(b)))
+        // Reads need the provider's RMA capability, asked for now for the chosen domain only.
+        let relisted;
+        let (ifaces, rma) = match reads_wanted(params, &ifaces) {
+            false => (ifaces, false),
+            true => {
+                relisted = with_rma(ifaces[0]);
+                match &relisted {
+                    Some(i) => (vec![i], true),
+                    None => (ifaces, false),
+                }
+            }
+        };
+        Self::open_on(&ifaces, params, me, rma).map(|b| Opened::Ready(Box::new(b)))
     }
 
-    fn open_on(ifaces: &[&FabricInterface], params: &Params, me: u32) -> Result<OfiBtl, String> {
+    /// Opens one endpoint per interface; with `open_rma` (one interface, listed with
+    /// `FI_RMA`) large messages go by RMA read.
+    fn open_on(
+        ifaces: &[&FabricInterface],
+        params: &Params,
+        me: u32,
+        open_rma: bool,
+    ) -> Result<OfiBtl, String> {
         let eager = params::EAGER_LIMIT.get(params) as usize;
         let fragment = params::MAX_SEND.get(params) as usize;
         let depth = params::QUEUE_DEPTH.get(params) as usize;
         let wait_fd = params::CQ_WAIT.get(params);
         let slot = eager.max(fragment) + FRAME_LEN;
         let provider = ifaces[0].provider().to_string();
-        // Kernel TCP underneath: tcp;ofi_rxm, libfabric 1.17's native `net`, sockets.
-        let tcp =
-            provider.starts_with("tcp") || provider.starts_with("net") || provider == "sockets";
-        // Over kernel TCP a read measured slower than the copy pipeline (see ofi_rma), hence
-        // off there under auto; reads also need one rail. Endpoints that will not read are
-        // opened without the RMA capabilities.
-        let wanted = match params::RMA.get(params).as_str() {
-            "on" => true,
-            "auto" => !tcp,
-            _ => false,
-        };
-        let open_rma = wanted && ifaces.len() == 1;
+        let tcp = is_kernel_tcp(&provider);
         let mut rails = Vec::with_capacity(ifaces.len());
         let mut bandwidth_mbps = 0u32;
         for iface in ifaces {
@@ -845,6 +853,46 @@ impl Btl for OfiBtl {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         self.counter_values()
     }
+}
+
+/// Kernel TCP underneath: tcp;ofi_rxm, libfabric 1.17's native `net`, sockets.
+fn is_kernel_tcp(provider: &str) -> bool {
+    provider.starts_with("tcp") || provider.starts_with("net") || provider == "sockets"
+}
+
+/// Whether this process should read large messages by RMA over `ifaces` (`ofi_rma`): on, or
+/// auto with a fabric provider; never over several rails (the striped pipeline adds their
+/// bandwidth up). Over kernel TCP a read measured slower than the copy pipeline (see
+/// `ofi_rma`), hence off there under auto.
+fn reads_wanted(params: &Params, ifaces: &[&FabricInterface]) -> bool {
+    let wanted = match params::RMA.get(params).as_str() {
+        "on" => true,
+        "auto" => !is_kernel_tcp(ifaces[0].provider()),
+        _ => false,
+    };
+    wanted && ifaces.len() == 1
+}
+
+/// `iface` as a listing that asks for `FI_RMA` gives it (the same provider, domain, fabric
+/// and address), when the provider grants RMA there.
+fn with_rma(iface: &FabricInterface) -> Option<FabricInterface> {
+    let listed = match rdm_interfaces(FABRIC_OWNER, Some(iface.provider()), true) {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::debug!(target: "ofi", error = %e, "no RMA listing: large messages take the copy pipeline");
+            return None;
+        }
+    };
+    let found = listed.into_iter().find(|i| {
+        i.rma()
+            && i.domain() == iface.domain()
+            && i.fabric() == iface.fabric()
+            && i.ipv4() == iface.ipv4()
+    });
+    if found.is_none() {
+        tracing::debug!(target: "ofi", domain = iface.domain(), "the provider offers no RMA here: large messages take the copy pipeline");
+    }
+    found
 }
 
 /// Posts one data frame (`frame`, then the messaging layer's `header` and `payload`) on
