@@ -85,11 +85,9 @@ impl<R: Copy> Registrations<R> {
             return;
         };
         self.entries[i].users -= 1;
-        loop {
-            let unused = self.entries.iter().filter(|e| e.users == 0).count();
-            if unused <= self.keep {
-                return;
-            }
+        let mut unused = self.entries.iter().filter(|e| e.users == 0).count();
+        while unused > self.keep {
+            unused -= 1;
             let oldest = self
                 .entries
                 .iter()

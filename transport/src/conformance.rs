@@ -264,11 +264,7 @@ pub fn back_pressure_is_would_block_and_recovers(name: &str, make: &dyn Fn() -> 
                     ok = true;
                     break;
                 }
-                Err(SendError::WouldBlock) => {
-                    for ep in eps.iter_mut() {
-                        ep.progress(&mut |_| {});
-                    }
-                }
+                Err(SendError::WouldBlock) => poll_all(&mut eps),
                 Err(e) => panic!("{name}: send after recovery: {e}"),
             }
         }
@@ -297,6 +293,13 @@ pub fn unreachable_and_oversized_are_errors(name: &str, make: &dyn Fn() -> Vec<B
             ),
             "{name}"
         );
+    }
+}
+
+/// One round of progress on every endpoint, deliveries dropped.
+fn poll_all(eps: &mut [Box<dyn Btl>]) {
+    for ep in eps.iter_mut() {
+        ep.progress(&mut |_| {});
     }
 }
 
@@ -332,20 +335,14 @@ pub fn get_copies_from_exposed_memory(name: &str, make: &dyn Fn() -> Vec<Box<dyn
                     started = true;
                     break;
                 }
-                Err(SendError::WouldBlock) => {
-                    for ep in eps.iter_mut() {
-                        ep.progress(&mut |_| {});
-                    }
-                }
+                Err(SendError::WouldBlock) => poll_all(&mut eps),
                 Err(e) => panic!("{name}: start_get: {e}"),
             }
         }
         assert!(started, "{name}: start_get refused for 1,000,000 rounds");
         let mut outcome = None;
         for _ in 0..1_000_000 {
-            for ep in eps.iter_mut() {
-                ep.progress(&mut |_| {});
-            }
+            poll_all(&mut eps);
             eps[a as usize].take_finished_gets(&mut |ticket, r| outcome = Some((ticket, r)));
             if outcome.is_some() {
                 break;

@@ -233,11 +233,12 @@ impl MsgEndpoint {
     /// inside this endpoint's [`MsgEndpoint::poll`], so the owner keeps polling while peers
     /// read.
     pub fn register_for_peers(&mut self, buf: &[u8]) -> Result<MemoryRegion, FabricError> {
-        let site = self.site.clone();
+        // Borrowed, not cloned: the fields used below are disjoint from it.
+        let site = &self.site;
         let Some(rma) = self.rma.as_mut() else {
             return Err(FabricError::local(
                 "fi_mr_reg",
-                &site,
+                site,
                 "the provider offers no RMA on this endpoint".into(),
             ));
         };
@@ -246,7 +247,7 @@ impl MsgEndpoint {
             buf.as_ptr(),
             buf.len(),
             sys::FI_REMOTE_READ as u64,
-            &site,
+            site,
         )
     }
 
@@ -277,12 +278,12 @@ impl MsgEndpoint {
         key: u64,
         ticket: u64,
     ) -> Result<(), SendError> {
-        let site = self.site.clone();
+        let site = &self.site;
         let ep = self.ep.as_ptr();
         let Some(rma) = self.rma.as_mut() else {
             return Err(SendError::Fabric(FabricError::local(
                 "fi_read",
-                &site,
+                site,
                 "the provider offers no RMA on this endpoint".into(),
             )));
         };
@@ -296,7 +297,7 @@ impl MsgEndpoint {
                     local_addr as *const u8,
                     len,
                     sys::FI_READ as u64,
-                    &site,
+                    site,
                 )
                 .map_err(SendError::Fabric)?,
             )
@@ -345,7 +346,7 @@ impl MsgEndpoint {
                     Err(SendError::Full)
                 } else {
                     Err(SendError::Fabric(FabricError::from_code(
-                        "fi_read", &site, r as i64,
+                        "fi_read", site, r as i64,
                     )))
                 }
             }

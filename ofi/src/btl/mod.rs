@@ -295,16 +295,12 @@ impl OfiBtl {
             })
             .collect();
         // Reads need the provider's RMA capability, asked for now for the chosen domain only.
-        let relisted;
-        let (ifaces, rma) = match reads_wanted(params, &ifaces) {
-            false => (ifaces, false),
-            true => {
-                relisted = with_rma(ifaces[0]);
-                match &relisted {
-                    Some(i) => (vec![i], true),
-                    None => (ifaces, false),
-                }
-            }
+        let relisted = reads_wanted(params, &ifaces)
+            .then(|| with_rma(ifaces[0]))
+            .flatten();
+        let (ifaces, rma) = match &relisted {
+            Some(i) => (vec![i], true),
+            None => (ifaces, false),
         };
         Self::open_on(&ifaces, params, me, rma).map(|b| Opened::Ready(Box::new(b)))
     }
