@@ -90,6 +90,9 @@ impl fmt::Debug for Runtime {
 
 const NODE_KEY: &str = "node";
 
+/// How long an aborting rank waits for its launcher to stop it before it exits by itself.
+const ABORT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Runtime {
     /// Connects to the launcher chosen by the `pmi` parameter and the environment, publishes
     /// this rank's node id and fences once, so that every rank can find every other's node.
@@ -300,12 +303,18 @@ impl Runtime {
         Ok(all)
     }
 
-    /// Asks the launcher to stop the whole job, then exits this process with `code`.
+    /// Asks the launcher to stop the whole job, then exits this process with `code` (0
+    /// included: `MPI_Abort(comm, 0)` ends a job successfully under MPICH and Open MPI too).
     pub fn abort(&mut self, code: i32, message: &str) -> ! {
-        if let Err(e) = self.pmi.abort(code, message) {
-            eprintln!("kestrel: abort could not reach the launcher: {e}");
+        match self.pmi.abort(code, message) {
+            // The launcher now stops every rank. Leaving at once could let it see this rank
+            // exit (with `code`, perhaps 0, and without finalizing) before the abort itself
+            // and report that instead, so wait to be stopped, for a bounded time.
+            Ok(()) if self.size() > 1 => std::thread::sleep(ABORT_WAIT),
+            Ok(()) => {}
+            Err(e) => eprintln!("kestrel: abort could not reach the launcher: {e}"),
         }
-        std::process::exit(if code == 0 { 1 } else { code });
+        std::process::exit(code);
     }
 
     /// Publishes `port` under `service` in the launcher's name service.

@@ -91,7 +91,7 @@ mpi_fn! {
                 eprintln!("kestrel: {msg}");
                 core.runtime.abort(errorcode, &msg)
             }
-            _ => std::process::exit(if errorcode == 0 { 1 } else { errorcode }),
+            _ => std::process::exit(errorcode),
         }
     }
 }

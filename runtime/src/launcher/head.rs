@@ -743,7 +743,8 @@ fn handle_agent(head: &mut Head, h: usize, msg: ToHead, grace_ms: i64) {
                     if message.is_empty() { "" } else { ": " },
                     message
                 );
-                head.fail(if code == 0 { 1 } else { code }, grace_ms);
+                // The job ends with the code given, 0 included, as with mpiexec and mpirun.
+                head.fail(code, grace_ms);
             }
         }
         ToHead::Bye => {
