@@ -184,6 +184,53 @@ mod tests {
         assert_eq!(got, (0..5u8).map(|i| vec![i]).collect::<Vec<_>>());
     }
 
+    /// A reliable endpoint posts a delivered buffer again only at its next poll (off the path
+    /// from a message to its answer): a burst many times its receive depth still arrives
+    /// whole and in order, and every buffer goes back to the provider.
+    #[test]
+    fn a_reliable_endpoint_takes_bursts_far_beyond_its_receive_depth() {
+        let iface = rdm_interfaces(TEST_OWNER, Some("tcp;ofi_rxm"), false)
+            .expect("tcp;ofi_rxm lists domains")
+            .into_iter()
+            .find(|i| i.domain() == "lo")
+            .expect("tcp;ofi_rxm offers loopback");
+        let mut a = MsgEndpoint::open_sized(&iface, 4, 4096, false, false).unwrap();
+        let mut b = MsgEndpoint::open_sized(&iface, 4, 4096, false, false).unwrap();
+        let to_b = a.insert_peer(&b.address()).unwrap();
+        let count = 400u32;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut sent = 0u32;
+        let mut got = Vec::new();
+        while got.len() < count as usize {
+            assert!(
+                Instant::now() < deadline,
+                "{} of {count} arrived",
+                got.len()
+            );
+            while sent < count {
+                let fill = |buf: &mut [u8]| {
+                    buf[..4].copy_from_slice(&sent.to_le_bytes());
+                    4
+                };
+                match a.send_with(to_b, fill) {
+                    Ok(()) => sent += 1,
+                    Err(SendError::Full) => break,
+                    Err(e) => panic!("send: {e}"),
+                }
+            }
+            a.poll(|_| panic!("a received something")).unwrap();
+            b.poll(|d| got.push(u32::from_le_bytes(d[..4].try_into().unwrap())))
+                .unwrap();
+        }
+        assert_eq!(got, (0..count).collect::<Vec<_>>());
+        // The buffers of the last poll go back at the next one, after which b may sleep.
+        b.poll(|_| panic!("nothing more was sent")).unwrap();
+        while a.free_tx_slots() < 4 {
+            assert!(Instant::now() < deadline, "send completions never came");
+            a.poll(|_| panic!("a received something")).unwrap();
+        }
+    }
+
     #[test]
     fn a_strangers_datagram_is_delivered_as_bytes() {
         let iface = loopback_udp();

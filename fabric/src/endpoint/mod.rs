@@ -4,7 +4,7 @@
 //!
 //! This module owns the data path. It must never interpret datagram contents (received bytes
 //! go up exactly as they arrived), never block, and never leave a receive slot unposted
-//! outside [`MsgEndpoint::poll`]. Opening the endpoint is `open`'s concern.
+//! beyond the next [`MsgEndpoint::poll`]. Opening the endpoint is `open`'s concern.
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -52,7 +52,8 @@ struct PendingSend {
 ///
 /// Send slots are indices `0..tx_depth` of the context array, receive slots
 /// `tx_depth..tx_depth + rx_depth`; every receive slot is posted while the endpoint is open,
-/// except while its payload is being handed to the caller inside [`MsgEndpoint::poll`].
+/// except while its payload is being handed to the caller inside [`MsgEndpoint::poll`] and,
+/// on a reliable endpoint, from then until the next poll.
 pub struct MsgEndpoint {
     // Field order is drop order: the endpoint goes first (it references everything below), then
     // the AV and CQ bound to it, the registrations of the pools, the domain and the fabric.
@@ -74,7 +75,15 @@ pub struct MsgEndpoint {
     rx_desc: *mut c_void,
     tx_free: Vec<usize>,
     pending: VecDeque<PendingSend>,
+    /// Receive slots to post again, oldest first: refused by the provider for now, or (reliable
+    /// endpoints) delivered during the last poll.
     unposted: Vec<usize>,
+    /// Reliable endpoints post a delivered slot again at the start of the next poll rather than
+    /// at once: the repost (`fi_recv`, about 200 instructions into `net`) then no longer sits
+    /// between a message's arrival and the answer the caller sends to it, and the provider keeps
+    /// what arrives meanwhile. Datagram endpoints repost at once: a datagram finding no posted
+    /// buffer is dropped.
+    defer_reposts: bool,
     tx_depth: usize,
     rx_depth: usize,
     prefix: usize,
@@ -359,7 +368,43 @@ impl MsgEndpoint {
         Ok(())
     }
 
+    /// Posts receive `slot`; a slot the provider refuses (for now or for good) waits in
+    /// `unposted` for the next poll.
     fn post_receive(&mut self, slot: usize) -> Result<(), FabricError> {
+        match self.try_post_receive(slot) {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.unposted.push(slot);
+                Ok(())
+            }
+            Err(e) => {
+                self.unposted.push(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// Posts the receive slots in `unposted`, oldest first, until the provider refuses one;
+    /// the rest stay for the next poll.
+    fn repost_unposted(&mut self) -> Result<(), FabricError> {
+        let mut posted = 0;
+        let mut result = Ok(());
+        while let Some(&slot) = self.unposted.get(posted) {
+            match self.try_post_receive(slot) {
+                Ok(true) => posted += 1,
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.unposted.drain(..posted);
+        result
+    }
+
+    /// Posts receive `slot`: `Ok(false)` when the provider said `-FI_EAGAIN`.
+    fn try_post_receive(&mut self, slot: usize) -> Result<bool, FabricError> {
         // SAFETY: the receive slot is not posted and not borrowed; buffer, context and
         // descriptor stay valid until its completion (they outlive the endpoint).
         let ret = unsafe {
@@ -373,29 +418,23 @@ impl MsgEndpoint {
             )
         };
         match ret {
-            0 => Ok(()),
-            r if r == -(sys::FI_EAGAIN as isize) => {
-                self.unposted.push(slot);
-                Ok(())
-            }
-            r => {
-                self.unposted.push(slot);
-                Err(FabricError::from_code("fi_recv", &self.site, r as i64))
-            }
+            0 => Ok(true),
+            r if r == -(sys::FI_EAGAIN as isize) => Ok(false),
+            r => Err(FabricError::from_code("fi_recv", &self.site, r as i64)),
         }
     }
 
     /// Drains the completion queue: send completions free their slots, each received datagram's
-    /// payload (after any prefix) goes to `on_datagram` and its buffer is posted again. Returns
+    /// payload (after any prefix) goes to `on_datagram` and its buffer is posted again (on a
+    /// reliable endpoint, at the start of the next call). Returns
     /// the number of datagrams delivered. At most `tx_depth + rx_depth` completions are taken
     /// per call, so a flood of incoming datagrams cannot keep the caller here forever.
     ///
     /// An error completion frees or reposts its slot and is returned as the error; completions
     /// behind it stay queued for the next call.
     pub fn poll(&mut self, mut on_datagram: impl FnMut(&[u8])) -> Result<usize, FabricError> {
-        let retry: Vec<usize> = std::mem::take(&mut self.unposted);
-        for slot in retry {
-            self.post_receive(slot)?;
+        if !self.unposted.is_empty() {
+            self.repost_unposted()?;
         }
 
         let budget = self.tx_depth + self.rx_depth;
@@ -480,7 +519,11 @@ impl MsgEndpoint {
             let payload = unsafe { std::slice::from_raw_parts(start, len - self.prefix) };
             on_datagram(payload);
         }
-        self.post_receive(slot)?;
+        if self.defer_reposts {
+            self.unposted.push(slot);
+        } else {
+            self.post_receive(slot)?;
+        }
         Ok(has_payload)
     }
 
