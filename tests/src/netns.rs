@@ -173,6 +173,18 @@ impl Cluster {
         iface: &str,
         bytes: u64,
     ) -> std::thread::JoinHandle<std::time::Instant> {
+        self.cut_link_after_then(host, iface, bytes, std::time::Instant::now)
+    }
+
+    /// [`Cluster::cut_link_after`], and right after the cut the thread runs `then` (a reading
+    /// of the counters at that moment, say) and returns its result.
+    pub fn cut_link_after_then<T: Send + 'static>(
+        &self,
+        host: &str,
+        iface: &str,
+        bytes: u64,
+        then: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
         let (host, iface) = (host.to_string(), iface.to_string());
         std::thread::spawn(move || {
             let start = std::time::Instant::now();
@@ -187,7 +199,7 @@ impl Cluster {
                 .status()
                 .expect("run ci/netns-cluster.sh link");
             assert!(status.success(), "setting {iface} of {host} down failed");
-            std::time::Instant::now()
+            then()
         })
     }
 
@@ -209,7 +221,7 @@ impl Drop for Cluster {
 }
 
 /// The kernel's `counter` of `iface` in namespace `host` (0 when it cannot be read).
-fn iface_bytes(host: &str, iface: &str, counter: &str) -> u64 {
+pub fn iface_bytes(host: &str, iface: &str, counter: &str) -> u64 {
     let path = format!("/sys/class/net/{iface}/statistics/{counter}");
     let out = Command::new("ip")
         .args(["netns", "exec", host, "cat", &path])

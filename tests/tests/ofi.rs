@@ -5,7 +5,8 @@
 //! lossy data network; the OSU benchmarks completing; a rank's crash reported as its signal;
 //! large messages striped over two data links and small ones on one; a data link going down
 //! mid-transfer, the active one or the striped one with another rail (the job completes) and
-//! the only one (it stops, naming the pair); a peer computing longer than the peer timeout (answering liveness
+//! the only one (it stops, naming the pair), and one of three hosts losing a link (the others
+//! keep striping over that network between themselves); a peer computing longer than the peer timeout (answering liveness
 //! probes) waited for; an idle rank sleeping when its completion queues can wake it; large
 //! messages read by the receiver from the sender's registered buffer (RMA), registrations
 //! reused, memory mapped again at the same address read with its new contents.
@@ -258,6 +259,65 @@ fn a_job_survives_losing(cut: &str, survivor: &str) {
     );
     // Closing the dead rail's endpoint finds its stuck sends: expected, not a warning.
     assert!(!out.stderr.contains("fi_close failed"), "{}", out.show());
+    cluster.assert_empty();
+}
+
+/// Three hosts, two data networks; the third host's second link goes down mid-transfer.
+/// Every process moves its traffic with that host to the first network, and the two other
+/// hosts go on striping over the second one between themselves: a pair's death is that pair's,
+/// not its rail's.
+#[test]
+fn one_hosts_link_going_down_leaves_the_other_hosts_striping_over_that_network() {
+    let cluster = Cluster::up(3);
+    let h = cluster.hosts().to_vec();
+    let hosts = format!("{}:1,{}:1,{}:1", h[0], h[1], h[2]);
+    let mut cmd = job(
+        &hosts,
+        "self,ofi",
+        &["-x", "KESTREL_OFI_FAIL_AFTER_MS=1000"],
+    );
+    cmd.arg(example("p2p_check"))
+        .args(["random", "60000", "4m"]);
+    // What the second host has received on eth2 when the third host's eth2 goes down: from
+    // then on only the first host can send it anything there.
+    let second = h[1].clone();
+    let cutter = cluster.cut_link_after_then(&h[2], "eth2", 30_000_000, move || {
+        kestrel_tests::netns::iface_bytes(&second, "eth2", "rx_bytes")
+    });
+    let out = run(cmd, DEADLINE);
+    let at_cut = cutter.join().expect("the link cutter");
+    let after = cluster.iface_bytes(&h[1], "eth2", "rx_bytes") - at_cut;
+    assert!(out.success(), "{}", out.show());
+    assert!(
+        out.stdout.contains("p2p_check random: passed on 3 ranks"),
+        "{}",
+        out.show()
+    );
+    // Each of the first two processes took its pair to process 2 over eth2 as dead, and
+    // process 2 both of its eth2 pairs.
+    for (who, peer) in [(0, 2), (1, 2), (2, 0), (2, 1)] {
+        assert!(
+            out.stderr.contains(&format!(
+                "process {who} heard nothing over eth2 (198.18.2.0/24) -> eth2 of process {peer}"
+            )),
+            "process {who}'s eth2 pair to process {peer} was not taken as dead: {}",
+            out.show()
+        );
+    }
+    for (who, peer) in [(0, 1), (1, 0)] {
+        assert!(
+            !out.stderr.contains(&format!(
+                "process {who} heard nothing over eth2 (198.18.2.0/24) -> eth2 of process {peer}"
+            )),
+            "the live eth2 pair {who} -> {peer} was taken as dead: {}",
+            out.show()
+        );
+    }
+    assert!(
+        after > 8 << 20,
+        "the second host received only {after} bytes on eth2 after the cut: the first host \
+         stopped striping to it over that network"
+    );
     cluster.assert_empty();
 }
 
