@@ -85,6 +85,49 @@ pub fn direct(f: impl FnOnce(&state::Core) -> bool) -> bool {
     }
 }
 
+/// The fast path of a call that starts work and has nothing to report when it qualifies (a
+/// nonblocking send or receive of a predefined contiguous type to a real rank): `f` runs under
+/// the lock on the running library and gives the handle it made, or `None` when the call does
+/// not qualify, and then the caller runs [`call`] (which takes the lock again and reports any
+/// error). Unlike [`direct`] it wakes a parked progress thread for the work the call started;
+/// unlike [`call`] it has no error to route and no generalized request to free (callgrind,
+/// C `osu_bw -m 8:8`: `MPI_Irecv` 414 -> 272 instructions per call, `MPI_Isend` 501 -> 436).
+#[inline(always)]
+pub fn plain_start(f: impl FnOnce(&mut state::Core) -> Option<c_int>) -> Option<c_int> {
+    let mut l = Locked::acquire()?;
+    let h = match l.phase() {
+        Phase::Running(c) => f(c)?,
+        _ => return None,
+    };
+    crate::progress_thread::after_call(&mut l);
+    Some(h)
+}
+
+/// [`call`] for the common form of a call (a blocking send or receive of a predefined
+/// contiguous type with a real rank), in a body of its own: `None` from `body` means the call
+/// does not take this form and nothing was done, and the caller then runs [`call`] with the
+/// general body. Kept apart from the general body, the common one compiles to a shorter path
+/// (callgrind, C `osu_latency -m 8:8`: `MPI_Send` 494 -> 468 instructions per call, `MPI_Recv`
+/// outside its wait 168 -> 136).
+#[inline(always)]
+pub fn call_plain(
+    name: &'static str,
+    comm: c_int,
+    body: impl FnOnce(&mut Locked) -> Option<MpiResult<()>>,
+) -> Option<c_int> {
+    let mut l = Locked::acquire()?;
+    let r = body(&mut l)?;
+    let r = match l.phase() {
+        Phase::Running(c) if !c.deferred_frees.is_empty() => r.and(run_deferred_frees(&mut l)),
+        _ => r,
+    };
+    crate::progress_thread::after_call(&mut l);
+    Some(match r {
+        Ok(()) => error::SUCCESS,
+        Err(e) => raise(&mut l, name, comm, e),
+    })
+}
+
 /// Runs the deferred free functions of generalized requests with the lock released; the
 /// first failure is the call's error.
 #[cold]

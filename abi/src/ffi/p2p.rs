@@ -22,17 +22,20 @@ fn blocking_send(
     comm: c_int,
     mode: Mode,
 ) -> c_int {
-    api::call(name, comm, |l| {
-        if mode == Mode::Standard {
-            // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes
-            // before this returns.
-            if let Some(span) = unsafe { mem::plain_span(buf, count, dt) } {
-                if let Some(r) = p2p::send_plain(l, comm, span, dest, tag) {
-                    return r;
-                }
+    if mode == Mode::Standard {
+        // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes before
+        // this returns.
+        if let Some(span) = unsafe { mem::plain_span(buf, count, dt) } {
+            if let Some(code) =
+                api::call_plain(name, comm, |l| p2p::send_plain(l, comm, span, dest, tag))
+            {
+                return code;
             }
         }
-        // SAFETY: as above.
+    }
+    api::call(name, comm, |l| {
+        // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes before
+        // this returns.
         let r = unsafe { region(buf, count, dt) }?;
         p2p::send(l, comm, &r, dest, tag, mode)
     })
@@ -69,18 +72,22 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// `MPI_Recv`.
     fn MPI_Recv / PMPI_Recv, MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: c_int, source: c_int, tag: c_int, comm: c_int, status: *mut MpiStatus) -> c_int {
-        api::call(NAME, comm, |l| {
-            // SAFETY: `buf` holds `count` elements (contract); complete before returning.
-            if let Some(span) = unsafe { mem::plain_span(buf, count, datatype) } {
-                let len = span.len();
-                if let Some(st) = p2p::recv_plain(l, comm, span, source, tag) {
-                    let st = st?;
+        // SAFETY: `buf` holds `count` elements (contract); complete before returning.
+        if let Some(span) = unsafe { mem::plain_span(buf, count, datatype) } {
+            let len = span.len();
+            let plain = api::call_plain(NAME, comm, |l| {
+                Some(p2p::recv_plain(l, comm, span, source, tag)?.and_then(|st| {
                     // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
                     unsafe { mem::put_status(status, &st, false) };
-                    return p2p::check_truncation(&st, len);
-                }
+                    p2p::check_truncation(&st, len)
+                }))
+            });
+            if let Some(code) = plain {
+                return code;
             }
-            // SAFETY: as above.
+        }
+        api::call(NAME, comm, |l| {
+            // SAFETY: `buf` holds `count` elements (contract); complete before returning.
             let r = unsafe { region(buf, count, datatype) }?;
             let st = p2p::recv(l, comm, &r, source, tag)?;
             // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
@@ -101,18 +108,22 @@ fn nonblocking_send(
     mode: Mode,
     request: *mut c_int,
 ) -> c_int {
-    api::call(name, comm, |l| {
-        let core = l.core()?;
-        if mode == Mode::Standard {
-            // SAFETY: `buf` holds `count` elements and stays untouched until the request
-            // completes (contract).
-            if let Some(span) = unsafe { mem::plain_span(buf, count, dt) } {
-                if let Some(h) = p2p::isend_plain(core, comm, span, dest, tag) {
-                    // SAFETY: out-parameter (contract).
-                    return unsafe { mem::put(request, h, "request") };
-                }
+    // The common call, with nothing to report: no error routing. A null `request` takes the
+    // general path, which reports it.
+    if mode == Mode::Standard && !request.is_null() {
+        // SAFETY: `buf` holds `count` elements and stays untouched until the request
+        // completes (contract).
+        if let Some(span) = unsafe { mem::plain_span(buf, count, dt) } {
+            if let Some(h) = api::plain_start(|core| p2p::isend_plain(core, comm, span, dest, tag))
+            {
+                // SAFETY: a non-null out-parameter (contract).
+                unsafe { *request = h };
+                return error::SUCCESS;
             }
         }
+    }
+    api::call(name, comm, |l| {
+        let core = l.core()?;
         // SAFETY: `buf` holds `count` elements and stays untouched until the request
         // completes (contract).
         let r = unsafe { region(buf, count, dt) }?;
@@ -154,17 +165,23 @@ mpi_fn_c! {
 mpi_fn_c! {
     /// `MPI_Irecv`.
     fn MPI_Irecv / PMPI_Irecv, MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: c_int, source: c_int, tag: c_int, comm: c_int, request: *mut c_int) -> c_int {
+        // The common call, with nothing to report: no error routing. A null `request` takes
+        // the general path, which reports it.
+        if !request.is_null() {
+            // SAFETY: `buf` holds `count` elements and stays untouched until the request
+            // completes (contract).
+            if let Some(span) = unsafe { mem::plain_span(buf, count, datatype) } {
+                if let Some(h) = api::plain_start(|core| p2p::irecv_plain(core, comm, span, source, tag)) {
+                    // SAFETY: a non-null out-parameter (contract).
+                    unsafe { *request = h };
+                    return error::SUCCESS;
+                }
+            }
+        }
         api::call(NAME, comm, |l| {
             let core = l.core()?;
             // SAFETY: `buf` holds `count` elements and stays untouched until the request
             // completes (contract).
-            if let Some(span) = unsafe { mem::plain_span(buf, count, datatype) } {
-                if let Some(h) = p2p::irecv_plain(core, comm, span, source, tag) {
-                    // SAFETY: out-parameter (contract).
-                    return unsafe { mem::put(request, h, "request") };
-                }
-            }
-            // SAFETY: as above.
             let r = unsafe { region(buf, count, datatype) }?;
             let rec = p2p::start_recv(core, comm, &r, source, tag)?;
             let h = core.insert_request(rec);
