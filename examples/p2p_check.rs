@@ -101,6 +101,7 @@ fn main() {
         "alltoall" => alltoall(&world, num(1, 10)),
         "sync" => sync(&world),
         "cancel" => cancel(&world),
+        "escape" => escape(&world),
         "comms" => comms(&world),
         "procnull" => procnull(&world),
         "sendrecv" => sendrecv(&world),
@@ -428,6 +429,60 @@ fn cancel(world: &kestrel::SimpleCommunicator) {
         if !st.is_cancelled() {
             fail(rank, "cancelled receive does not say so".into());
         }
+    });
+}
+
+/// A request returned out of its `request::scope`: the scope completes it when it ends, so
+/// dropping it afterwards returns at once, and waiting for or testing it panics naming the
+/// misuse (it used to wait for ever for a request already freed).
+fn escape(world: &kestrel::SimpleCommunicator) {
+    let rank = world.rank();
+    let me = world.process_at_rank(rank);
+    /// A receive from this rank itself, matched inside the scope and returned out of it.
+    fn escaped<'a>(
+        me: &kestrel::Process<'_>,
+        data: &'a [u8; 8],
+        buf: &'a mut [u8; 8],
+    ) -> request::Request<'a> {
+        request::scope(|scope| {
+            let r = me.immediate_receive_into_with_tag(scope, &mut buf[..], 5);
+            me.immediate_send_with_tag(scope, &data[..], 5).wait();
+            r
+        })
+    }
+    let (data, mut buf) = ([rank as u8 + 1; 8], [0u8; 8]);
+    drop(escaped(&me, &data, &mut buf));
+    if buf != data {
+        fail(
+            rank,
+            format!("the scope did not complete the receive: {buf:?}"),
+        );
+    }
+    let misuse = |what: &str, f: &dyn Fn()| {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        std::panic::set_hook(hook);
+        let msg = match caught {
+            Ok(()) => fail(rank, format!("{what} of an escaped request did not panic")),
+            Err(p) => p
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "(no message)".into()),
+        };
+        if !msg.contains(&format!(
+            "Request::{what} on a request that left the request::scope"
+        )) {
+            fail(rank, format!("{what} of an escaped request: {msg}"));
+        }
+    };
+    misuse("wait", &|| {
+        let (data, mut buf) = ([9u8; 8], [0u8; 8]);
+        let _ = escaped(&me, &data, &mut buf).wait();
+    });
+    misuse("test", &|| {
+        let (data, mut buf) = ([9u8; 8], [0u8; 8]);
+        let _ = escaped(&me, &data, &mut buf).test();
     });
 }
 

@@ -3,7 +3,8 @@
 //! A request borrows its buffer for the scope's lifetime `'a`, and the scope, when it ends,
 //! waits for every request started in it that was not completed, even one that was leaked
 //! with `mem::forget`. So the messaging layer never touches a buffer after its owner could
-//! have freed it.
+//! have freed it. A request returned out of the scope's closure is spent once the scope has
+//! ended: dropping it does nothing, and [`Request::wait`] and [`Request::test`] panic.
 //!
 //! ```no_run
 //! # use kestrel::{Communicator, request};
@@ -86,8 +87,13 @@ impl std::fmt::Debug for Request<'_> {
 
 impl<'a> Request<'a> {
     /// Blocks until the operation completes.
+    ///
+    /// # Panics
+    /// When the request was returned out of the [`scope`] it was started in: the scope
+    /// completed it when it ended and its status is gone (waiting would never end).
     pub fn wait(mut self) -> Status {
         self.done = true;
+        self.check_not_escaped("wait");
         let st = self.inner.engine.borrow_mut().wait(self.id);
         check_coll(&self.inner, self.id, st);
         Status::from_pml(st)
@@ -95,7 +101,14 @@ impl<'a> Request<'a> {
 
     /// Completes the operation if it is done (with one round of progress), else gives the
     /// request back.
+    ///
+    /// # Panics
+    /// As [`Request::wait`], for a request returned out of its scope.
     pub fn test(mut self) -> Result<Status, Self> {
+        if self.inner.engine.borrow().is_freed(self.id) {
+            self.done = true;
+            self.check_not_escaped("test");
+        }
         let r = self.inner.engine.borrow_mut().test(self.id);
         match r {
             Some(s) => {
@@ -104,6 +117,18 @@ impl<'a> Request<'a> {
                 Ok(Status::from_pml(s))
             }
             None => Err(self),
+        }
+    }
+
+    /// Panics, naming `what`, when the scope this request was started in has completed and
+    /// freed it already (the request was returned out of the scope's closure).
+    fn check_not_escaped(&self, what: &str) {
+        if self.inner.engine.borrow().is_freed(self.id) {
+            panic!(
+                "kestrel: Request::{what} on a request that left the request::scope it was \
+                 started in: the scope completed it when it ended, and its status is gone; \
+                 wait for requests inside their scope"
+            );
         }
     }
 
@@ -117,7 +142,12 @@ impl<'a> Request<'a> {
 impl Drop for Request<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.inner.engine.borrow_mut().wait(self.id);
+            // A request returned out of its scope was completed and freed when the scope
+            // ended: there is nothing left to wait for.
+            let mut e = self.inner.engine.borrow_mut();
+            if !e.is_freed(self.id) {
+                e.wait(self.id);
+            }
         }
     }
 }

@@ -65,6 +65,11 @@ scenario!(thousand_outstanding_requests, 2, "outstanding");
 scenario!(eight_ranks_all_to_all_on_two_cores, 8, "alltoall", "10");
 scenario!(synchronous_send_waits_for_the_match, 2, "sync");
 scenario!(cancel_an_unmatched_receive, 2, "cancel");
+scenario!(
+    a_request_returned_out_of_its_scope_is_harmless_and_waiting_for_it_panics,
+    2,
+    "escape"
+);
 scenario!(dup_and_split_communicators, 5, "comms");
 scenario!(proc_null_moves_nothing, 2, "procnull");
 scenario!(sendrecv_ring_does_not_deadlock, 3, "sendrecv");

@@ -34,6 +34,13 @@ impl Engine {
         }
     }
 
+    /// Whether `id` names a point-to-point request that completed and was freed (taken by
+    /// [`Engine::try_complete`] or a wait): waiting for it again would never end. Immediate
+    /// completions ([`DONE`]) and collective requests answer waits by themselves.
+    pub fn is_freed(&self, id: ReqId) -> bool {
+        id != DONE && !crate::engine::nbc::is_coll(id) && self.st.req(id).is_none()
+    }
+
     /// `MPI_Test`: one round of progress, then completes `id` if done.
     pub fn test(&mut self, id: ReqId) -> Option<Status> {
         if let Some(s) = self.try_complete(id) {
