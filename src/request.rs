@@ -59,6 +59,10 @@ impl Drop for LocalScope<'_> {
     fn drop(&mut self) {
         for (inner, id) in self.started.borrow_mut().drain(..) {
             let mut e = inner.engine.borrow_mut();
+            // Most were waited for already (freed): one lookup says so.
+            if e.is_freed(id) {
+                continue;
+            }
             if !e.is_complete(id) {
                 e.wait(id);
             } else {
@@ -93,8 +97,16 @@ impl<'a> Request<'a> {
     /// completed it when it ended and its status is gone (waiting would never end).
     pub fn wait(mut self) -> Status {
         self.done = true;
-        self.check_not_escaped("wait");
-        let st = self.inner.engine.borrow_mut().wait(self.id);
+        // Complete at once (the common case), or wait; a freed request is only looked for on
+        // the way to waiting, so the common case pays nothing for it.
+        let done = self.inner.engine.borrow_mut().try_complete(self.id);
+        let st = match done {
+            Some(st) => st,
+            None => {
+                self.check_not_escaped("wait");
+                self.inner.engine.borrow_mut().wait(self.id)
+            }
+        };
         check_coll(&self.inner, self.id, st);
         Status::from_pml(st)
     }
