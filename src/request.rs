@@ -58,16 +58,7 @@ where
 impl Drop for LocalScope<'_> {
     fn drop(&mut self) {
         for (inner, id) in self.started.borrow_mut().drain(..) {
-            let mut e = inner.engine.borrow_mut();
-            // Most were waited for already (freed): one lookup says so.
-            if e.is_freed(id) {
-                continue;
-            }
-            if !e.is_complete(id) {
-                e.wait(id);
-            } else {
-                let _ = e.try_complete(id);
-            }
+            finish_unless_freed(&mut inner.engine.borrow_mut(), id);
         }
     }
 }
@@ -117,10 +108,6 @@ impl<'a> Request<'a> {
     /// # Panics
     /// As [`Request::wait`], for a request returned out of its scope.
     pub fn test(mut self) -> Result<Status, Self> {
-        if self.inner.engine.borrow().is_freed(self.id) {
-            self.done = true;
-            self.check_not_escaped("test");
-        }
         let r = self.inner.engine.borrow_mut().test(self.id);
         match r {
             Some(s) => {
@@ -128,7 +115,11 @@ impl<'a> Request<'a> {
                 check_coll(&self.inner, self.id, s);
                 Ok(Status::from_pml(s))
             }
-            None => Err(self),
+            None => {
+                // A freed request never tests complete: say why rather than spin for ever.
+                self.check_not_escaped("test");
+                Err(self)
+            }
         }
     }
 
@@ -154,13 +145,17 @@ impl<'a> Request<'a> {
 impl Drop for Request<'_> {
     fn drop(&mut self) {
         if !self.done {
-            // A request returned out of its scope was completed and freed when the scope
-            // ended: there is nothing left to wait for.
-            let mut e = self.inner.engine.borrow_mut();
-            if !e.is_freed(self.id) {
-                e.wait(self.id);
-            }
+            finish_unless_freed(&mut self.inner.engine.borrow_mut(), self.id);
         }
+    }
+}
+
+/// Waits for `id` and frees it, unless it is freed already: a request the caller waited for
+/// (at a scope's end), or one returned out of its scope, which the scope finished. One lookup
+/// for the freed ones; the rest complete or wait in [`Engine::wait`].
+fn finish_unless_freed(e: &mut kestrel_pml::Engine, id: ReqId) {
+    if !e.is_freed(id) {
+        e.wait(id);
     }
 }
 

@@ -632,13 +632,8 @@ mpi_fn! {
     fn MPI_Wait / PMPI_Wait(request: *mut c_int, status: *mut MpiStatus) -> c_int {
         // A send that left as it started (the commonest request there is) has nothing to wait
         // for and no state: reported as the general path would, without the lock.
-        // SAFETY: a non-null in-out parameter (contract).
-        if !request.is_null() && unsafe { *request } == handle::COMPLETED_SEND {
-            // SAFETY: as above; status pointer or MPI_STATUS_IGNORE (contract).
-            unsafe {
-                *request = handle::REQUEST_NULL;
-                mem::put_status(status, &mem::St::default(), false);
-            }
+        // SAFETY: a non-null in-out parameter; status pointer or MPI_STATUS_IGNORE (contract).
+        if !request.is_null() && unsafe { all_sent_at_once(request, 1, status) } {
             return error::SUCCESS;
         }
         api::call("MPI_Wait", handle::COMM_WORLD, |l| {
@@ -660,14 +655,11 @@ mpi_fn! {
     /// `MPI_Test`.
     fn MPI_Test / PMPI_Test(request: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
         // As in `MPI_Wait`: a send that left as it started is complete, without the lock.
-        // SAFETY: non-null in-out and out parameters (contract).
-        if !request.is_null() && !flag.is_null() && unsafe { *request } == handle::COMPLETED_SEND {
-            // SAFETY: as above; status pointer or MPI_STATUS_IGNORE (contract).
-            unsafe {
-                *request = handle::REQUEST_NULL;
-                *flag = 1;
-                mem::put_status(status, &mem::St::default(), false);
-            }
+        // SAFETY: non-null in-out and out parameters; status pointer or MPI_STATUS_IGNORE
+        // (contract).
+        if !request.is_null() && !flag.is_null() && unsafe { all_sent_at_once(request, 1, status) } {
+            // SAFETY: a non-null out-parameter (contract).
+            unsafe { *flag = 1 };
             return error::SUCCESS;
         }
         api::call("MPI_Test", handle::COMM_WORLD, |l| {
@@ -692,7 +684,9 @@ mpi_fn! {
 
 /// When all `count` handles at `requests` are sends that completed as they started
 /// (`handle::COMPLETED_SEND`), reports them (`MPI_REQUEST_NULL`, empty statuses) and says so;
-/// otherwise changes nothing. Such handles have no state, so this takes no lock.
+/// otherwise changes nothing. Such handles have no state, so this takes no lock. With `count`
+/// 1 it is `MPI_Wait`'s and `MPI_Test`'s case too (`MPI_STATUS_IGNORE` is
+/// `MPI_STATUSES_IGNORE`).
 ///
 /// # Safety
 /// `requests` holds `count` handles; `statuses` holds `count` entries or ignores them.
