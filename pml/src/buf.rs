@@ -37,6 +37,16 @@ impl UserBuf {
         }
     }
 
+    /// Wraps memory that lives for the whole process, for reading (a send buffer of a unit
+    /// test, which needs no `unsafe`).
+    #[cfg(test)]
+    pub(crate) fn for_static_send(data: &'static [u8]) -> Self {
+        UserBuf {
+            ptr: data.as_ptr() as *mut u8,
+            len: data.len(),
+        }
+    }
+
     /// Wraps memory for writing (a receive buffer).
     ///
     /// # Safety

@@ -166,16 +166,6 @@ impl Engine {
                 why: why.clone(),
             },
         );
-        if let Some(r) = self.route.get_mut(p as usize) {
-            *r = NO_ROUTE;
-        }
-        if let Some(r) = self.bulk_route.get_mut(p as usize) {
-            *r = NO_ROUTE;
-        }
-        if let Some(f) = self.bulk_from.get_mut(p as usize) {
-            *f = u32::MAX;
-        }
-        self.refresh_polling();
         let mut broken = Vec::new();
         if failed {
             for (i, c) in self.st.ctxs.iter_mut().enumerate() {
@@ -189,6 +179,19 @@ impl Engine {
             }
         }
         self.st.fail_pending(p, &broken);
+        // Its rendezvous buffers are released through the transport that exposed them, so
+        // before its routes go (a registration would otherwise outlive the send).
+        self.release_buffers_of(p);
+        if let Some(r) = self.route.get_mut(p as usize) {
+            *r = NO_ROUTE;
+        }
+        if let Some(r) = self.bulk_route.get_mut(p as usize) {
+            *r = NO_ROUTE;
+        }
+        if let Some(f) = self.bulk_from.get_mut(p as usize) {
+            *f = u32::MAX;
+        }
+        self.refresh_polling();
         // A connection whose processes are all gone takes its transports with it: a network
         // instance would otherwise keep resending to the dead and, after
         // usnic_peer_timeout_ms, end this process.
@@ -220,3 +223,6 @@ impl Engine {
         idx
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -220,21 +220,37 @@ impl Engine {
         }
         if !self.st.released.is_empty() {
             for (peer, buf) in std::mem::take(&mut self.st.released) {
-                // Only a bulk route's transport registers what it exposes (the rendezvous
-                // data's transport: ofi's RMA; shared memory's single copy has nothing).
-                if let Some(&b) = self
-                    .bulk_route
-                    .get(peer as usize)
-                    .filter(|&&b| b != NO_ROUTE)
-                {
-                    self.btls[b as usize].release(buf.as_slice());
-                }
+                self.release_buffer(peer, buf);
             }
         }
         if !self.st.outbox.is_empty() {
             n += self.drain_outbox();
         }
         n
+    }
+
+    /// Releases the rendezvous buffers queued for `peer` now, before its routes change.
+    pub(crate) fn release_buffers_of(&mut self, peer: u32) {
+        let mut queued = std::mem::take(&mut self.st.released);
+        queued.retain(|&(p, buf)| {
+            if p == peer {
+                self.release_buffer(p, buf);
+            }
+            p != peer
+        });
+        self.st.released = queued;
+    }
+
+    fn release_buffer(&mut self, peer: u32, buf: UserBuf) {
+        // Only a bulk route's transport registers what it exposes (the rendezvous data's
+        // transport: ofi's RMA; shared memory's single copy has nothing).
+        if let Some(&b) = self
+            .bulk_route
+            .get(peer as usize)
+            .filter(|&&b| b != NO_ROUTE)
+        {
+            self.btls[b as usize].release(buf.as_slice());
+        }
     }
 
     /// The sender's half of split copies: write it into the receiver's buffer, or stream it
