@@ -164,6 +164,52 @@ pub fn wait(l: &mut Locked, h: &mut c_int) -> MpiResult<(St, c_int)> {
     Ok((finish(core, h, i), comm))
 }
 
+/// `MPI_Wait`'s common case: a plain send or receive (see [`finish_plain`]) while no
+/// generalized request exists. `None`: not that case, and nothing was done (the caller takes
+/// the general path). The request is never looked up twice per poll, and no handle array,
+/// query pass or inactive-request rule is paid for.
+pub fn wait_plain(l: &mut Locked, h: &mut c_int) -> Option<MpiResult<(St, c_int)>> {
+    let core = l.core().ok()?;
+    if core.grequests != 0 {
+        return None;
+    }
+    if let Some(done) = finish_plain(core, h)? {
+        return Some(Ok(done));
+    }
+    let mut w = Waiter::default();
+    loop {
+        if let Err(e) = w.step(l) {
+            return Some(Err(e));
+        }
+        let core = match l.core() {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        match finish_plain(core, h) {
+            Some(Some(done)) => return Some(Ok(done)),
+            Some(None) => {}
+            // Changed while other threads were let in (an erroneous concurrent use of the
+            // handle): the general wait decides.
+            None => return Some(wait(l, h)),
+        }
+    }
+}
+
+/// `MPI_Test`'s common case, as [`wait_plain`]: `None` when it does not apply (nothing was
+/// done), else whether the request completed, with its status and communicator.
+pub fn test_plain(core: &mut Core, h: &mut c_int) -> Option<Option<(St, c_int)>> {
+    if core.grequests != 0 {
+        return None;
+    }
+    if let Some(done) = finish_plain(core, h)? {
+        return Some(Some(done));
+    }
+    core.engine.progress();
+    core.reap_detached();
+    // Progress does not change what kind of request the handle names.
+    finish_plain(core, h)
+}
+
 /// `MPI_Test`: the status if complete.
 pub fn test(core: &mut Core, h: &mut c_int) -> MpiResult<Option<(St, c_int)>> {
     if take_completed_send(h) {

@@ -298,6 +298,30 @@ static void truncation(int rank)
         MPI_Error_class(rc, &cls);
         CHECK(cls == MPI_ERR_TRUNCATE, "truncated receive gave class %d", cls);
     }
+    /* The same through MPI_Irecv + MPI_Wait and MPI_Irecv + MPI_Test: the error is
+       returned, the request freed, the status filled. */
+    if (rank == 0) {
+        OK(MPI_Send(v, 8, MPI_INT, 1, 81, MPI_COMM_WORLD));
+        OK(MPI_Send(v, 6, MPI_INT, 1, 82, MPI_COMM_WORLD));
+    } else if (rank == 1) {
+        int w[4] = {0}, cls = -1, flag = 0, rc;
+        MPI_Status st;
+        MPI_Request r;
+        OK(MPI_Irecv(w, 4, MPI_INT, 0, 81, MPI_COMM_WORLD, &r));
+        rc = MPI_Wait(&r, &st);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_TRUNCATE, "MPI_Wait of a truncated receive gave class %d", cls);
+        CHECK(r == MPI_REQUEST_NULL && st.MPI_TAG == 81 && st.MPI_SOURCE == 0,
+              "MPI_Wait of a truncated receive: request %d tag %d", (int)(r != MPI_REQUEST_NULL), st.MPI_TAG);
+        OK(MPI_Irecv(w, 4, MPI_INT, 0, 82, MPI_COMM_WORLD, &r));
+        do {
+            rc = MPI_Test(&r, &flag, &st);
+        } while (rc == MPI_SUCCESS && !flag);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_TRUNCATE, "MPI_Test of a truncated receive gave class %d", cls);
+        CHECK(flag && r == MPI_REQUEST_NULL && st.MPI_TAG == 82,
+              "MPI_Test of a truncated receive: flag %d tag %d", flag, st.MPI_TAG);
+    }
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 }
 

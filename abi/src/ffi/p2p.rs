@@ -636,6 +636,26 @@ mpi_fn! {
         if !request.is_null() && unsafe { all_sent_at_once(request, 1, status) } {
             return error::SUCCESS;
         }
+        // A plain send or receive: waited for without the general body (callgrind, Irecv +
+        // Wait of 8 bytes: see `complete::wait_plain`).
+        if !request.is_null() {
+            // SAFETY: a non-null in-out parameter (contract).
+            let mut h = unsafe { *request };
+            let plain = api::call_plain("MPI_Wait", handle::COMM_WORLD, |l| {
+                let r = complete::wait_plain(l, &mut h)?;
+                Some(r.and_then(|(st, comm)| {
+                    // SAFETY: in-out parameter; status pointer or MPI_STATUS_IGNORE (contract).
+                    unsafe {
+                        *request = h;
+                        mem::put_status(status, &st, false);
+                    }
+                    complete::status_error(&st, comm)
+                }))
+            });
+            if let Some(code) = plain {
+                return code;
+            }
+        }
         api::call("MPI_Wait", handle::COMM_WORLD, |l| {
             // SAFETY: in-out parameter (contract).
             let mut h = unsafe { mem::get(request, "request") }?;
@@ -661,6 +681,30 @@ mpi_fn! {
             // SAFETY: a non-null out-parameter (contract).
             unsafe { *flag = 1 };
             return error::SUCCESS;
+        }
+        // A plain send or receive, tested without the general body.
+        if !request.is_null() && !flag.is_null() {
+            // SAFETY: a non-null in-out parameter (contract).
+            let mut h = unsafe { *request };
+            let plain = api::call_plain("MPI_Test", handle::COMM_WORLD, |l| {
+                let done = complete::test_plain(l.core().ok()?, &mut h)?;
+                // SAFETY: non-null in-out and out parameters (contract).
+                unsafe {
+                    *request = h;
+                    *flag = c_int::from(done.is_some());
+                }
+                Some(match done {
+                    Some((st, comm)) => {
+                        // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+                        unsafe { mem::put_status(status, &st, false) };
+                        complete::status_error(&st, comm)
+                    }
+                    None => Ok(()),
+                })
+            });
+            if let Some(code) = plain {
+                return code;
+            }
         }
         api::call("MPI_Test", handle::COMM_WORLD, |l| {
             // SAFETY: in-out parameter (contract).
