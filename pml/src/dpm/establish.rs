@@ -534,6 +534,14 @@ impl Engine {
                 }
             }
         }
+        // The connecting side opens lifelines to this side's new processes once every card
+        // is exchanged, so after this: the listener accepts them for this connection only.
+        let expects_lifelines = agreed.acceptor && !new_remote.is_empty();
+        if expects_lifelines {
+            if let Some(l) = &self.dpm.listener {
+                l.expect_lifelines(conn);
+            }
+        }
         let mut prepared = None;
         let mut my_cards = set::encode_bundle([]);
         if local_ok.is_ok() && !new_remote.is_empty() {
@@ -629,6 +637,12 @@ impl Engine {
             if let Err(e) = self.open_lifelines(conn, agreed.acceptor, &union, &new_remote, timeout)
             {
                 local_ok = Err(e);
+            }
+        }
+        if expects_lifelines {
+            // Claimed, or the set-up failed before: none is taken for it any more.
+            if let Some(l) = &self.dpm.listener {
+                l.forget_lifelines(conn);
             }
         }
         // Phase 4: everyone ready on both sides?

@@ -10,8 +10,13 @@
 //!   and logged at warning level with the peer's address (so a stranger who guesses a tag
 //!   learns nothing and never reaches an accept); a closed or unknown tag is answered with
 //!   `Refuse`;
-//! * `Lifeline` is answered with `LifelineOk` and kept for the connection it names until the
-//!   local side claims it;
+//! * `Lifeline` for a connection this process expects lifelines for
+//!   ([`Listener::expect_lifelines`], from the moment it learns the connection's random id in
+//!   the authenticated connect/accept exchange until it has claimed them) is answered with
+//!   `LifelineOk` and kept until the local side claims it; one naming any other connection is
+//!   dropped without an answer and logged with the peer's address, so a stranger can neither
+//!   plant a lifeline (whose later close would read as a peer's failure) nor hold sockets
+//!   and memory of this process;
 //! * `SpawnFailed` (from the launcher, which knows the port name it spawned for) with a valid
 //!   proof is queued for the port like a connection, so an accept waiting for children that
 //!   will never come returns an error; without one it is dropped and logged.
@@ -20,7 +25,7 @@
 //! never touches a transport and never blocks its caller except in the `wait_*` functions,
 //! which call back the caller's progress function while they wait.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -78,6 +83,8 @@ struct State {
     next_tag: u32,
     lifelines: HashMap<u64, Vec<IncomingLifeline>>,
     unclaimed: usize,
+    /// Connections whose lifelines are expected (see the module doc).
+    expected: HashSet<u64>,
 }
 
 struct Shared {
@@ -233,9 +240,26 @@ impl Listener {
         }
     }
 
+    /// Lifelines for connection `conn` may arrive from now on (its id came from the
+    /// authenticated connect/accept exchange); until then, and after [`Self::forget_lifelines`],
+    /// the listener refuses them.
+    pub fn expect_lifelines(&self, conn: u64) {
+        self.shared.lock().expected.insert(conn);
+    }
+
+    /// No more lifelines for `conn`: unclaimed ones are closed, later ones refused.
+    pub fn forget_lifelines(&self, conn: u64) {
+        let mut st = self.shared.lock();
+        st.expected.remove(&conn);
+        if let Some(v) = st.lifelines.remove(&conn) {
+            st.unclaimed = st.unclaimed.saturating_sub(v.len());
+        }
+    }
+
     /// Takes the lifelines that arrived for connection `conn` from each of `expected` (job,
     /// rank) pairs, waiting until all are there or `deadline` passes. Returns them in the order
-    /// of `expected`, or the ones still missing.
+    /// of `expected`, or the ones still missing. Either way the connection's lifelines are
+    /// no longer expected afterwards.
     pub fn wait_lifelines(
         &self,
         conn: u64,
@@ -255,6 +279,7 @@ impl Listener {
                 if all {
                     let mut got = st.lifelines.remove(&conn).unwrap_or_default();
                     st.unclaimed = st.unclaimed.saturating_sub(have);
+                    st.expected.remove(&conn);
                     let mut out = Vec::with_capacity(expected.len());
                     for (j, r) in expected {
                         let i = got
@@ -278,6 +303,7 @@ impl Listener {
                     if let Some(v) = st.lifelines.remove(&conn) {
                         st.unclaimed = st.unclaimed.saturating_sub(v.len());
                     }
+                    st.expected.remove(&conn);
                     return Err(missing);
                 }
                 let _ = self.shared.cv.wait_timeout(st, Duration::from_micros(500));
@@ -388,6 +414,11 @@ fn intake(shared: &Shared, mut stream: TcpStream) {
         }
         OobMsg::Lifeline { conn, job, rank } => {
             let mut st = shared.lock();
+            if !st.expected.contains(&conn) {
+                drop(st);
+                tracing::warn!(target: "dpm", %peer, "refused a lifeline from rank {rank} of job {job}: it names no connection this process is setting up");
+                return;
+            }
             if st.unclaimed >= MAX_UNCLAIMED_LIFELINES {
                 tracing::warn!(target: "dpm", %peer, "too many unclaimed lifelines; dropping one");
                 return;
@@ -594,20 +625,11 @@ mod tests {
     #[test]
     fn lifelines_are_claimed_by_connection_and_identity() {
         let l = listener();
-        let addrs = parse_contact(&l.contact()).unwrap();
+        l.expect_lifelines(77);
+        l.expect_lifelines(78);
         let mut opened = Vec::new();
         for rank in [2u32, 0] {
-            let mut s =
-                connect_any(&addrs, Instant::now() + Duration::from_secs(5), &mut || {}).unwrap();
-            write_frame(
-                &mut s,
-                &OobMsg::Lifeline {
-                    conn: 77,
-                    job: "j".into(),
-                    rank,
-                },
-            )
-            .unwrap();
+            let mut s = open_lifeline(&l, 77, rank);
             assert_eq!(
                 read_frame_after_challenge(&mut s).unwrap(),
                 OobMsg::LifelineOk
@@ -633,6 +655,60 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(missing, vec![("k".to_string(), 1)]);
+    }
+
+    fn open_lifeline(l: &Listener, conn: u64, rank: u32) -> TcpStream {
+        let addrs = parse_contact(&l.contact()).unwrap();
+        let mut s =
+            connect_any(&addrs, Instant::now() + Duration::from_secs(5), &mut || {}).unwrap();
+        write_frame(
+            &mut s,
+            &OobMsg::Lifeline {
+                conn,
+                job: "j".into(),
+                rank,
+            },
+        )
+        .unwrap();
+        s
+    }
+
+    #[test]
+    fn lifelines_for_connections_not_being_set_up_are_refused() {
+        let l = listener();
+        // Never expected: no answer, the socket is closed, nothing is kept.
+        let mut stranger = open_lifeline(&l, 5, 0);
+        assert!(read_frame_after_challenge(&mut stranger).is_err());
+        // Expected, claimed, then no longer expected: a late or replayed one is refused too.
+        l.expect_lifelines(6);
+        let mut real = open_lifeline(&l, 6, 1);
+        assert_eq!(
+            read_frame_after_challenge(&mut real).unwrap(),
+            OobMsg::LifelineOk
+        );
+        let got = l
+            .wait_lifelines(
+                6,
+                &[("j".to_string(), 1)],
+                Instant::now() + Duration::from_secs(5),
+                &mut || {},
+            )
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        let mut late = open_lifeline(&l, 6, 1);
+        assert!(read_frame_after_challenge(&mut late).is_err());
+        // Forgotten before it was claimed: closed.
+        l.expect_lifelines(7);
+        let mut dropped = open_lifeline(&l, 7, 2);
+        assert_eq!(
+            read_frame_after_challenge(&mut dropped).unwrap(),
+            OobMsg::LifelineOk
+        );
+        l.forget_lifelines(7);
+        let mut refused = open_lifeline(&l, 7, 3);
+        assert!(read_frame_after_challenge(&mut refused).is_err());
+        assert_eq!(l.shared.lock().unclaimed, 0);
+        assert!(l.shared.lock().lifelines.is_empty());
     }
 
     #[test]
