@@ -38,10 +38,13 @@ impl Waiter {
                 self.counted = true;
                 BLOCKED.fetch_add(1, Ordering::Relaxed);
             }
-            l.let_others_in();
             if self.idle > 0 && BLOCKED.load(Ordering::Relaxed) > kestrel::threads::cores_per_rank()
             {
-                std::thread::yield_now();
+                // Yielding the core with the lock held would leave the threads scheduled
+                // meanwhile spinning on it.
+                l.yield_unlocked();
+            } else {
+                l.let_others_in();
             }
         }
         Ok(())

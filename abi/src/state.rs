@@ -485,6 +485,15 @@ impl Locked {
         }
     }
 
+    /// Between the polls of a blocking call: yields the core, with [`CORE`] released under
+    /// `MPI_THREAD_MULTIPLE` (see [`kestrel_abi_lock::call_lock::CallGuard::yield_unlocked`]).
+    pub fn yield_unlocked(&mut self) {
+        match self.guard.as_mut() {
+            Some(g) => g.yield_unlocked(),
+            None => std::thread::yield_now(),
+        }
+    }
+
     /// Whether calls may come from several program threads at once (`MPI_THREAD_MULTIPLE`,
     /// or the library is not running); the progress thread alone does not count (see
     /// [`crate::progress_thread`]).

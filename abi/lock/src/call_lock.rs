@@ -161,6 +161,19 @@ impl<'a, T> CallGuard<'a, T> {
         }
     }
 
+    /// Gives the core away between the polls of a blocking call, with the lock released in
+    /// shared mode: a thread that yielded while holding it would leave every thread
+    /// scheduled meanwhile spinning on the lock (the C library's `osu_latency_mt`, 4 threads
+    /// per rank on one core each, was several times slower than the Rust API's threads,
+    /// which yield with the engine released).
+    pub fn yield_unlocked(&mut self) {
+        if self.lock.shared.load(Ordering::Relaxed) {
+            self.hand_over();
+        } else {
+            yield_now();
+        }
+    }
+
     #[cold]
     fn hand_over(&mut self) {
         self.lock.held.store(false, Ordering::Release);

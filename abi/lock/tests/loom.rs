@@ -139,6 +139,30 @@ fn a_holder_that_waits_hands_the_lock_to_a_thread_that_completes_its_request() {
 }
 
 #[test]
+fn a_holder_that_yields_its_core_releases_the_lock_meanwhile() {
+    // `Waiter::step` with more waiting threads than cores: the waiter yields with the lock
+    // released (`yield_unlocked`), whether or not the other thread was already waiting.
+    loom::model(|| {
+        let lock = Arc::new(CallLock::new(State::new()));
+        let mut g = lock.lock();
+        let slot = g.table(|t| t.insert(Req::Active(9)));
+        let completer = {
+            let lock = lock.clone();
+            loom::thread::spawn(move || {
+                let g = lock.lock();
+                g.table(|t| *t.get_mut(slot).unwrap() = Req::Done(9));
+            })
+        };
+        while g.table(|t| t.get(slot) == Some(&Req::Active(9))) {
+            g.yield_unlocked();
+        }
+        assert_eq!(g.table(|t| t.remove(slot)), Some(Req::Done(9)));
+        drop(g);
+        completer.join().unwrap();
+    });
+}
+
+#[test]
 fn exclusive_mode_relies_on_the_programs_own_ordering() {
     // Below MPI_THREAD_MULTIPLE the program orders its calls (here by join); the lock is a
     // plain load and store, and the table's accesses are still ordered.
