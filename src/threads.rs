@@ -83,20 +83,22 @@ impl Shared {
         let mut idle = 0u32;
         let mut counted = false;
         let status = loop {
-            {
+            let wants_yield = {
                 let mut e = self.engine();
                 if let Some(s) = e.0.try_complete(id) {
                     break s;
                 }
-                e.0.idle_step(&mut idle);
-            }
+                // The engine's own yield (an oversubscribed rank) comes below, released.
+                e.0.idle_poll(&mut idle)
+            };
             if !counted {
                 counted = true;
                 self.blocked.fetch_add(1, Ordering::Relaxed);
             }
             // The engine is free here. A thread waiting for it, or more waiting threads than
             // this rank has cores, needs the core more than another empty poll does.
-            if self.waiting.load(Ordering::Relaxed) > 0
+            if wants_yield
+                || self.waiting.load(Ordering::Relaxed) > 0
                 || (idle > 0 && self.blocked.load(Ordering::Relaxed) > cores_per_rank())
             {
                 std::thread::yield_now();

@@ -31,14 +31,16 @@ impl Waiter {
     /// the thread that would complete the wait (here, or in the peer rank) may need it.
     pub fn step(&mut self, l: &mut Locked) -> MpiResult<()> {
         let core = l.core()?;
-        core.engine.idle_step(&mut self.idle);
+        let wants_yield = core.engine.idle_poll(&mut self.idle);
         core.reap_detached();
         if l.multithreaded() {
             if !self.counted {
                 self.counted = true;
                 BLOCKED.fetch_add(1, Ordering::Relaxed);
             }
-            if self.idle > 0 && BLOCKED.load(Ordering::Relaxed) > kestrel::threads::cores_per_rank()
+            if wants_yield
+                || (self.idle > 0
+                    && BLOCKED.load(Ordering::Relaxed) > kestrel::threads::cores_per_rank())
             {
                 // Yielding the core with the lock held would leave the threads scheduled
                 // meanwhile spinning on it.
@@ -46,6 +48,8 @@ impl Waiter {
             } else {
                 l.let_others_in();
             }
+        } else if wants_yield {
+            std::thread::yield_now();
         }
         Ok(())
     }

@@ -9,6 +9,15 @@ use super::*;
 impl Engine {
     /// One step of an idle wait: progress, and back off when nothing happened.
     pub fn idle_step(&mut self, idle: &mut u32) {
+        if self.idle_poll(idle) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// [`Engine::idle_step`] without its yield: whether the caller should now give the core
+    /// away. A caller that holds a lock around the engine yields after releasing it, so that
+    /// the threads scheduled meanwhile do not spin on that lock.
+    pub fn idle_poll(&mut self, idle: &mut u32) -> bool {
         if self.dpm.lifelines.has_news() {
             self.apply_lifeline_events();
         }
@@ -18,7 +27,7 @@ impl Engine {
                 kestrel_runtime::wait_board::resumed();
             }
             *idle = 0;
-            return;
+            return false;
         }
         *idle = idle.saturating_add(1);
         if self.sleep.enabled() && idle.is_multiple_of(sleep::SLEEP_CHECK) {
@@ -33,12 +42,14 @@ impl Engine {
         // costs a spinning rank nothing measurable but saves it when the machine turns out to
         // be busier than the launcher could see (other jobs, namespace hosts sharing cores).
         if (self.yield_when_idle && *idle > self.spin_before_yield) || *idle > LONG_IDLE {
-            std::thread::yield_now();
-        } else if *idle > PAUSE_AFTER {
+            return true;
+        }
+        if *idle > PAUSE_AFTER {
             // PAUSE costs tens of nanoseconds on recent cores: use it only once a wait is
             // clearly not a ping-pong, where it would add straight to the latency.
             std::hint::spin_loop();
         }
+        false
     }
 
     /// Whether something this process started is unfinished: a collective schedule, a
