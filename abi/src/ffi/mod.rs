@@ -85,6 +85,7 @@ pub mod partitioned;
 pub mod tool;
 pub mod topo;
 pub mod unsupported;
+pub mod wait;
 pub mod win;
 mod win_direct;
 
