@@ -3,6 +3,10 @@
 # unit and integration test (multi-process, MPICH interoperability, network-namespace hosts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every step is echoed with the suite's elapsed time, so a slow run shows where its time went
+# (the suite must stay under 40 minutes on a 2-core machine).
+PS4='+ [ci ${SECONDS}s] '
+set -x
 
 bash ci/setup.sh
 cargo build --release --workspace --lib --bins --examples
