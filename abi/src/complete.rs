@@ -204,8 +204,7 @@ pub fn test_plain(core: &mut Core, h: &mut c_int) -> Option<Option<(St, c_int)>>
     if let Some(done) = finish_plain(core, h)? {
         return Some(Some(done));
     }
-    core.engine.progress();
-    core.reap_detached();
+    core.progress();
     // Progress does not change what kind of request the handle names.
     finish_plain(core, h)
 }
@@ -222,8 +221,7 @@ pub fn test(core: &mut Core, h: &mut c_int) -> MpiResult<Option<(St, c_int)>> {
         return Ok(Some((St::empty(ANY_SOURCE), comm_of(core, i))));
     }
     if !poll_slot(core, i)? {
-        core.engine.progress();
-        core.reap_detached();
+        core.progress();
         if !poll_slot(core, i)? {
             return Ok(None);
         }
@@ -336,8 +334,7 @@ pub fn testall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResu
         .iter()
         .map(|&h| slot_of(core, h))
         .collect::<MpiResult<_>>()?;
-    core.engine.progress();
-    core.reap_detached();
+    core.progress();
     for &i in slots.iter().flatten() {
         if live(core, i) && !poll_slot(core, i)? {
             return Ok(None);
@@ -374,8 +371,7 @@ pub fn any(l: &mut Locked, hs: &mut [c_int], block: bool) -> MpiResult<Option<(c
             if progressed {
                 return Ok(None);
             }
-            core.engine.progress();
-            core.reap_detached();
+            core.progress();
             progressed = true;
             continue;
         }
@@ -428,8 +424,7 @@ pub fn some(
         if block {
             w.step(l)?;
         } else {
-            core.engine.progress();
-            core.reap_detached();
+            core.progress();
             progressed = true;
         }
     }
@@ -444,7 +439,7 @@ pub fn get_status(core: &mut Core, h: c_int) -> MpiResult<Option<St>> {
         return Ok(Some(St::empty(ANY_SOURCE)));
     }
     if !poll_slot(core, i)? {
-        core.engine.progress();
+        core.progress();
         if !poll_slot(core, i)? {
             return Ok(None);
         }

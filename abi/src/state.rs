@@ -329,6 +329,13 @@ impl Core {
         handle::make(Kind::Direct, Obj::Request, self.requests.insert(rec))
     }
 
+    /// One progress pass of the engine, then the requests it let go of.
+    #[inline]
+    pub fn progress(&mut self) {
+        self.engine.progress();
+        self.reap_detached();
+    }
+
     /// Completes requests freed while running, once the engine is done with them.
     pub fn reap_detached(&mut self) {
         if self.detached.is_empty() {

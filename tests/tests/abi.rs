@@ -230,6 +230,16 @@ fn assert_passed_on_mpich(exe: &Path, args: &[&str], name: &str, n: u32, stack: 
     assert_passed(&out, name, n, stack);
 }
 
+/// Whether MPICH proves a test at `n` of its rank counts `ranks`: at the smallest in CI, at
+/// every one when `KESTREL_TEST_MPICH_ALL_RANKS=1` (closing measurements). MPICH's ranks
+/// spin without yielding when they outnumber the cores, so its oversubscribed runs are the
+/// slow ones (`threads.c` at 3 ranks on 2 cores: about 40 s on MPICH, 1 s on Kestrel).
+/// Kestrel always runs every count.
+fn mpich_proves_at(n: u32, ranks: &[u32]) -> bool {
+    std::env::var("KESTREL_TEST_MPICH_ALL_RANKS").is_ok_and(|v| v == "1")
+        || ranks.iter().min() == Some(&n)
+}
+
 /// Asserts that every one of `n` ranks printed `PASS <name> rank <r>`.
 fn assert_passed(out: &Outcome, name: &str, n: u32, stack: &str) {
     assert!(
@@ -239,8 +249,8 @@ fn assert_passed(out: &Outcome, name: &str, n: u32, stack: &str) {
     );
 }
 
-/// Runs C test `name` on MPICH (proving the test) and then on Kestrel, with each of
-/// `ranks`.
+/// Runs C test `name` on MPICH (proving the test; see [`mpich_proves_at`] for the counts)
+/// and then on Kestrel, with each of `ranks`.
 fn mpich_then_kestrel(name: &str, ranks: &[u32]) {
     mpich_then_kestrel_with(name, ranks, &[]);
 }
@@ -272,7 +282,9 @@ fn mpich_then_kestrel_each(
     for args in runs {
         for &n in ranks {
             let stack = |s: &str| format!("{s} {args:?}");
-            assert_passed_on_mpich(&on_mpich, args, name, n, &stack("MPICH"));
+            if mpich_proves_at(n, ranks) {
+                assert_passed_on_mpich(&on_mpich, args, name, n, &stack("MPICH"));
+            }
             let mut k = kestrel_job(n);
             k.arg(&on_kestrel)
                 .args(*args)
@@ -499,11 +511,17 @@ fn c_threads_create_communicators_from_different_parents_at_once() {
 fn c_programs_pass_with_the_progress_thread_running() {
     // The progress thread (KESTREL_ASYNC_PROGRESS=1) polls the engine between the program's
     // calls: programs under MPI_THREAD_MULTIPLE, nonblocking collectives, one-sided
-    // synchronization and point-to-point must still pass with it racing them.
-    let on = [("KESTREL_ASYNC_PROGRESS", "1")];
+    // synchronization and point-to-point must still pass with it racing them. Kestrel only:
+    // their own tests above prove the programs on MPICH.
+    let dir = scratch("async-progress");
     for name in ["threads", "nbc", "rma_sync", "p2p"] {
-        mpich_then_kestrel_with(name, &[3], &on);
+        let exe = dir.join(name);
+        compile_test(mpicc(), name, &exe);
+        let mut k = kestrel_job(3);
+        k.arg(&exe).env("KESTREL_ASYNC_PROGRESS", "1");
+        assert_passed(&run(k, DEADLINE), name, 3, "Kestrel, progress thread");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -586,7 +604,9 @@ fn fortran_mpich_then_kestrel(name: &str, ranks: &[u32]) {
     );
     let lib = libdir();
     for &n in ranks {
-        assert_passed_on_mpich(&exe, &[], name, n, "MPICH");
+        if mpich_proves_at(n, ranks) {
+            assert_passed_on_mpich(&exe, &[], name, n, "MPICH");
+        }
         let mut k = kestrel_job(n);
         k.arg("env")
             .arg(format!("LD_LIBRARY_PATH={}", lib.display()))

@@ -1,7 +1,7 @@
 //! Collectives against a serial reference (`examples/coll_check`): every operation, op, type,
 //! count, root and communicator size from 1 to 6, in place, on split sub-communicators (two at
-//! once), 10,000 back-to-back operations, 8, 16 and 32 ranks on 2 cores; through the shared-memory
-//! engine and through each point-to-point algorithm.
+//! once), 10,000 back-to-back operations, 8 and 16 ranks on 2 cores (32 and 64 in closing
+//! runs); through the shared-memory engine and through each point-to-point algorithm.
 
 use std::time::Duration;
 
@@ -87,13 +87,17 @@ fn eight_ranks_on_two_cores() {
     check(8, &[], &["full"]);
 }
 
-/// Issue 20's large rank counts, oversubscribed 8 and 16 to a core on the CI machine (about
-/// 5 and 45 s); 64 ranks (about 400 s: every root of every rooted collective, each a round of
-/// context switches through all ranks) is a closing measurement, not CI.
+/// Issue 20's large rank counts: 16 ranks, 8 to a core on the CI machine, in CI; 32 and 64
+/// (16 and 32 to a core: about 60 and 400 s, every root of every rooted collective being a
+/// round of context switches through all ranks) are closing measurements, run with
+/// `KESTREL_TEST_COLL_LARGE=1`.
 #[test]
-fn sixteen_and_thirty_two_ranks_on_two_cores() {
+fn sixteen_ranks_on_two_cores_and_thirty_two_and_sixty_four_in_closing_runs() {
     check(16, &[], &["full"]);
-    check(32, &[], &["full"]);
+    if std::env::var("KESTREL_TEST_COLL_LARGE").is_ok_and(|v| v == "1") {
+        check(32, &[], &["full"]);
+        check(64, &[], &["full"]);
+    }
 }
 
 #[test]

@@ -59,6 +59,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
         let iters: u64 = args[3].parse().unwrap_or(0);
+        // A killed parent must not leave its partner spinning.
+        let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
         pin(1);
         bounce(&map(&args[2]), iters, false);
         return;
@@ -67,10 +69,20 @@ fn main() {
         .get(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
-    let path = format!("/dev/shm/kestrel-cacheline-{}", std::process::id());
-    let file = std::fs::File::create(&path).and_then(|f| f.set_len(4096).map(|_| f));
-    if let Err(e) = file {
-        eprintln!("cacheline_pingpong: cannot create {path}: {e}");
+    // An anonymous memory file that the child inherits (no close-on-exec) and opens through
+    // /proc: nothing is left in /dev/shm even when the benchmark is killed.
+    let fd = nix::sys::memfd::memfd_create(
+        c"kestrel-cacheline",
+        nix::sys::memfd::MemFdCreateFlag::empty(),
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("cacheline_pingpong: cannot create a memory file: {e}");
+        std::process::exit(1)
+    });
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    let file = std::fs::File::from(fd);
+    if let Err(e) = file.set_len(4096) {
+        eprintln!("cacheline_pingpong: cannot size the memory file: {e}");
         std::process::exit(1);
     }
     let mem = map(&path);
@@ -86,7 +98,7 @@ fn main() {
     bounce(&mem, iters, true);
     let elapsed = t.elapsed();
     let _ = child.wait();
-    let _ = std::fs::remove_file(&path);
+    drop(file);
     let one_way_ns = elapsed.as_secs_f64() * 1e9 / (2.0 * iters as f64);
     println!("# Cache-line ping-pong between two processes ({iters} round trips)");
     println!(

@@ -179,8 +179,8 @@ impl Engine {
             }
         }
         self.st.fail_pending(p, &broken);
-        // Its rendezvous buffers are released through the transport that exposed them, so
-        // before its routes go (a registration would otherwise outlive the send).
+        // Its exposed rendezvous buffers are released now: nothing from it will end them, and
+        // a registration would otherwise outlive the send.
         self.release_buffers_of(p);
         if let Some(r) = self.route.get_mut(p as usize) {
             *r = NO_ROUTE;

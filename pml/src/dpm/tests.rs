@@ -60,9 +60,19 @@ fn params() -> Params {
     Params::resolve(&specs, &|_| None, &[]).expect("defaults resolve")
 }
 
-#[test]
-fn a_failed_connected_process_releases_the_buffers_its_rendezvous_sends_exposed() {
-    let held = Rc::new(Cell::new(0));
+/// An engine (rank 0 of 1) with `extra` transports after `self`, and a process of another
+/// job (returned) that `route` and `bulk_route` (indices into `self` then `extra`) reach,
+/// with messages of `bulk_from` bytes and more going over the bulk route; a context 9 of the
+/// two.
+fn engine_with(
+    extra: Vec<Box<dyn Btl>>,
+    route: u8,
+    bulk_route: u8,
+    bulk_from: u32,
+) -> (Engine, u32) {
+    let mut btls: Vec<Box<dyn Btl>> = vec![Box::new(SelfBtl::new(0))];
+    btls.extend(extra);
+    let names = vec!["self"; btls.len()];
     let mut e = Engine::with_transports(
         &params(),
         EngineSetup {
@@ -71,11 +81,8 @@ fn a_failed_connected_process_releases_the_buffers_its_rendezvous_sends_exposed(
             nodes: vec!["h0".into()],
             job_id: "dpm-release-test".into(),
             transports: Attached {
-                btls: vec![
-                    Box::new(SelfBtl::new(0)),
-                    Box::new(Registering { held: held.clone() }),
-                ],
-                names: vec!["self", "registering"],
+                btls,
+                names,
                 route: vec![0],
                 bulk_route: vec![0],
                 bulk_from: vec![u32::MAX],
@@ -85,21 +92,32 @@ fn a_failed_connected_process_releases_the_buffers_its_rendezvous_sends_exposed(
             registry: &[],
         },
     );
-    // Process 1: rank 0 of another job, reached over the registering transport.
     let p = e.add_process(&ProcInfo {
         job: "other".into(),
         rank: 0,
         node: "h1".into(),
         contact: "127.0.0.1:1".into(),
     });
-    e.route[p as usize] = 1;
-    e.bulk_route[p as usize] = 1;
-    let ctx = 9;
-    e.add_context(ctx, vec![0, p]);
-    let data: &'static [u8] = Box::leak(vec![5u8; 64 * 1024].into_boxed_slice());
-    let ub = UserBuf::for_static_send(data);
+    e.route[p as usize] = route;
+    e.bulk_route[p as usize] = bulk_route;
+    e.bulk_from[p as usize] = bulk_from;
+    e.add_context(CTX, vec![0, p]);
+    (e, p)
+}
+
+const CTX: u16 = 9;
+
+/// A send buffer that outlives the engine.
+fn leaked(len: usize) -> UserBuf {
+    UserBuf::for_static_send(Box::leak(vec![5u8; len].into_boxed_slice()))
+}
+
+#[test]
+fn a_failed_connected_process_releases_the_buffers_its_rendezvous_sends_exposed() {
+    let held = Rc::new(Cell::new(0));
+    let (mut e, p) = engine_with(vec![Box::new(Registering { held: held.clone() })], 1, 1, 0);
     let s = e
-        .isend(ctx, 1, 0, ub, false)
+        .isend(CTX, 1, 0, leaked(64 * 1024), false)
         .expect("rendezvous send starts");
     assert_eq!(held.get(), 1, "the rendezvous exposed its buffer");
 
@@ -112,4 +130,39 @@ fn a_failed_connected_process_releases_the_buffers_its_rendezvous_sends_exposed(
         Some(p),
         "the send ends naming the failed process"
     );
+}
+
+#[test]
+fn a_rendezvous_below_the_bulk_size_is_released_by_the_transport_that_exposed_it() {
+    // The eager route's transport exposes a 4 KiB rendezvous (below the bulk route's 1 MiB
+    // threshold); the bulk route's transport never saw the buffer.
+    let (small, bulk) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+    let (mut e, p) = engine_with(
+        vec![
+            Box::new(Registering {
+                held: small.clone(),
+            }),
+            Box::new(Registering { held: bulk.clone() }),
+        ],
+        1,
+        2,
+        1 << 20,
+    );
+    let s = e
+        .isend(CTX, 1, 0, leaked(4096), false)
+        .expect("rendezvous send starts");
+    assert_eq!(
+        (small.get(), bulk.get()),
+        (1, 0),
+        "exposed by the eager route"
+    );
+
+    e.process_gone(p, true, "rank 0 of job other failed".into());
+
+    assert_eq!(
+        (small.get(), bulk.get()),
+        (0, 0),
+        "released by the transport that exposed it, and by no other"
+    );
+    assert_eq!(e.wait(s).failed_peer, Some(p));
 }

@@ -209,16 +209,19 @@ impl State {
                     ..
                 }) => *state = SendState::Done,
                 Some(Req::Send {
-                    state: state @ SendState::Rndv,
+                    state: state @ SendState::Rndv { .. },
                     buf,
                     peer: p,
                     ..
                 }) if *p == peer => {
-                    *state = SendState::Streaming;
                     let buf = *buf;
                     let len = buf.len();
+                    let exposed = state.exposed_by();
+                    *state = SendState::Streaming;
                     // The receiver chose the copy pipeline: it will not read the buffer.
-                    self.released.push((peer, buf));
+                    if let Some(btl) = exposed {
+                        self.released.push(Exposed { peer, btl, buf });
+                    }
                     self.outbox.push_back(Out::Stream {
                         req: send_req,
                         peer,
@@ -234,13 +237,15 @@ impl State {
             },
             Header::Fin { send_req } => match self.req_mut(send_req) {
                 Some(Req::Send {
-                    state: state @ SendState::Rndv,
+                    state: state @ SendState::Rndv { .. },
                     buf,
                     ..
                 }) => {
+                    let (buf, exposed) = (*buf, state.exposed_by());
                     *state = SendState::Done;
-                    let buf = *buf;
-                    self.released.push((peer, buf));
+                    if let Some(btl) = exposed {
+                        self.released.push(Exposed { peer, btl, buf });
+                    }
                 }
                 _ => {
                     self.protocol_error(peer, format!("FIN for unknown send request {send_req:#x}"))
@@ -254,7 +259,7 @@ impl State {
                 end,
             } => match self.req_mut(send_req) {
                 Some(Req::Send {
-                    state: SendState::Rndv,
+                    state: SendState::Rndv { .. },
                     peer: p,
                     buf,
                     ..

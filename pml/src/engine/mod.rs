@@ -183,9 +183,32 @@ pub(crate) struct InterCtx {
 
 enum SendState {
     WaitAck,
-    Rndv,
+    /// Announced; the receiver has not answered yet. `exposed_by`: the transport that exposed
+    /// (and may have registered) the buffer for the receiver to read.
+    Rndv {
+        exposed_by: Option<u8>,
+    },
     Streaming,
     Done,
+}
+
+/// A send buffer a transport exposed for the peer to read.
+#[derive(Clone, Copy)]
+struct Exposed {
+    peer: u32,
+    /// The transport's index in the engine's list (stable: the list only grows).
+    btl: u8,
+    buf: UserBuf,
+}
+
+impl SendState {
+    /// The transport that exposed the send's buffer, while the receiver may still read it.
+    fn exposed_by(&self) -> Option<u8> {
+        match *self {
+            SendState::Rndv { exposed_by } => exposed_by,
+            _ => None,
+        }
+    }
 }
 
 enum RecvState {
@@ -288,9 +311,9 @@ pub(crate) struct State {
     puts: Vec<PendingPut>,
     /// Gets in flight in a transport ([`RemoteRead`]).
     remote_reads: Vec<RemoteRead>,
-    /// Rendezvous send buffers the receiver is done with (FIN, or the ACK that chose the
-    /// copy pipeline), and the peer: their transport may release what exposing them took.
-    released: Vec<(u32, UserBuf)>,
+    /// Exposed rendezvous send buffers the receiver is done with (FIN, or the ACK that chose
+    /// the copy pipeline): the transport that exposed each may release what that took.
+    released: Vec<Exposed>,
     matched: Vec<(RecvId, Envelope, Arrived)>,
     probed: Vec<Option<(u16, Envelope, Arrived)>>,
     scratch: Vec<u8>,

@@ -143,17 +143,19 @@ impl Engine {
             self.drain_outbox();
             return Ok(id);
         }
-        let id = self.st.alloc(Req::Send {
-            peer,
-            buf,
-            state: SendState::Rndv,
-            failed: None,
-        });
         let exposed = if limits.get {
             self.btls[b as usize].expose(buf.as_slice())
         } else {
             None
         };
+        let id = self.st.alloc(Req::Send {
+            peer,
+            buf,
+            state: SendState::Rndv {
+                exposed_by: exposed.map(|_| b),
+            },
+            failed: None,
+        });
         let mut h = Vec::with_capacity(hdr::RNDV_LEN);
         hdr::encode(
             &Header::Rndv {

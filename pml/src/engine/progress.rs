@@ -8,6 +8,7 @@ use super::*;
 
 impl Engine {
     /// One step of an idle wait: progress, and back off when nothing happened.
+    #[inline]
     pub fn idle_step(&mut self, idle: &mut u32) {
         if self.idle_poll(idle) {
             std::thread::yield_now();
@@ -230,8 +231,8 @@ impl Engine {
             n += self.finish_remote_reads();
         }
         if !self.st.released.is_empty() {
-            for (peer, buf) in std::mem::take(&mut self.st.released) {
-                self.release_buffer(peer, buf);
+            for e in std::mem::take(&mut self.st.released) {
+                self.release_buffer(e);
             }
         }
         if !self.st.outbox.is_empty() {
@@ -243,25 +244,19 @@ impl Engine {
     /// Releases the rendezvous buffers queued for `peer` now, before its routes change.
     pub(crate) fn release_buffers_of(&mut self, peer: u32) {
         let mut queued = std::mem::take(&mut self.st.released);
-        queued.retain(|&(p, buf)| {
-            if p == peer {
-                self.release_buffer(p, buf);
+        queued.retain(|&e| {
+            if e.peer == peer {
+                self.release_buffer(e);
             }
-            p != peer
+            e.peer != peer
         });
         self.st.released = queued;
     }
 
-    fn release_buffer(&mut self, peer: u32, buf: UserBuf) {
-        // Only a bulk route's transport registers what it exposes (the rendezvous data's
-        // transport: ofi's RMA; shared memory's single copy has nothing).
-        if let Some(&b) = self
-            .bulk_route
-            .get(peer as usize)
-            .filter(|&&b| b != NO_ROUTE)
-        {
-            self.btls[b as usize].release(buf.as_slice());
-        }
+    /// Releases an exposed buffer through the transport that exposed it (whichever route,
+    /// eager or bulk, carried its announcement).
+    fn release_buffer(&mut self, e: Exposed) {
+        self.btls[e.btl as usize].release(e.buf.as_slice());
     }
 
     /// The sender's half of split copies: write it into the receiver's buffer, or stream it

@@ -91,9 +91,8 @@ impl State {
     /// Completes the pending operations that failed process `p` ends: sends to it, receives
     /// posted on the contexts in `broken` (and split copies it was part of), and drops queued
     /// work for it. Transfers with live peers already under way are left to finish, so no
-    /// peer writes into a buffer its owner was told is free. The buffers of rendezvous sends
-    /// to `p` join `released`, for the caller to release while `p`'s route still names the
-    /// transport that exposed them.
+    /// peer writes into a buffer its owner was told is free. The exposed buffers of rendezvous
+    /// sends to `p` join `released`, for the caller to release.
     pub(crate) fn fail_pending(&mut self, p: u32, broken: &[u16]) {
         let mut cancel = Vec::new();
         for (idx, slot) in self.reqs.iter_mut().enumerate() {
@@ -107,8 +106,12 @@ impl State {
                 }) if *peer == p && !matches!(state, SendState::Done) => {
                     // A rendezvous send may have exposed (registered) its buffer, and the
                     // FIN that would release it never comes now.
-                    if matches!(state, SendState::Rndv) {
-                        self.released.push((p, *buf));
+                    if let Some(btl) = state.exposed_by() {
+                        self.released.push(Exposed {
+                            peer: p,
+                            btl,
+                            buf: *buf,
+                        });
                     }
                     *state = SendState::Done;
                     *failed = Some(p);

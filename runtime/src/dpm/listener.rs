@@ -87,6 +87,16 @@ struct State {
     expected: HashSet<u64>,
 }
 
+impl State {
+    /// Ends the expectation of `conn`'s lifelines and takes the ones that arrived.
+    fn close_lifelines(&mut self, conn: u64) -> Vec<IncomingLifeline> {
+        self.expected.remove(&conn);
+        let got = self.lifelines.remove(&conn).unwrap_or_default();
+        self.unclaimed = self.unclaimed.saturating_sub(got.len());
+        got
+    }
+}
+
 struct Shared {
     state: Mutex<State>,
     cv: Condvar,
@@ -249,11 +259,7 @@ impl Listener {
 
     /// No more lifelines for `conn`: unclaimed ones are closed, later ones refused.
     pub fn forget_lifelines(&self, conn: u64) {
-        let mut st = self.shared.lock();
-        st.expected.remove(&conn);
-        if let Some(v) = st.lifelines.remove(&conn) {
-            st.unclaimed = st.unclaimed.saturating_sub(v.len());
-        }
+        self.shared.lock().close_lifelines(conn);
     }
 
     /// Takes the lifelines that arrived for connection `conn` from each of `expected` (job,
@@ -270,16 +276,13 @@ impl Listener {
         loop {
             {
                 let mut st = self.shared.lock();
-                let have = st.lifelines.get(&conn).map(|v| v.len()).unwrap_or(0);
                 let all = expected.iter().all(|(j, r)| {
                     st.lifelines
                         .get(&conn)
                         .is_some_and(|v| v.iter().any(|l| &l.job == j && l.rank == *r))
                 });
                 if all {
-                    let mut got = st.lifelines.remove(&conn).unwrap_or_default();
-                    st.unclaimed = st.unclaimed.saturating_sub(have);
-                    st.expected.remove(&conn);
+                    let mut got = st.close_lifelines(conn);
                     let mut out = Vec::with_capacity(expected.len());
                     for (j, r) in expected {
                         let i = got
@@ -300,10 +303,7 @@ impl Listener {
                         })
                         .cloned()
                         .collect();
-                    if let Some(v) = st.lifelines.remove(&conn) {
-                        st.unclaimed = st.unclaimed.saturating_sub(v.len());
-                    }
-                    st.expected.remove(&conn);
+                    st.close_lifelines(conn);
                     return Err(missing);
                 }
                 let _ = self.shared.cv.wait_timeout(st, Duration::from_micros(500));
