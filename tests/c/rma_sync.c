@@ -17,7 +17,8 @@
  * number of ranks (1-6 tested); with one rank every neighbour is the rank itself. Where
  * ranks wait for others' passive-target work they wait in a barrier that sleeps (see
  * sleepy_barrier), and CAS spinners back off, so that oversubscribed runs stay fast.
- * With the argument "create" the passive-target windows come from MPI_Win_create.
+ * With the argument "create" the passive-target windows come from MPI_Win_create; with
+ * "acquisitions=N" the spin lock is taken N times in all instead of 10,000.
  */
 #include "check.h"
 #include <unistd.h>
@@ -30,6 +31,12 @@ static int rank, size, left, right;
 static int use_create;
 static void *created[16];
 static int ncreated;
+
+/* Argument "acquisitions=N": the CAS spin lock's acquisitions in all. Where rank 0's
+ * window is reached by active messages (created windows, other hosts), every operation on
+ * the lock word waits for rank 0 to call MPI, and a rank backing off sleeps up to 512 us:
+ * about 1 ms per acquisition, so runs there take fewer. */
+static int cas_total = 10000;
 
 static void alloc_window(int bytes, int disp_unit, void *baseptr, MPI_Win *win)
 {
@@ -323,7 +330,7 @@ static void flushes(void)
  * (element 1) incremented with get + put; 10,000 acquisitions in all. */
 static void cas_lock(void)
 {
-    enum { TOTAL = 10000 };
+    const int TOTAL = cas_total;
     int *w = NULL;
     MPI_Win win;
     alloc_window(2 * sizeof(int), sizeof(int), &w, &win);
@@ -434,7 +441,13 @@ static void self_lock(void)
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv);
-    use_create = argc > 1 && strcmp(argv[1], "create") == 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "create") == 0)
+            use_create = 1;
+        else if (strncmp(argv[i], "acquisitions=", 13) == 0)
+            cas_total = atoi(argv[i] + 13);
+    }
+    CHECK(cas_total > 0, "acquisitions=%d: must be positive", cas_total);
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     right = (rank + 1) % size;
