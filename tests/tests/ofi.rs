@@ -473,8 +473,9 @@ fn an_idle_rank_sleeps_when_ofi_can_wake_it() {
     };
     let sleeping = cpu_share("10");
     let spinning = cpu_share("0");
+    // 2-3 % here; 17-26 % while a sleep that timed out was followed by 1,024 polls.
     assert!(
-        sleeping < 0.25,
+        sleeping < 0.10,
         "the idle rank used {:.0} % of a core while sleeping was on",
         sleeping * 100.0
     );

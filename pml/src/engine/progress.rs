@@ -31,8 +31,8 @@ impl Engine {
             return false;
         }
         *idle = idle.saturating_add(1);
-        if self.sleep.enabled() && idle.is_multiple_of(sleep::SLEEP_CHECK) {
-            self.maybe_sleep(*idle == sleep::SLEEP_CHECK);
+        if self.sleep.due(*idle) {
+            self.maybe_sleep(*idle);
         }
         // A wait idle this long is a stall: keep the rank's wait record (hang reports). Once
         // saturated (hours), every step asks; the record throttles by time.
