@@ -241,7 +241,8 @@ impl Engine {
         n
     }
 
-    /// Releases the rendezvous buffers queued for `peer` now, before its routes change.
+    /// Releases the exposed buffers queued for `peer` now (a failed process: nothing from it
+    /// will end them, and its transports' registrations should not outlive the sends).
     pub(crate) fn release_buffers_of(&mut self, peer: u32) {
         let mut queued = std::mem::take(&mut self.st.released);
         queued.retain(|&e| {
