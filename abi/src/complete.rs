@@ -87,6 +87,54 @@ fn finish_plain(core: &mut Core, h: &mut c_int) -> Option<Option<(St, c_int)>> {
     Some(Some((requests::status_of(s), comm)))
 }
 
+/// What [`finish_plain_quiet`] found behind a handle.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Quiet {
+    /// Not a plain send or receive: the general path decides.
+    NotPlain,
+    /// Still pending.
+    Pending,
+    /// Completed and freed, with this error class (`MPI_ERR_TRUNCATE` or success) in this
+    /// communicator.
+    Done { error: c_int, comm: c_int },
+}
+
+/// [`finish_plain`] for a caller that wants no status (`MPI_Waitall` with
+/// `MPI_STATUSES_IGNORE`, as `osu_bw`'s receiver): only the error class leaves the engine, so
+/// no status is built or moved, and the slot is freed without moving its record out
+/// (callgrind, C `osu_bw` receiver: `MPI_Waitall` 465 -> 405 instructions per request,
+/// progress included).
+#[inline]
+fn finish_plain_quiet(core: &mut Core, h: &mut c_int) -> Quiet {
+    let Some(i) = requests::slot(*h) else {
+        return Quiet::NotPlain;
+    };
+    let Core {
+        engine, requests, ..
+    } = core;
+    let Some(r) = requests.get_mut(i) else {
+        return Quiet::NotPlain;
+    };
+    let (ReqState::Active(id), None) = (&r.state, &r.extra) else {
+        return Quiet::NotPlain;
+    };
+    if kestrel_pml::nbc::is_coll(*id) {
+        return Quiet::NotPlain;
+    }
+    let Some(truncated) = engine.try_complete_quiet(*id) else {
+        return Quiet::Pending;
+    };
+    let comm = r.comm;
+    requests.free(i);
+    *h = handle::REQUEST_NULL;
+    let error = if truncated {
+        error::ERR_TRUNCATE
+    } else {
+        error::SUCCESS
+    };
+    Quiet::Done { error, comm }
+}
+
 /// Reports a completed slot: its status; frees it (or deactivates a persistent one) and
 /// sets the handle to `MPI_REQUEST_NULL` when freed.
 fn finish(core: &mut Core, h: &mut c_int, i: u32) -> St {
@@ -286,6 +334,20 @@ pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResu
     loop {
         let core = l.core()?;
         while let Some(h) = hs.get_mut(next) {
+            if !want_statuses && !take_completed_send(h) {
+                match finish_plain_quiet(core, h) {
+                    Quiet::Pending => break,
+                    Quiet::Done { error, comm: c } => {
+                        if error != error::SUCCESS {
+                            comm = c;
+                            failed += 1;
+                        }
+                        next += 1;
+                        continue;
+                    }
+                    Quiet::NotPlain => {}
+                }
+            }
             let st = if take_completed_send(h) {
                 St::default()
             } else if let Some(plain) = finish_plain(core, h) {

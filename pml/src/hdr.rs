@@ -157,6 +157,21 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
 /// Decodes the header at the start of `data`; returns it and the offset of the payload.
 #[inline]
 pub fn decode(data: &[u8]) -> Result<(Header, usize), BadHeader> {
+    // The eager match header, nearly every message: fixed offsets in a 16-byte array, so no
+    // bounds checks (callgrind, C `osu_bw` receiver: `State::on_message` 204 -> 160
+    // instructions per message).
+    if let Some(m) = data.first_chunk::<MATCH_LEN>() {
+        if m[0] == 1 {
+            let h = Header::Match {
+                ctx: u16::from_le_bytes([m[2], m[3]]),
+                src: u32::from_le_bytes([m[4], m[5], m[6], m[7]]),
+                tag: i32::from_le_bytes([m[8], m[9], m[10], m[11]]),
+                seq: u16::from_le_bytes([m[12], m[13]]),
+                sync_req: None,
+            };
+            return Ok((h, MATCH_LEN));
+        }
+    }
     let bad = |reason| BadHeader {
         reason,
         len: data.len(),

@@ -483,7 +483,14 @@ impl ShmBtl {
                         break;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    if n == 0 && sends == inbox.sends_at_delivery {
+                        for _ in 0..exp_pause() {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    break;
+                }
                 Err(c) => {
                     corrupt = Some(c.header);
                     break;
@@ -976,4 +983,14 @@ mod tests {
         }
         assert_eq!(got, 1);
     }
+}
+
+fn exp_pause() -> u32 {
+    static F: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *F.get_or_init(|| {
+        std::env::var("KX_PAUSE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    })
 }

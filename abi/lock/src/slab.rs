@@ -24,6 +24,7 @@ impl<T> Default for Slab<T> {
 
 impl<T> Slab<T> {
     /// Stores `v`; returns its slot.
+    #[inline]
     pub fn insert(&mut self, v: T) -> u32 {
         match self.free.pop() {
             Some(i) => {
@@ -47,16 +48,32 @@ impl<T> Slab<T> {
     }
 
     /// The object in slot `i`.
+    #[inline]
     pub fn get(&self, i: u32) -> Option<&T> {
         self.items.get(i as usize)?.as_ref()
     }
 
     /// The object in slot `i`, mutably.
+    #[inline]
     pub fn get_mut(&mut self, i: u32) -> Option<&mut T> {
         self.items.get_mut(i as usize)?.as_mut()
     }
 
+    /// Frees slot `i` without moving its value out (dropped in place); whether it held one.
+    #[inline]
+    pub fn free(&mut self, i: u32) -> bool {
+        match self.items.get_mut(i as usize) {
+            Some(slot @ Some(_)) => {
+                *slot = None;
+                self.free.push(i);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Empties slot `i`.
+    #[inline]
     pub fn remove(&mut self, i: u32) -> Option<T> {
         let v = self.items.get_mut(i as usize)?.take();
         if v.is_some() {

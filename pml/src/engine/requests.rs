@@ -19,6 +19,19 @@ impl Engine {
         self.st.take_done(id)
     }
 
+    /// [`Engine::try_complete`] of a point-to-point request for a caller that wants no
+    /// status: `Some(truncated)` when `id` completed (it is then freed), `None` while it is
+    /// pending or when `id` names no point-to-point request (callers check
+    /// [`crate::nbc::is_coll`] first, as the C library's plain paths do). Only one flag
+    /// leaves the request, so the C library's `MPI_Waitall` without statuses moves no status.
+    #[inline]
+    pub fn try_complete_quiet(&mut self, id: ReqId) -> Option<bool> {
+        if id == DONE {
+            return Some(false);
+        }
+        self.st.take_done_quiet(id)
+    }
+
     /// Whether `id` is complete (without freeing it).
     pub fn is_complete(&self, id: ReqId) -> bool {
         if id == DONE {
@@ -172,6 +185,31 @@ impl State {
         let slot = self.reqs.get_mut((id & 0xffff_ffff) as usize)?;
         (u64::from(slot.gen) == id >> 32).then_some(())?;
         slot.req.as_mut()
+    }
+
+    /// [`State::take_done`] reporting only whether a receive was truncated.
+    #[inline]
+    pub(super) fn take_done_quiet(&mut self, id: ReqId) -> Option<bool> {
+        let idx = (id & 0xffff_ffff) as usize;
+        let slot = self.reqs.get_mut(idx)?;
+        if u64::from(slot.gen) != id >> 32 {
+            return None;
+        }
+        let truncated = match slot.req.as_ref()? {
+            Req::Send {
+                state: SendState::Done,
+                ..
+            } => false,
+            Req::Recv {
+                state: RecvState::Done,
+                status,
+                ..
+            } => status.truncated_from.is_some(),
+            _ => return None,
+        };
+        slot.req = None;
+        self.free_reqs.push(idx as u32);
+        Some(truncated)
     }
 
     /// The status of `id` if it is done, freeing it; one lookup, and the record is not
