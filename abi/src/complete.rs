@@ -82,7 +82,8 @@ fn finish_plain(core: &mut Core, h: &mut c_int) -> Option<Option<(St, c_int)>> {
         return Some(None);
     };
     let comm = r.comm;
-    requests.remove(i);
+    // Checked above: an engine request and no extra record, so the slot owns nothing.
+    requests.vacate(i);
     *h = handle::REQUEST_NULL;
     Some(Some((requests::status_of(s), comm)))
 }
@@ -125,7 +126,8 @@ fn finish_plain_quiet(core: &mut Core, h: &mut c_int) -> Quiet {
         return Quiet::Pending;
     };
     let comm = r.comm;
-    requests.free(i);
+    // Checked above: an engine request and no extra record, so the slot owns nothing.
+    requests.vacate(i);
     *h = handle::REQUEST_NULL;
     let error = if truncated {
         error::ERR_TRUNCATE

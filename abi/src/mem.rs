@@ -127,13 +127,21 @@ pub struct Region {
 /// buffer is used.
 #[inline]
 pub unsafe fn plain_span(buf: *const c_void, count: impl Into<i64>, dt: c_int) -> Option<UserBuf> {
-    let t = crate::types::predefined(dt)?;
+    let size = match crate::types::plain_size(dt) {
+        Some(size) => size,
+        None => {
+            let t = crate::types::predefined(dt)?;
+            if t.size == 0 || !t.is_contiguous() {
+                return None;
+            }
+            t.size
+        }
+    };
     let count = usize::try_from(count.into()).ok()?;
-    if count == 0 || t.size == 0 || buf.is_null() || buf as usize == IN_PLACE || !t.is_contiguous()
-    {
+    if count == 0 || buf.is_null() || buf as usize == IN_PLACE {
         return None;
     }
-    let len = count.checked_mul(t.size)?;
+    let len = count.checked_mul(size)?;
     // SAFETY: the caller guarantees these bytes are valid (see above).
     Some(unsafe { UserBuf::for_recv(buf as *mut u8, len) })
 }

@@ -341,6 +341,9 @@ struct Predefined {
     scalars: Vec<(c_int, &'static str, TypeInfo)>,
     /// Index into `scalars` by a handle's low byte (MPICH numbers predefined types uniquely).
     by_number: [Option<u8>; 256],
+    /// By the same low byte: the handle and element size of each contiguous scalar type of
+    /// at least one byte, `(0, 0)` elsewhere (see [`plain_size`]).
+    plain: [(c_int, u32); 256],
     pairs: Vec<TypeInfo>,
 }
 
@@ -385,14 +388,19 @@ fn predefined_tables() -> &'static Predefined {
             })
             .collect();
         let mut by_number = [None; 256];
-        for (i, (h, _, _)) in scalars.iter().enumerate() {
+        let mut plain = [(0, 0); 256];
+        for (i, (h, _, t)) in scalars.iter().enumerate() {
             let n = (*h as u32 & 0xff) as usize;
             assert!(by_number[n].is_none(), "predefined type numbers are unique");
             by_number[n] = Some(i as u8);
+            if t.size > 0 && t.is_contiguous() {
+                plain[n] = (*h, t.size as u32);
+            }
         }
         Predefined {
             scalars,
             by_number,
+            plain,
             pairs,
         }
     })
@@ -410,6 +418,15 @@ pub fn predefined(handle: c_int) -> Option<&'static TypeInfo> {
     let i = t.by_number[(handle as u32 & 0xff) as usize]?;
     let (h, _, ti) = &t.scalars[i as usize];
     (*h == handle).then_some(ti)
+}
+
+/// The element size of a contiguous predefined scalar type of at least one byte, in one
+/// table lookup: the common send and receive ask this on every call. `None` for anything
+/// else (pairs included: [`predefined`] answers for them).
+#[inline]
+pub fn plain_size(handle: c_int) -> Option<usize> {
+    let (h, size) = predefined_tables().plain[(handle as u32 & 0xff) as usize];
+    (h == handle && size != 0).then_some(size as usize)
 }
 
 /// The element size and reduction element type of a predefined non-pair type whose elements

@@ -573,16 +573,26 @@ impl<M> MatchEngine<M> {
 /// Per-source state, created on first use; a free function so callers can keep borrowing
 /// the engine's other fields. Callers have already checked the source against the
 /// communicator size, which bounds the growth.
+/// Inlined: every posted receive and every searched arrival looks its source up here.
+#[inline]
 fn source_state<M>(
     sources: &mut Vec<Option<Box<SourceState<M>>>>,
     source: u32,
 ) -> &mut SourceState<M> {
     let i = source as usize;
+    if sources.get(i).is_none_or(Option::is_none) {
+        create_source_state(sources, i);
+    }
+    sources[i].as_deref_mut().expect("created above")
+}
+
+/// The first message or receive of source `i`: its state, the vector grown to cover it.
+#[cold]
+fn create_source_state<M>(sources: &mut Vec<Option<Box<SourceState<M>>>>, i: usize) {
     if i >= sources.len() {
         sources.resize_with(i + 1, || None);
     }
-    // In bounds: the vector was just grown to cover `i`.
-    sources[i].get_or_insert_with(|| Box::new(SourceState::new()))
+    sources[i].get_or_insert_with(|| Box::new(SourceState::new()));
 }
 
 /// Position and posting stamp of the first receive in `q` accepting `tag`; the queue is in

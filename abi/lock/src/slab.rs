@@ -28,7 +28,14 @@ impl<T> Slab<T> {
     pub fn insert(&mut self, v: T) -> u32 {
         match self.free.pop() {
             Some(i) => {
-                self.items[i as usize] = Some(v);
+                // A free slot is empty: nothing to drop (forgetting `None` skips the
+                // out-of-line drop the compiler would call for it).
+                let old = std::mem::replace(&mut self.items[i as usize], Some(v));
+                debug_assert!(
+                    old.is_none(),
+                    "slab slot {i} on the free list holds a value"
+                );
+                std::mem::forget(old);
                 i
             }
             None => {
@@ -59,12 +66,15 @@ impl<T> Slab<T> {
         self.items.get_mut(i as usize)?.as_mut()
     }
 
-    /// Frees slot `i` without moving its value out (dropped in place); whether it held one.
+    /// Frees slot `i` whose value the caller knows to own nothing (no heap memory, no
+    /// resource): its destructor is not run, which on the C library's completion path saves
+    /// an out-of-line drop of a record already checked to be plain. A value that does own
+    /// something is leaked, never freed twice. Whether the slot held a value.
     #[inline]
-    pub fn free(&mut self, i: u32) -> bool {
+    pub fn vacate(&mut self, i: u32) -> bool {
         match self.items.get_mut(i as usize) {
             Some(slot @ Some(_)) => {
-                *slot = None;
+                std::mem::forget(slot.take());
                 self.free.push(i);
                 true
             }

@@ -189,7 +189,10 @@ impl Engine {
         tag: Option<i32>,
         buf: UserBuf,
     ) -> Result<ReqId, PmlError> {
-        self.ctx(ctx)?;
+        // `Engine::ctx`'s checks without building its result: this runs once per receive.
+        if !matches!(self.st.ctxs.get(ctx as usize), Some(Some(c)) if c.broken.is_none()) {
+            return Err(self.ctx(ctx).err().expect("a missing or broken context"));
+        }
         let id = self.st.alloc(Req::Recv {
             ctx,
             buf,
