@@ -30,7 +30,7 @@ impl<T> Slab<T> {
             Some(i) => {
                 // A free slot is empty: nothing to drop (forgetting `None` skips the
                 // out-of-line drop the compiler would call for it).
-                let old = std::mem::replace(&mut self.items[i as usize], Some(v));
+                let old = self.items[i as usize].replace(v);
                 debug_assert!(
                     old.is_none(),
                     "slab slot {i} on the free list holds a value"
