@@ -125,17 +125,11 @@ pub struct Region {
 /// # Safety
 /// As for [`Region::new`]: `buf` holds `count` elements of `dt` for as long as the returned
 /// buffer is used.
-#[inline]
+#[inline(always)]
 pub unsafe fn plain_span(buf: *const c_void, count: impl Into<i64>, dt: c_int) -> Option<UserBuf> {
     let size = match crate::types::plain_size(dt) {
         Some(size) => size,
-        None => {
-            let t = crate::types::predefined(dt)?;
-            if t.size == 0 || !t.is_contiguous() {
-                return None;
-            }
-            t.size
-        }
+        None => contiguous_pair_size(dt)?,
     };
     let count = usize::try_from(count.into()).ok()?;
     if count == 0 || buf.is_null() || buf as usize == IN_PLACE {
@@ -144,6 +138,15 @@ pub unsafe fn plain_span(buf: *const c_void, count: impl Into<i64>, dt: c_int) -
     let len = count.checked_mul(size)?;
     // SAFETY: the caller guarantees these bytes are valid (see above).
     Some(unsafe { UserBuf::for_recv(buf as *mut u8, len) })
+}
+
+/// [`plain_span`]'s element size for the predefined types `types::plain_size` does not
+/// answer (the value/index pairs): out of line, so the common lookup stays small enough to
+/// inline into every send and receive.
+#[inline(never)]
+fn contiguous_pair_size(dt: c_int) -> Option<usize> {
+    let t = crate::types::predefined(dt)?;
+    (t.size != 0 && t.is_contiguous()).then_some(t.size)
 }
 
 /// Converts a C count (`int`, or `MPI_Count` in the large-count binding), rejecting
