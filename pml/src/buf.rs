@@ -81,9 +81,19 @@ impl UserBuf {
             return 0;
         }
         let n = src.len().min(self.len - offset);
+        let dst = self.ptr.wrapping_add(offset);
         // SAFETY: `offset + n <= len`, valid for writes (constructor contract), and `src` is
-        // never a view of the same user buffer (it comes from a transport or the engine).
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), n) };
+        // never a view of the same user buffer (it comes from a transport or the engine). The
+        // small common lengths are constant-size copies (a few moves, no call to `memcpy`: an
+        // eager message's delivery).
+        unsafe {
+            match n {
+                8 => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, 8),
+                4 => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, 4),
+                16 => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, 16),
+                n => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, n),
+            }
+        }
         n
     }
 

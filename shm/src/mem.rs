@@ -217,9 +217,20 @@ impl SharedMem for Mapping {
             src.len(),
             self.len
         );
+        let dst = self.base.wrapping_add(off);
         // SAFETY: in bounds; `src` is a Rust slice so it cannot overlap the destination unless
-        // it is itself a view of this mapping, which callers never pass.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(off), src.len()) }
+        // it is itself a view of this mapping, which callers never pass. The common lengths
+        // (a 16-byte match header, 8- and 4-byte payloads) are copies of a constant size, which
+        // compile to a few moves instead of a call to `memcpy` (about a tenth of a fast-box
+        // send's instructions).
+        unsafe {
+            match src.len() {
+                16 => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, 16),
+                8 => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, 8),
+                4 => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, 4),
+                n => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, n),
+            }
+        }
     }
     #[inline]
     fn read_bytes(&self, off: usize, dst: &mut [u8]) {
