@@ -187,58 +187,57 @@ impl State {
         slot.req.as_mut()
     }
 
-    /// [`State::take_done`] reporting only whether a receive was truncated.
-    #[inline]
-    pub(super) fn take_done_quiet(&mut self, id: ReqId) -> Option<bool> {
+    /// Frees the finished request `id` once `report` has read, in place, what the caller
+    /// needs of it (the record is large and this runs once per completed message, so it is
+    /// never moved out); `None` while it runs, or when `id` names nothing.
+    #[inline(always)]
+    fn take_finished<T>(&mut self, id: ReqId, report: impl FnOnce(&Req) -> Option<T>) -> Option<T> {
         let idx = (id & 0xffff_ffff) as usize;
         let slot = self.reqs.get_mut(idx)?;
         if u64::from(slot.gen) != id >> 32 {
             return None;
         }
-        let truncated = match slot.req.as_ref()? {
+        let out = report(slot.req.as_ref()?)?;
+        slot.req = None;
+        self.free_reqs.push(idx as u32);
+        Some(out)
+    }
+
+    /// [`State::take_done`] reporting only whether a receive was truncated.
+    #[inline]
+    pub(super) fn take_done_quiet(&mut self, id: ReqId) -> Option<bool> {
+        self.take_finished(id, |r| match r {
             Req::Send {
                 state: SendState::Done,
                 ..
-            } => false,
+            } => Some(false),
             Req::Recv {
                 state: RecvState::Done,
                 status,
                 ..
-            } => status.truncated_from.is_some(),
-            _ => return None,
-        };
-        slot.req = None;
-        self.free_reqs.push(idx as u32);
-        Some(truncated)
+            } => Some(status.truncated_from.is_some()),
+            _ => None,
+        })
     }
 
-    /// The status of `id` if it is done, freeing it; one lookup, and the record is not
-    /// moved out (it is large, and this runs once per completed message).
+    /// The status of `id` if it is done, freeing it.
     #[inline]
     pub(super) fn take_done(&mut self, id: ReqId) -> Option<Status> {
-        let idx = (id & 0xffff_ffff) as usize;
-        let slot = self.reqs.get_mut(idx)?;
-        if u64::from(slot.gen) != id >> 32 {
-            return None;
-        }
-        let status = match slot.req.as_ref()? {
+        self.take_finished(id, |r| match r {
             Req::Send {
                 state: SendState::Done,
                 failed,
                 ..
-            } => Status {
+            } => Some(Status {
                 failed_peer: *failed,
                 ..Status::default()
-            },
+            }),
             Req::Recv {
                 state: RecvState::Done,
                 status,
                 ..
-            } => *status,
-            _ => return None,
-        };
-        slot.req = None;
-        self.free_reqs.push(idx as u32);
-        Some(status)
+            } => Some(*status),
+            _ => None,
+        })
     }
 }
