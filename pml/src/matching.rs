@@ -572,8 +572,8 @@ impl<M> MatchEngine<M> {
 
 /// Per-source state, created on first use; a free function so callers can keep borrowing
 /// the engine's other fields. Callers have already checked the source against the
-/// communicator size, which bounds the growth.
-/// Inlined: every posted receive and every searched arrival looks its source up here.
+/// communicator size, which bounds the growth. Inlined (every posted receive and every
+/// searched arrival looks its source up here), with the creation out of line.
 #[inline]
 fn source_state<M>(
     sources: &mut Vec<Option<Box<SourceState<M>>>>,

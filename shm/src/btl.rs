@@ -483,14 +483,7 @@ impl ShmBtl {
                         break;
                     }
                 }
-                Ok(None) => {
-                    if n == 0 && sends == inbox.sends_at_delivery {
-                        for _ in 0..exp_pause() {
-                            std::hint::spin_loop();
-                        }
-                    }
-                    break;
-                }
+                Ok(None) => break,
                 Err(c) => {
                     corrupt = Some(c.header);
                     break;
@@ -983,14 +976,4 @@ mod tests {
         }
         assert_eq!(got, 1);
     }
-}
-
-fn exp_pause() -> u32 {
-    static F: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *F.get_or_init(|| {
-        std::env::var("KX_PAUSE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    })
 }
