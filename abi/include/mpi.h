@@ -415,6 +415,15 @@ typedef int(MPI_Type_delete_attr_function)(MPI_Datatype datatype, int keyval,
 #define MPI_T_ERR_INVALID 74
 #define MPI_T_ERR_NOT_SUPPORTED 78
 
+/* MPICH's extension classes, numbered as in MPICH's ABI. Kestrel reports
+ * MPIX_ERR_PROC_FAILED for an operation that ended because a process it needed failed (the
+ * other side of a connected or spawned job). */
+#define MPIX_ERR_PROC_FAILED 101
+#define MPIX_ERR_PROC_FAILED_PENDING 102
+#define MPIX_ERR_REVOKED 103
+#define MPIX_ERR_EAGAIN 104
+#define MPIX_ERR_NOREQ 105
+
 /* ---- Tool information interface (MPI_T) ----------------------------------------------- */
 
 /* Control variables are Kestrel's parameters (kestrel-info lists them), performance

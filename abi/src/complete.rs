@@ -97,7 +97,7 @@ fn finish_plain_with<T>(
 #[inline]
 fn finish_plain(core: &mut Core, h: &mut c_int) -> Option<Option<(St, c_int)>> {
     finish_plain_with(core, h, |e, id| e.try_complete(id))
-        .map(|done| done.map(|(s, comm)| (requests::status_of(s), comm)))
+        .map(|done| done.map(|(s, comm)| (requests::status_of(&core.engine, s), comm)))
 }
 
 /// Reports a completed slot: its status; frees it (or deactivates a persistent one) and

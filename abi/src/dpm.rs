@@ -39,8 +39,8 @@ pub fn class_of(e: &DpmError) -> c_int {
         MpiClass::Name => ERR_NAME,
         MpiClass::Service => ERR_SERVICE,
         MpiClass::Spawn => ERR_SPAWN,
-        // MPICH's MPIX_ERR_PROC_FAILED is beyond the classes of the MPICH 4.0 ABI.
-        MpiClass::ProcFailed | MpiClass::Other => error::ERR_OTHER,
+        MpiClass::ProcFailed => error::ERR_PROC_FAILED,
+        MpiClass::Other => error::ERR_OTHER,
     }
 }
 
@@ -430,7 +430,7 @@ mod tests {
         assert_eq!(class_of(&DpmError::Spawn("x".into())), ERR_SPAWN);
         assert_eq!(
             class_of(&DpmError::ProcFailed("x".into())),
-            error::ERR_OTHER
+            error::ERR_PROC_FAILED
         );
         let e = engine(error::ERR_ROOT)(PmlError::Invalid("root 9".into()));
         assert_eq!(e.class, error::ERR_ROOT);

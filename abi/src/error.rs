@@ -85,11 +85,19 @@ pub const ERR_KEYVAL: c_int = 48;
 pub const ERR_INFO: c_int = 28;
 /// `MPI_ERR_SESSION` (MPI-4).
 pub const ERR_SESSION: c_int = 75;
+/// `MPIX_ERR_PROC_FAILED`: MPICH's class (beyond `MPI_T_ERR_NOT_SUPPORTED`, in MPICH's gap
+/// of extension classes 101-105) for an operation that ended because a process failed.
+pub const ERR_PROC_FAILED: c_int = 101;
 /// `MPI_ERR_ERRHANDLER` does not exist in MPI; bad error handlers are `MPI_ERR_ARG`.
 pub const ERR_ERRHANDLER: c_int = ERR_ARG;
 
 /// The highest class MPICH 4.0 defines (`MPI_T_ERR_NOT_SUPPORTED`).
 const LAST_CLASS: c_int = 78;
+
+/// MPICH's extension classes (`MPIX_ERR_PROC_FAILED` ... `MPIX_ERR_NOREQ`). Codes may carry
+/// them; `MPI_Add_error_code` does not take them, because an added code's low bits above
+/// [`LAST_CLASS`] name a class the program added.
+const MPIX_CLASSES: std::ops::RangeInclusive<c_int> = 101..=105;
 
 /// Messages of the most recent errors kept for `MPI_Error_string`.
 pub const KEPT_MESSAGES: usize = 256;
@@ -279,7 +287,7 @@ pub fn class_of(code: c_int) -> Option<c_int> {
         };
     }
     let class = code & 0x7f;
-    (class <= LAST_CLASS).then_some(class)
+    (class <= LAST_CLASS || MPIX_CLASSES.contains(&class)).then_some(class)
 }
 
 /// The tool interface's classes (`MPI_T_ERR_*`): MPI_T calls return them bare.
@@ -410,16 +418,23 @@ pub fn class_text(class: c_int) -> &'static str {
         73 => "tool interface: no variable or category of that name",
         74 => "tool interface: invalid use or invalid value",
         78 => "tool interface: not supported",
+        101 => "a process failed",
+        102 => "a process failed, and the operation may still match a message of another one",
+        103 => "the communicator was revoked",
+        104 => "the operation could not be issued now",
+        105 => "no request could be allocated",
         _ => "unknown error class",
     }
 }
 
 /// Converts an engine error into an MPI error of `class` (`MPI_ERR_OTHER` for transport
-/// and runtime failures, which are not the caller's fault).
+/// and runtime failures, which are not the caller's fault; `MPIX_ERR_PROC_FAILED` for an
+/// operation that needs a failed process).
 pub fn pml(class: c_int) -> impl Fn(kestrel_pml::PmlError) -> MpiError {
     move |e| {
-        let c = match e {
+        let c = match &e {
             kestrel_pml::PmlError::Invalid(_) => class,
+            kestrel_pml::PmlError::Dpm(d) => crate::dpm::class_of(d),
             _ => ERR_OTHER,
         };
         MpiError::new(c, e.to_string())
@@ -440,6 +455,14 @@ mod tests {
         assert_eq!(string_of(ERR_RANK).unwrap(), "invalid rank");
         assert_eq!(class_of(-5), None);
         assert_eq!(class_of(0x7f), None);
+        // MPICH's extension classes are classes: MPI_Error_class and MPI_Error_string know
+        // them; the numbers around them are no classes.
+        let failed = code_for(ERR_PROC_FAILED, "rank 1 ended".into());
+        assert_eq!(class_of(failed), Some(ERR_PROC_FAILED));
+        assert_eq!(string_of(failed).unwrap(), "rank 1 ended");
+        assert_eq!(string_of(ERR_PROC_FAILED).unwrap(), "a process failed");
+        assert_eq!(class_of(100), None);
+        assert_eq!(class_of(106), None);
         let first = code_for(ERR_TAG, "first".into());
         for _ in 0..KEPT_MESSAGES {
             code_for(ERR_OTHER, "filler".into());

@@ -167,7 +167,7 @@ pub fn send_plain(
     if id == kestrel_pml::engine::DONE {
         return Some(Ok(()));
     }
-    Some(wait_engine(l, id).map(|_| ()))
+    Some(wait_engine(l, id).and_then(|s| sent(l, s)))
 }
 
 /// `MPI_Recv` in its common form (see [`irecv_plain`]): the status (the caller checks
@@ -183,7 +183,7 @@ pub fn recv_plain(
     let core = l.core().ok()?;
     let (ctx, source, tag) = plain_match(core.comm(comm).ok()?, source, tag)?;
     let id = core.engine.irecv(ctx, source, tag, span).ok()?;
-    Some(wait_engine(l, id).map(requests::status_of))
+    Some(wait_engine(l, id).and_then(|s| Ok(requests::status_of(&l.core()?.engine, s))))
 }
 
 /// `MPI_Isend` in its common form, in one pass: contiguous bytes of a predefined type
@@ -283,13 +283,15 @@ pub fn send(
             .isend(ctx, dest, tag, region.span, mode == Mode::Sync)
             .map_err(error::pml(error::ERR_RANK))?;
         if id != kestrel_pml::engine::DONE {
-            wait_engine(l, id)?;
+            let s = wait_engine(l, id)?;
+            sent(l, s)?;
         }
         return Ok(());
     }
     let mut rec = start_send(core, comm, region, dest, tag, mode)?;
     if rec.is_active() {
-        wait_rec(l, &mut rec)?;
+        let st = wait_rec(l, &mut rec)?;
+        check_status(&st, 0)?;
     }
     Ok(())
 }
@@ -312,7 +314,16 @@ pub fn start_recv(
     requests::start_recv(&mut core.engine, comm, ctx, source.selector(), tag, region)
 }
 
-pub use crate::requests::check_truncation;
+pub use crate::requests::check_status;
+
+/// The error of a completed blocking send: a failed peer ends it badly.
+#[inline]
+fn sent(l: &mut Locked, s: kestrel_pml::engine::Status) -> MpiResult<()> {
+    if s.failed_peer.is_none() {
+        return Ok(());
+    }
+    check_status(&requests::status_of(&l.core()?.engine, s), 0)
+}
 
 /// `MPI_Recv`: the status, truncated or not (the caller reports it, then the error).
 pub fn recv(
@@ -335,7 +346,8 @@ pub fn recv(
             .engine
             .irecv(ctx, source.selector(), tag, region.span)
             .map_err(error::pml(error::ERR_RANK))?;
-        requests::status_of(wait_engine(l, id)?)
+        let s = wait_engine(l, id)?;
+        requests::status_of(&l.core()?.engine, s)
     } else {
         let mut rec = start_recv(core, comm, region, source, tag)?;
         wait_rec(l, &mut rec)?
@@ -369,9 +381,10 @@ pub fn sendrecv(
             return Err(e);
         }
     };
-    wait_rec(l, &mut s)?;
+    let sent = wait_rec(l, &mut s)?;
     let st = wait_rec(l, &mut r)?;
-    check_truncation(&st, recv.packed_len())?;
+    check_status(&sent, 0)?;
+    check_status(&st, recv.packed_len())?;
     Ok(st)
 }
 
@@ -398,7 +411,7 @@ pub fn probe(
             .iprobe(ctx, source.selector(), tag)
             .map_err(error::pml(error::ERR_COMM))?;
         if let Some(s) = found {
-            return Ok(Some(requests::status_of(s)));
+            return Ok(Some(requests::status_of(&l.core()?.engine, s)));
         }
         if !block {
             return Ok(None);
@@ -433,7 +446,7 @@ pub fn mprobe(
             let slot = core.messages.insert(MsgRec { handle: h, comm });
             return Ok(Some((
                 handle::make(Kind::Indirect, Obj::Request, slot),
-                requests::status_of(s),
+                requests::status_of(&core.engine, s),
             )));
         }
         if !block {

@@ -207,19 +207,39 @@ impl ReqRec {
     }
 }
 
-/// Status of a completed engine request.
+/// Status of a completed engine request; the engine words a failed peer's error.
 #[inline]
-pub fn status_of(s: Status) -> St {
+pub fn status_of(engine: &Engine, s: Status) -> St {
     St {
         source: s.source,
         tag: s.tag,
-        error: if s.truncated_from.is_some() {
-            error::ERR_TRUNCATE
-        } else {
+        error: if s.truncated_from.is_none() && s.failed_peer.is_none() {
             error::SUCCESS
+        } else {
+            status_failure(engine, &s)
         },
         bytes: s.count,
         cancelled: s.cancelled,
+    }
+}
+
+/// The error of an operation that ended badly: `MPI_ERR_TRUNCATE` (the caller words it,
+/// knowing the buffer), or a code of `MPIX_ERR_PROC_FAILED` that carries the engine's
+/// account of the failed process.
+#[cold]
+fn status_failure(engine: &Engine, s: &Status) -> c_int {
+    match s.failed_peer {
+        Some(p) => {
+            let why = engine.failure_of(p).map_or_else(
+                || format!("process {p} of a connected job failed"),
+                String::from,
+            );
+            error::code_for(
+                error::ERR_PROC_FAILED,
+                format!("the operation ended because a process it needs failed: {why}"),
+            )
+        }
+        None => error::ERR_TRUNCATE,
     }
 }
 
@@ -361,7 +381,7 @@ pub fn poll(engine: &mut Engine, rec: &mut ReqRec) -> MpiResult<bool> {
                 }
                 return Ok(true);
             }
-            let st = status_of(s);
+            let st = status_of(engine, s);
             rec.state = ReqState::Done(st);
             if let Some(extra) = rec.extra.as_mut() {
                 if let (Some(region), Some(staging)) =
@@ -383,6 +403,8 @@ fn coll_status(engine: &mut Engine, id: ReqId, s: Status) -> St {
     if s.failed_peer.is_some() || s.truncated_from.is_some() || s.op_failed {
         let class = if s.truncated_from.is_some() {
             error::ERR_TRUNCATE
+        } else if s.failed_peer.is_some() {
+            error::ERR_PROC_FAILED
         } else {
             error::ERR_OTHER
         };
@@ -428,29 +450,34 @@ pub fn bad_request(h: c_int) -> MpiError {
     )
 }
 
-/// Turns a truncated receive into `MPI_ERR_TRUNCATE`.
+/// The error of a completed operation, if any: a truncated receive (into a buffer of
+/// `region_bytes`) is `MPI_ERR_TRUNCATE`; any other error keeps the class and message its
+/// code carries (a failed peer, a failed collective).
 #[inline]
-pub fn check_truncation(st: &St, region_bytes: usize) -> MpiResult<()> {
+pub fn check_status(st: &St, region_bytes: usize) -> MpiResult<()> {
+    if st.error == error::SUCCESS {
+        return Ok(());
+    }
+    Err(status_failed(st, region_bytes))
+}
+
+#[cold]
+fn status_failed(st: &St, region_bytes: usize) -> MpiError {
     if st.error == error::ERR_TRUNCATE {
-        return Err(MpiError::new(
+        return MpiError::new(
             error::ERR_TRUNCATE,
             format!(
                 "the message from rank {} (tag {}) is longer than the {region_bytes}-byte receive buffer; the buffer holds its first {} bytes",
                 st.source, st.tag, st.bytes
             ),
-        ));
+        );
     }
-    Ok(())
+    let class = error::class_of(st.error).unwrap_or(error::ERR_OTHER);
+    let msg = error::string_of(st.error).unwrap_or_default();
+    MpiError::new(class, msg)
 }
 
 /// The error a completed request reports, if any, on its communicator.
 pub fn status_error(st: &St, comm: c_int) -> MpiResult<()> {
-    check_truncation(st, st.bytes).map_err(|e| e.on(comm))?;
-    if st.error != error::SUCCESS && st.error != error::ERR_TRUNCATE {
-        // A collective's failure: its code carries the message.
-        let class = error::class_of(st.error).unwrap_or(error::ERR_OTHER);
-        let msg = error::string_of(st.error).unwrap_or_default();
-        return Err(MpiError::new(class, msg).on(comm));
-    }
-    Ok(())
+    check_status(st, st.bytes).map_err(|e| e.on(comm))
 }

@@ -1006,6 +1006,25 @@ fn c_parent_of_two_spawns_three_children_that_send_results_back() {
     }
 }
 
+#[test]
+fn c_spawned_child_that_dies_fails_pending_and_later_operations_with_proc_failed() {
+    let (dir, exe) = kestrel_c("dpm_crash");
+    let mark = marker("dpm-c-crash");
+    let out = run(
+        kestrel_run(&["-n", "2", "--timeout", "100", exe.to_str().unwrap(), &mark]),
+        DEADLINE,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_passed_among(&out, "dpm_crash_parent", 2);
+    assert!(
+        out.stderr
+            .contains("spawned by rank 0) exited with status 42"),
+        "{}",
+        out.show()
+    );
+    kestrel_tests::dpm::assert_clean(&kestrel_tests::dpm::job_ids(&out), &mark);
+}
+
 /// Like [`assert_passed`], for output holding several programs' PASS lines.
 fn assert_passed_among(out: &Outcome, name: &str, n: usize) {
     assert!(out.success(), "{name}: {}", out.show());

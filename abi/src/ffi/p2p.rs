@@ -79,7 +79,7 @@ mpi_fn_c! {
                 Some(p2p::recv_plain(l, comm, span, source, tag)?.and_then(|st| {
                     // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
                     unsafe { mem::put_status(status, &st, false) };
-                    p2p::check_truncation(&st, len)
+                    p2p::check_status(&st, len)
                 }))
             });
             if let Some(code) = plain {
@@ -92,7 +92,7 @@ mpi_fn_c! {
             let st = p2p::recv(l, comm, &r, source, tag)?;
             // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
             unsafe { mem::put_status(status, &st, false) };
-            p2p::check_truncation(&st, r.packed_len())
+            p2p::check_status(&st, r.packed_len())
         })
     }
 }
@@ -442,7 +442,7 @@ mpi_fn_c! {
                 mem::put_status(status, &st, false);
                 mem::put(message, handle::REQUEST_NULL, "message")?;
             }
-            p2p::check_truncation(&st, r.packed_len()).map_err(|e| e.on(comm))
+            p2p::check_status(&st, r.packed_len()).map_err(|e| e.on(comm))
         })
     }
 }
