@@ -10,6 +10,10 @@ use kestrel_tests::*;
 const DEADLINE: Duration = Duration::from_secs(240);
 
 fn check(ranks: u32, mca: &[(&str, &str)], mode: &[&str]) {
+    check_within(ranks, mca, mode, DEADLINE);
+}
+
+fn check_within(ranks: u32, mca: &[(&str, &str)], mode: &[&str], deadline: Duration) {
     let prog = example("coll_check");
     let n = ranks.to_string();
     let mut args: Vec<&str> = vec!["--oversubscribe", "-n", &n];
@@ -18,7 +22,7 @@ fn check(ranks: u32, mca: &[(&str, &str)], mode: &[&str]) {
     }
     args.push(prog.to_str().unwrap());
     args.extend_from_slice(mode);
-    let out = run(kestrel_run(&args), DEADLINE);
+    let out = run(kestrel_run(&args), deadline);
     assert!(
         out.success(),
         "coll_check {mode:?} on {ranks} ranks with {mca:?}: {}",
@@ -88,15 +92,17 @@ fn eight_ranks_on_two_cores() {
 }
 
 /// Issue 20's large rank counts: 16 ranks, 8 to a core on the CI machine, in CI; 32 and 64
-/// (16 and 32 to a core: about 60 and 400 s, every root of every rooted collective being a
-/// round of context switches through all ranks) are closing measurements, run with
-/// `KESTREL_TEST_COLL_LARGE=1`.
+/// (16 and 32 to a core) are closing measurements, run with `KESTREL_TEST_COLL_LARGE=1`.
+/// Every root of every rooted collective is a round of context switches through all ranks,
+/// and the time grows much faster than the rank count: on the 2-core test machine (session
+/// 30, fast core-to-core state) 32 ranks took 81 s and 64 took 748-816 s (the build of
+/// session 28's start the same), hence the 64-rank deadline.
 #[test]
 fn sixteen_ranks_on_two_cores_and_thirty_two_and_sixty_four_in_closing_runs() {
     check(16, &[], &["full"]);
     if std::env::var("KESTREL_TEST_COLL_LARGE").is_ok_and(|v| v == "1") {
         check(32, &[], &["full"]);
-        check(64, &[], &["full"]);
+        check_within(64, &[], &["full"], Duration::from_secs(1800));
     }
 }
 
