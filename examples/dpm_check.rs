@@ -9,6 +9,9 @@
 //!   across the parent/child communicator; then both disconnect.
 //! * `crash-parent N` / `crash-child`: child rank 1 dies after connecting; the parent's
 //!   receive from it must fail with an error, not hang.
+//! * `merged-crash-parent N` / `merged-crash-child`: parents and children merge, child rank 1
+//!   dies while every parent waits for a message from it over the merged communicator; the
+//!   parent job must stop with the failure named, not hang or take the receive as done.
 //! * `multi-parent N` / `multi-child`: `spawn_multiple` of two programs into one job.
 //! * `orphan-parent N`: parent rank 1 dies while its children are connected; the parent's
 //!   launcher must stop the children too.
@@ -285,6 +288,10 @@ fn parent(u: &Universe, n: u32, child_mode: &str, marker: &str) {
         return;
     }
     check(children.remote_size() == n as i32, "children remote size");
+    if child_mode == "merged-crash-child" {
+        merged_crash_parent(&world, &children);
+        return;
+    }
     // Rank 0 of the parents hands out work, every parent receives a share of the results.
     let me = world.rank();
     if me == 0 {
@@ -328,6 +335,41 @@ fn parent(u: &Universe, n: u32, child_mode: &str, marker: &str) {
         .disconnect()
         .unwrap_or_else(|e| die("disconnect", e));
     alone(u, "parent");
+}
+
+/// Parents and children merge; parent 0 tells child 1 to go and every parent then waits
+/// for a message from it, which dies instead: the receives were posted before it died, so
+/// they end with the failed peer, and that stops the parent job with the engine's account.
+fn merged_crash_parent(world: &kestrel::SimpleCommunicator, children: &InterCommunicator) {
+    let merged = children.merge(false).unwrap_or_else(|e| die("merge", e));
+    let child1 = world.size() + 1;
+    if world.rank() == 0 {
+        merged.process_at_rank(child1).send(&[1u64][..]);
+    }
+    println!(
+        "parent rank {}: waiting for merged rank {child1}",
+        world.rank()
+    );
+    let mut v = [0u64];
+    merged.process_at_rank(child1).receive_into(&mut v[..]);
+    die("merged receive", "a receive from a dead child returned");
+}
+
+/// The children's half of [`merged_crash_parent`].
+fn merged_crash_child(u: &Universe) {
+    let world = u.world();
+    let parent = u.parent().unwrap_or_else(|| die("get_parent", "no parent"));
+    let merged = parent.merge(true).unwrap_or_else(|e| die("merge", e));
+    if world.rank() == 1 {
+        let mut go = [0u64];
+        merged.process_at_rank(0).receive_into(&mut go[..]);
+        // Let the parents' receives be posted, then end without disconnecting.
+        std::thread::sleep(Duration::from_millis(200));
+        eprintln!("child rank 1: dying on purpose");
+        std::process::exit(42);
+    }
+    // The other children wait here until their launcher stops them.
+    std::thread::sleep(Duration::from_secs(30));
 }
 
 fn child(u: &Universe, crash: bool) {
@@ -503,6 +545,13 @@ fn main() {
         "orphan-parent" => parent(&u, arg(2).parse().unwrap_or(3), "orphan-child", &arg(3)),
         "child" | "multi-child" | "orphan-child" => child(&u, false),
         "crash-child" => child(&u, true),
+        "merged-crash-parent" => parent(
+            &u,
+            arg(2).parse().unwrap_or(3),
+            "merged-crash-child",
+            &arg(3),
+        ),
+        "merged-crash-child" => merged_crash_child(&u),
         "spawn-fail" => spawn_fail(&u),
         "ports" => ports(&u),
         "intercomm" => intercomm(&u),

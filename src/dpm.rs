@@ -22,7 +22,10 @@
 //! Unlike the rest of this API, dynamic-process operations return errors instead of aborting:
 //! a port may be wrong or closed, and the processes of the other job may fail. An
 //! inter-communicator whose other side failed returns [`DpmError::ProcFailed`] from every
-//! operation that needs it (see `kestrel_pml::dpm` for how failures are noticed).
+//! operation that needs it (see `kestrel_pml::dpm` for how failures are noticed). A
+//! communicator merged from one ([`InterCommunicator::merge`]) is an ordinary communicator:
+//! an operation on it that needs the failed process stops the job, naming the failure, as
+//! every error on a communicator does in this API.
 //!
 //! Port names look like `kestrel-port:v2:192.0.2.7,127.0.0.1:40123:1:<32 hex digits>`
 //! (addresses and TCP port of the opener's listener, a tag, and the port's random 128-bit

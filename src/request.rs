@@ -108,7 +108,7 @@ impl<'a> Request<'a> {
                 self.inner.engine.borrow_mut().wait(self.id)
             }
         };
-        check_coll(&self.inner, self.id, st);
+        check_ended(&self.inner, self.id, st);
         Status::from_pml(st)
     }
 
@@ -122,7 +122,7 @@ impl<'a> Request<'a> {
         match r {
             Some(s) => {
                 self.done = true;
-                check_coll(&self.inner, self.id, s);
+                check_ended(&self.inner, self.id, s);
                 Ok(Status::from_pml(s))
             }
             None => {
@@ -254,6 +254,34 @@ pub fn test_all(requests: &mut Vec<Request<'_>>) -> Option<Vec<Status>> {
     })
 }
 
+/// A request that ended badly stops the job, as a failed blocking operation does: a
+/// point-to-point operation whose peer (a process of a connected job) failed, or a
+/// collective's error.
+#[inline]
+pub(crate) fn check_ended(inner: &Inner, id: ReqId, st: kestrel_pml::Status) {
+    if let Some(p) = st.failed_peer {
+        if !kestrel_pml::nbc::is_coll(id) {
+            peer_failed(inner, p);
+        }
+    }
+    check_coll(inner, id, st);
+}
+
+/// Stops the job for a point-to-point operation that ended because process `p` failed,
+/// saying why (the engine's account: which rank of which job, and how it was noticed).
+#[cold]
+pub(crate) fn peer_failed(inner: &Inner, p: u32) -> ! {
+    let why = inner
+        .engine
+        .try_borrow()
+        .ok()
+        .and_then(|e| e.failure_of(p).map(String::from))
+        .unwrap_or_else(|| format!("process {p} of a connected job failed"));
+    inner.fatal(&format!(
+        "a point-to-point operation ended because a process it needs failed: {why}"
+    ))
+}
+
 /// A collective request that ended badly stops the job, as a failed blocking collective
 /// does (its error names the rank and what went wrong).
 pub(crate) fn check_coll(inner: &Inner, id: ReqId, st: kestrel_pml::Status) {
@@ -383,7 +411,10 @@ pub(crate) fn send_now(inner: &Inner, ctx: u16, dest: u32, tag: i32, data: &[u8]
     let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
     // An eager send completes inside `isend`: skip the second borrow and the wait.
     if id != kestrel_pml::engine::DONE {
-        inner.engine.borrow_mut().wait(id);
+        let st = inner.engine.borrow_mut().wait(id);
+        if let Some(p) = st.failed_peer {
+            peer_failed(inner, p);
+        }
     }
 }
 
@@ -398,8 +429,11 @@ pub(crate) fn recv_now(
     let buf = unsafe { UserBuf::for_recv(data.as_mut_ptr(), data.len()) };
     let started = inner.engine.borrow_mut().irecv(ctx, source, tag, buf);
     let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
-    let mut e = inner.engine.borrow_mut();
-    Status::from_pml(e.wait(id))
+    let st = inner.engine.borrow_mut().wait(id);
+    if let Some(p) = st.failed_peer {
+        peer_failed(inner, p);
+    }
+    Status::from_pml(st)
 }
 
 pub(crate) fn mrecv_now(
@@ -411,6 +445,9 @@ pub(crate) fn mrecv_now(
     let buf = unsafe { UserBuf::for_recv(data.as_mut_ptr(), data.len()) };
     let started = inner.engine.borrow_mut().imrecv(msg, buf);
     let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
-    let mut e = inner.engine.borrow_mut();
-    Status::from_pml(e.wait(id))
+    let st = inner.engine.borrow_mut().wait(id);
+    if let Some(p) = st.failed_peer {
+        peer_failed(inner, p);
+    }
+    Status::from_pml(st)
 }

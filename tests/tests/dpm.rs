@@ -140,6 +140,46 @@ fn a_crashing_child_over_ofi_is_an_error_too() {
     crashing_child(&["--mca", "btl", "self,ofi"]);
 }
 
+/// A receive over a communicator merged with spawned children, from a child that dies after
+/// the receive was posted: the parent job stops with the failure named (the Rust API's
+/// errors on communicators are fatal), instead of taking the receive as done.
+#[test]
+fn a_child_dying_under_a_merged_receive_stops_the_parent_naming_it() {
+    let mark = marker("dpm-merged-crash");
+    let p = prog();
+    let out = run(
+        kestrel_run(&["-n", "2", &p, "merged-crash-parent", "3", &mark]),
+        DEADLINE,
+    );
+    assert!(!out.success(), "{}", out.show());
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "took {:?}",
+        out.elapsed
+    );
+    assert!(
+        out.stdout
+            .contains("parent rank 0: waiting for merged rank 3"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        out.stderr
+            .contains("a point-to-point operation ended because a process it needs failed: rank ")
+            && out.stderr.contains("ended without disconnecting"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        !out.stderr.contains("a receive from a dead child returned"),
+        "{}",
+        out.show()
+    );
+    let jobs = job_ids(&out);
+    assert_eq!(jobs.len(), 2, "parent and child job ids: {}", out.show());
+    assert_clean(&jobs, &mark);
+}
+
 #[test]
 fn spawn_multiple_starts_two_programs_as_one_job() {
     let mark = marker("dpm-multi");
