@@ -2,8 +2,9 @@
  * A spawned child that dies is an error in the parent through the C ABI, not a success and
  * not a hang: under MPI_ERRORS_RETURN, the parent's receives and synchronous send pending
  * on the inter-communicator when the child dies complete with MPIX_ERR_PROC_FAILED (MPI_Wait
- * returns it; MPI_Waitall returns MPI_ERR_IN_STATUS with it in each status), and later
- * blocking sends and receives on it fail with the same class, their strings saying why.
+ * returns it; MPI_Waitall returns MPI_ERR_IN_STATUS with it in each status, and without
+ * statuses too), and later blocking sends and receives on it fail with the same class,
+ * their strings saying why.
  *
  * Usage: dpm_crash MARK (the parent; the children get "child" and MARK). Kestrel only:
  * MPICH's Debian build cannot run dynamic processes.
@@ -63,9 +64,10 @@ int main(int argc, char **argv)
     OK(MPI_Comm_set_errhandler(kids, MPI_ERRORS_RETURN));
 
     /* Pending when the child dies: receives from either child, a synchronous send. */
-    int from1 = -1, from0 = -1, out = 5;
-    MPI_Request r1, rest[2];
+    int from1 = -1, from0 = -1, quiet = -1, out = 5;
+    MPI_Request r1, rest[2], rq;
     OK(MPI_Irecv(&from1, 1, MPI_INT, 1, TAG_PENDING, kids, &r1));
+    OK(MPI_Irecv(&quiet, 1, MPI_INT, 0, TAG_NEVER, kids, &rq));
     OK(MPI_Irecv(&from0, 1, MPI_INT, 0, TAG_PENDING, kids, &rest[0]));
     OK(MPI_Issend(&out, 1, MPI_INT, 1, TAG_NEVER, kids, &rest[1]));
     OK(MPI_Send(&out, 1, MPI_INT, 1, TAG_DIE, kids));
@@ -84,6 +86,11 @@ int main(int argc, char **argv)
         CHECK(class == MPIX_ERR_PROC_FAILED, "MPI_Waitall status %d: class %d", i, class);
         CHECK(rest[i] == MPI_REQUEST_NULL, "failed request %d was not freed", i);
     }
+
+    /* Without statuses, MPI_Waitall still says that something failed. */
+    rc = MPI_Waitall(1, &rq, MPI_STATUSES_IGNORE);
+    CHECK(rc == MPI_ERR_IN_STATUS, "MPI_Waitall without statuses returned %d", rc);
+    CHECK(rq == MPI_REQUEST_NULL && quiet == -1, "the quiet failed receive: %d", quiet);
 
     /* Later operations on the broken inter-communicator fail at once. */
     class = class_saying(MPI_Send(&out, 1, MPI_INT, 0, TAG_NEVER, kids), "ended without disconnecting");

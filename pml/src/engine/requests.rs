@@ -20,7 +20,8 @@ impl Engine {
     }
 
     /// [`Engine::try_complete`] of a point-to-point request for a caller that wants no
-    /// status: `Some(truncated)` when `id` completed (it is then freed), `None` while it is
+    /// status: `Some(ended_badly)` (a truncated receive, or an operation whose peer failed)
+    /// when `id` completed (it is then freed), `None` while it is
     /// pending or when `id` names no point-to-point request (callers check
     /// [`crate::nbc::is_coll`] first, as the C library's plain paths do). Only one flag
     /// leaves the request, so the C library's `MPI_Waitall` without statuses moves no status.
@@ -203,19 +204,21 @@ impl State {
         Some(out)
     }
 
-    /// [`State::take_done`] reporting only whether a receive was truncated.
+    /// [`State::take_done`] reporting only whether the operation ended badly (a truncated
+    /// receive, or a failed peer).
     #[inline]
     pub(super) fn take_done_quiet(&mut self, id: ReqId) -> Option<bool> {
         self.take_finished(id, |r| match r {
             Req::Send {
                 state: SendState::Done,
+                failed,
                 ..
-            } => Some(false),
+            } => Some(failed.is_some()),
             Req::Recv {
                 state: RecvState::Done,
                 status,
                 ..
-            } => Some(status.truncated_from.is_some()),
+            } => Some(status.truncated_from.is_some() || status.failed_peer.is_some()),
             _ => None,
         })
     }
