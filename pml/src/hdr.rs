@@ -320,6 +320,7 @@ pub fn encode(h: &Header, out: &mut Vec<u8>) {
 }
 
 /// Writes an eager MATCH header into a fixed array (the hot path, no allocation).
+#[inline]
 pub fn match_header(ctx: u16, src: u32, tag: i32, seq: u16) -> [u8; MATCH_LEN] {
     let mut h = [0u8; MATCH_LEN];
     h[0] = 1;

@@ -149,7 +149,8 @@ pub enum SleepReadiness {
 pub trait Btl {
     /// Component name (`self`, `shm`, `usnic`).
     fn name(&self) -> &'static str;
-    /// Limits and capabilities.
+    /// Limits and capabilities. `eager_limit` and `max_send` are fixed for the transport's
+    /// life: the engine reads them once.
     fn limits(&self) -> Limits;
     /// Whether this transport can carry messages to `peer`.
     fn reaches(&self, peer: u32) -> bool;

@@ -77,6 +77,7 @@ impl Engine {
                 // gets (`Engine::yield_when_idle`).
                 self.yield_when_idle = true;
             }
+            self.eager_limits.push(btl.limits().eager_limit);
             self.btls.push(Box::new(Remapped::new(btl, &pairs)));
             for &(p, u) in &pairs {
                 if attached.route[u as usize] == i as u8 {

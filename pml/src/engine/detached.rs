@@ -56,9 +56,7 @@ impl Engine {
             return true;
         };
         match self.route.get(peer as usize) {
-            Some(&b) if b != NO_ROUTE => {
-                len + hdr::MATCH_LEN <= self.btls[b as usize].limits().eager_limit
-            }
+            Some(&b) if b != NO_ROUTE => len + hdr::MATCH_LEN <= self.eager_limits[b as usize],
             _ => true,
         }
     }

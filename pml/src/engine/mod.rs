@@ -371,6 +371,10 @@ pub struct Engine {
     /// Transports; peers are process indices (see `crate::dpm`): this job's ranks first,
     /// then processes of other jobs in the order they were connected.
     pub(crate) btls: Vec<Box<dyn Btl>>,
+    /// Each transport's `Limits::eager_limit` (fixed for its life, as the transport contract
+    /// says), so that a send does not ask through the trait object: 11 instructions per
+    /// small send on shared memory, and usnic computes its limits by walking its interfaces.
+    pub(crate) eager_limits: Vec<usize>,
     /// The transport (index into `btls`) of each process, `NO_ROUTE` when none.
     pub(crate) route: Vec<u8>,
     /// The transport of each process's rendezvous data (the stream of large messages): the

@@ -96,12 +96,12 @@ impl Engine {
             }
             _ => return Err(self.send_ctx_error(ctx, dest)),
         };
-        let limits = self.btls[b as usize].limits();
+        let eager_limit = self.eager_limits[b as usize];
         let len = buf.len();
         // Tools' counters (engine::counters): two plain adds to the engine's own state.
         self.st.counters.sent += 1;
         self.st.counters.sent_bytes += len as u64;
-        if !sync && len + hdr::MATCH_LEN <= limits.eager_limit {
+        if !sync && len + hdr::MATCH_LEN <= eager_limit {
             let h = hdr::match_header(ctx, me, tag, seq);
             if self.st.outbox.is_empty() {
                 match self.btls[b as usize].send(peer, AM_PML, &h, buf.as_slice()) {
@@ -117,7 +117,7 @@ impl Engine {
             });
             return Ok(DONE);
         }
-        if sync && len + hdr::SYNC_LEN <= limits.eager_limit {
+        if sync && len + hdr::SYNC_LEN <= eager_limit {
             let id = self.st.alloc(Req::Send {
                 peer,
                 buf,
@@ -143,7 +143,7 @@ impl Engine {
             self.drain_outbox();
             return Ok(id);
         }
-        let exposed = if limits.get {
+        let exposed = if self.btls[b as usize].limits().get {
             self.btls[b as usize].expose(buf.as_slice())
         } else {
             None

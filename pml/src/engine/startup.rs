@@ -109,11 +109,13 @@ impl Engine {
         let selected = names.join(",");
         tracing::debug!(target: "pml", rank, btls = %selected, "transports ready");
         let kernel_time = btls.iter().any(|b| b.needs_kernel_time());
+        let eager_limits = btls.iter().map(|b| b.limits().eager_limit).collect();
         let node_coll = registry.iter().find_map(|c| c.node_collectives());
         let mut e = Engine {
             rank,
             size,
             btls,
+            eager_limits,
             route,
             bulk_route,
             bulk_from,
@@ -212,6 +214,7 @@ impl Engine {
         self.coll_scopes.clear();
         self.coll_posted.clear();
         self.btls.clear();
+        self.eager_limits.clear();
         Ok(())
     }
 }
