@@ -216,7 +216,7 @@ pub fn status_of(engine: &Engine, s: Status) -> St {
         error: if s.truncated_from.is_none() && s.failed_peer.is_none() {
             error::SUCCESS
         } else {
-            status_failure(engine, s.failed_peer)
+            failure_code(engine, s.failed_peer)
         },
         bytes: s.count,
         cancelled: s.cancelled,
@@ -227,7 +227,7 @@ pub fn status_of(engine: &Engine, s: Status) -> St {
 /// knowing the buffer), or a code of `MPIX_ERR_PROC_FAILED` that carries the engine's
 /// account of the failed process.
 #[cold]
-fn status_failure(engine: &Engine, failed_peer: Option<u32>) -> c_int {
+fn failure_code(engine: &Engine, failed_peer: Option<u32>) -> c_int {
     // By value, not `&Status`: a reference would keep the whole status in memory on the
     // path every completion takes (+56 instructions per receive completed by MPI_Waitall).
     let Some(p) = failed_peer else {
@@ -458,11 +458,12 @@ pub fn check_status(st: &St, region_bytes: usize) -> MpiResult<()> {
     if st.error == error::SUCCESS {
         return Ok(());
     }
-    Err(status_failed(st, region_bytes))
+    Err(failure_error(st, region_bytes))
 }
 
+/// [`check_status`]'s error, out of the completion path.
 #[cold]
-fn status_failed(st: &St, region_bytes: usize) -> MpiError {
+fn failure_error(st: &St, region_bytes: usize) -> MpiError {
     if st.error == error::ERR_TRUNCATE {
         return MpiError::new(
             error::ERR_TRUNCATE,
