@@ -434,7 +434,11 @@ pub fn pml(class: c_int) -> impl Fn(kestrel_pml::PmlError) -> MpiError {
     move |e| {
         let c = match &e {
             kestrel_pml::PmlError::Invalid(_) => class,
-            kestrel_pml::PmlError::Dpm(d) => crate::dpm::class_of(d),
+            kestrel_pml::PmlError::Dpm(d)
+                if d.mpi_class() == kestrel_runtime::dpm::MpiClass::ProcFailed =>
+            {
+                ERR_PROC_FAILED
+            }
             _ => ERR_OTHER,
         };
         MpiError::new(c, e.to_string())

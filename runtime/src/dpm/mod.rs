@@ -94,7 +94,7 @@ pub enum MpiClass {
     Service,
     /// `MPI_ERR_SPAWN`.
     Spawn,
-    /// `MPI_ERR_PROC_FAILED` (MPI 4 / ULFM).
+    /// `MPI_ERR_PROC_FAILED` (ULFM; MPICH's `MPIX_ERR_PROC_FAILED`, 101, in the C ABI).
     ProcFailed,
     /// `MPI_ERR_OTHER`.
     Other,
