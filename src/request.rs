@@ -259,18 +259,25 @@ pub fn test_all(requests: &mut Vec<Request<'_>>) -> Option<Vec<Status>> {
 /// collective's error.
 #[inline]
 pub(crate) fn check_ended(inner: &Inner, id: ReqId, st: kestrel_pml::Status) {
-    if let Some(p) = st.failed_peer {
-        if !kestrel_pml::nbc::is_coll(id) {
-            peer_failed(inner, p);
-        }
+    if !kestrel_pml::nbc::is_coll(id) {
+        check_peer(inner, st.failed_peer);
     }
     check_coll(inner, id, st);
+}
+
+/// Stops the job when a point-to-point operation ended because its peer failed (the
+/// status's `failed_peer`, taken by value so the status stays in registers).
+#[inline]
+fn check_peer(inner: &Inner, failed_peer: Option<u32>) {
+    if let Some(p) = failed_peer {
+        peer_failed(inner, p);
+    }
 }
 
 /// Stops the job for a point-to-point operation that ended because process `p` failed,
 /// saying why (the engine's account: which rank of which job, and how it was noticed).
 #[cold]
-pub(crate) fn peer_failed(inner: &Inner, p: u32) -> ! {
+fn peer_failed(inner: &Inner, p: u32) -> ! {
     let why = inner
         .engine
         .try_borrow()
@@ -412,9 +419,7 @@ pub(crate) fn send_now(inner: &Inner, ctx: u16, dest: u32, tag: i32, data: &[u8]
     // An eager send completes inside `isend`: skip the second borrow and the wait.
     if id != kestrel_pml::engine::DONE {
         let st = inner.engine.borrow_mut().wait(id);
-        if let Some(p) = st.failed_peer {
-            peer_failed(inner, p);
-        }
+        check_peer(inner, st.failed_peer);
     }
 }
 
@@ -430,9 +435,7 @@ pub(crate) fn recv_now(
     let started = inner.engine.borrow_mut().irecv(ctx, source, tag, buf);
     let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
     let st = inner.engine.borrow_mut().wait(id);
-    if let Some(p) = st.failed_peer {
-        peer_failed(inner, p);
-    }
+    check_peer(inner, st.failed_peer);
     Status::from_pml(st)
 }
 
@@ -446,8 +449,6 @@ pub(crate) fn mrecv_now(
     let started = inner.engine.borrow_mut().imrecv(msg, buf);
     let id = started.unwrap_or_else(|err| inner.fatal(&err.to_string()));
     let st = inner.engine.borrow_mut().wait(id);
-    if let Some(p) = st.failed_peer {
-        peer_failed(inner, p);
-    }
+    check_peer(inner, st.failed_peer);
     Status::from_pml(st)
 }
