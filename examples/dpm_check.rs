@@ -12,6 +12,9 @@
 //! * `merged-crash-parent N` / `merged-crash-child`: parents and children merge, child rank 1
 //!   dies while every parent waits for a message from it over the merged communicator; the
 //!   parent job must stop with the failure named, not hang or take the receive as done.
+//! * `merged-scope-crash-parent N` / `merged-scope-crash-child`: the same, with the parents'
+//!   receive an immediate one that nobody waits for (leaked), so the end of its
+//!   `request::scope` is what completes it.
 //! * `multi-parent N` / `multi-child`: `spawn_multiple` of two programs into one job.
 //! * `orphan-parent N`: parent rank 1 dies while its children are connected; the parent's
 //!   launcher must stop the children too.
@@ -288,8 +291,8 @@ fn parent(u: &Universe, n: u32, child_mode: &str, marker: &str) {
         return;
     }
     check(children.remote_size() == n as i32, "children remote size");
-    if child_mode == "merged-crash-child" {
-        merged_crash_parent(&world, &children);
+    if child_mode == "merged-crash-child" || child_mode == "merged-scope-crash-child" {
+        merged_crash_parent(&world, &children, child_mode == "merged-scope-crash-child");
         return;
     }
     // Rank 0 of the parents hands out work, every parent receives a share of the results.
@@ -340,7 +343,11 @@ fn parent(u: &Universe, n: u32, child_mode: &str, marker: &str) {
 /// Parents and children merge; parent 0 tells child 1 to go and every parent then waits
 /// for a message from it, which dies instead: the receives were posted before it died, so
 /// they end with the failed peer, and that stops the parent job with the engine's account.
-fn merged_crash_parent(world: &kestrel::SimpleCommunicator, children: &InterCommunicator) {
+fn merged_crash_parent(
+    world: &kestrel::SimpleCommunicator,
+    children: &InterCommunicator,
+    scoped: bool,
+) {
     let merged = children.merge(false).unwrap_or_else(|e| die("merge", e));
     let child1 = world.size() + 1;
     if world.rank() == 0 {
@@ -351,6 +358,18 @@ fn merged_crash_parent(world: &kestrel::SimpleCommunicator, children: &InterComm
         world.rank()
     );
     let mut v = [0u64];
+    if scoped {
+        kestrel::request::scope(|scope| {
+            let r = merged
+                .process_at_rank(child1)
+                .immediate_receive_into(scope, &mut v[..]);
+            std::mem::forget(r);
+        });
+        die(
+            "merged scope",
+            "a scope ended over a receive from a dead child",
+        );
+    }
     merged.process_at_rank(child1).receive_into(&mut v[..]);
     die("merged receive", "a receive from a dead child returned");
 }
@@ -551,7 +570,13 @@ fn main() {
             "merged-crash-child",
             &arg(3),
         ),
-        "merged-crash-child" => merged_crash_child(&u),
+        "merged-scope-crash-parent" => parent(
+            &u,
+            arg(2).parse().unwrap_or(3),
+            "merged-scope-crash-child",
+            &arg(3),
+        ),
+        "merged-crash-child" | "merged-scope-crash-child" => merged_crash_child(&u),
         "spawn-fail" => spawn_fail(&u),
         "ports" => ports(&u),
         "intercomm" => intercomm(&u),

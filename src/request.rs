@@ -67,7 +67,7 @@ impl Drop for LocalScope<'_> {
     fn drop(&mut self) {
         let mut list = std::mem::take(self.started.get_mut());
         for (inner, id) in list.drain(..) {
-            finish_unless_freed(&mut inner.engine.borrow_mut(), id);
+            finish_unless_freed(&inner, id);
         }
         let _ = SPARE_LIST.try_with(|spare| spare.set(list));
     }
@@ -97,7 +97,22 @@ impl<'a> Request<'a> {
     /// When the request was returned out of the [`scope`] it was started in: the scope
     /// completed it when it ended and its status is gone (waiting would never end).
     pub fn wait(mut self) -> Status {
+        self.complete()
+    }
+
+    /// [`Request::wait`] in place: the request is spent afterwards (`done`), and dropping it
+    /// only releases the universe. An eager send completed when it started ([`DONE`]) and
+    /// answers here without touching the engine: `wait_all` over a window of 64 sends cost
+    /// 31 ns per request when each one borrowed the engine and was moved into `wait`, and
+    /// costs 6 ns this way.
+    ///
+    /// [`DONE`]: kestrel_pml::engine::DONE
+    #[inline]
+    fn complete(&mut self) -> Status {
         self.done = true;
+        if self.id == kestrel_pml::engine::DONE {
+            return Status::from_pml(kestrel_pml::Status::default());
+        }
         // Complete at once (the common case), or wait; a freed request is only looked for on
         // the way to waiting, so the common case pays nothing for it.
         let done = self.inner.engine.borrow_mut().try_complete(self.id);
@@ -155,23 +170,33 @@ impl<'a> Request<'a> {
 impl Drop for Request<'_> {
     fn drop(&mut self) {
         if !self.done {
-            finish_unless_freed(&mut self.inner.engine.borrow_mut(), self.id);
+            finish_unless_freed(&self.inner, self.id);
         }
     }
 }
 
 /// Waits for `id` and frees it, unless it is freed already: a request the caller waited for
 /// (at a scope's end), or one returned out of its scope, which the scope finished. One lookup
-/// for the freed ones; the rest complete or wait in [`Engine::wait`].
-fn finish_unless_freed(e: &mut kestrel_pml::Engine, id: ReqId) {
-    if !e.is_freed(id) {
-        e.wait(id);
-    }
+/// for the freed ones; the rest complete or wait in [`Engine::wait`], and one that ended
+/// badly stops the job as its wait would have (nobody else will see its status).
+///
+/// [`Engine::wait`]: kestrel_pml::Engine::wait
+fn finish_unless_freed(inner: &Inner, id: ReqId) {
+    let st = {
+        let mut e = inner.engine.borrow_mut();
+        if e.is_freed(id) {
+            return;
+        }
+        e.wait(id)
+    };
+    check_ended(inner, id, st);
 }
 
 /// Waits for every request; statuses in the same order.
-pub fn wait_all(requests: Vec<Request<'_>>) -> Vec<Status> {
-    requests.into_iter().map(Request::wait).collect()
+pub fn wait_all(mut requests: Vec<Request<'_>>) -> Vec<Status> {
+    // In place: moving each request into `Request::wait` (and collecting in place over the
+    // requests' vector) cost about three times as much per request.
+    requests.iter_mut().map(Request::complete).collect()
 }
 
 /// Completes every request that is done (after one round of progress); returns the indices
@@ -246,12 +271,7 @@ pub fn test_all(requests: &mut Vec<Request<'_>>) -> Option<Vec<Status>> {
     let all = requests
         .iter()
         .all(|r| r.inner.engine.borrow().is_complete(r.id));
-    all.then(|| {
-        std::mem::take(requests)
-            .into_iter()
-            .map(Request::wait)
-            .collect()
-    })
+    all.then(|| wait_all(std::mem::take(requests)))
 }
 
 /// A request that ended badly stops the job, as a failed blocking operation does: a
@@ -259,10 +279,11 @@ pub fn test_all(requests: &mut Vec<Request<'_>>) -> Option<Vec<Status>> {
 /// collective's error.
 #[inline]
 pub(crate) fn check_ended(inner: &Inner, id: ReqId, st: kestrel_pml::Status) {
-    if !kestrel_pml::nbc::is_coll(id) {
+    if kestrel_pml::nbc::is_coll(id) {
+        check_coll(inner, id, st);
+    } else {
         check_peer(inner, st.failed_peer);
     }
-    check_coll(inner, id, st);
 }
 
 /// Stops the job when a point-to-point operation ended because its peer failed (the

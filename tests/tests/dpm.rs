@@ -145,12 +145,28 @@ fn a_crashing_child_over_ofi_is_an_error_too() {
 /// errors on communicators are fatal), instead of taking the receive as done.
 #[test]
 fn a_child_dying_under_a_merged_receive_stops_the_parent_naming_it() {
-    let mark = marker("dpm-merged-crash");
-    let p = prog();
-    let out = run(
-        kestrel_run(&["-n", "2", &p, "merged-crash-parent", "3", &mark]),
-        DEADLINE,
+    merged_crash(
+        "merged-crash-parent",
+        "a receive from a dead child returned",
     );
+}
+
+/// The same with the parents' receive leaked inside a `request::scope`: the scope's end
+/// completes it and must report the failure as a wait would, not drop it.
+#[test]
+fn a_scope_ending_over_a_receive_from_a_dead_child_stops_the_parent_naming_it() {
+    merged_crash(
+        "merged-scope-crash-parent",
+        "a scope ended over a receive from a dead child",
+    );
+}
+
+/// Runs dpm_check `mode` (a merged-crash parent) and checks that the parent job stopped
+/// naming the failed child and never printed `wrong`.
+fn merged_crash(mode: &str, wrong: &str) {
+    let mark = marker(mode);
+    let p = prog();
+    let out = run(kestrel_run(&["-n", "2", &p, mode, "3", &mark]), DEADLINE);
     assert!(!out.success(), "{}", out.show());
     assert!(
         out.elapsed < Duration::from_secs(30),
@@ -170,11 +186,7 @@ fn a_child_dying_under_a_merged_receive_stops_the_parent_naming_it() {
         "{}",
         out.show()
     );
-    assert!(
-        !out.stderr.contains("a receive from a dead child returned"),
-        "{}",
-        out.show()
-    );
+    assert!(!out.stderr.contains(wrong), "{}", out.show());
     let jobs = job_ids(&out);
     assert_eq!(jobs.len(), 2, "parent and child job ids: {}", out.show());
     assert_clean(&jobs, &mark);
