@@ -148,7 +148,8 @@ impl Engine {
     pub fn win_direct_view(&self, win: u16) -> Result<Option<DirectView>, PmlError> {
         let w = self.window(win)?;
         let units: Vec<u32> = w.members.iter().map(|m| m.disp_unit).collect();
-        Ok(w.node.as_ref().map(|n| n.view(&units)))
+        let after = super::stream::stream_after(self.params());
+        Ok(w.node.as_ref().map(|n| n.view(&units, after)))
     }
 
     /// The node mapping, if operations on `target` of `win` are direct.

@@ -41,6 +41,8 @@ pub mod memory;
 #[allow(unsafe_code)]
 mod node;
 mod origin;
+#[allow(unsafe_code)]
+mod stream;
 mod sync;
 mod target;
 pub mod wire;

@@ -31,6 +31,7 @@ use super::wire::AccOp;
 use crate::op::{self, Dtype, Op};
 
 use super::memory::WinMemory;
+use super::stream::{self, StreamRun, STREAM_MIN};
 
 /// Bytes of one member's control slot.
 pub const SLOT: usize = 64;
@@ -182,7 +183,7 @@ impl NodeMap {
 
     /// A [`DirectView`] of the mapping, with each member's displacement unit (`units`,
     /// window-rank order).
-    pub fn view(&self, units: &[u32]) -> DirectView {
+    pub fn view(&self, units: &[u32], stream_after: usize) -> DirectView {
         let members = self
             .places
             .iter()
@@ -206,6 +207,9 @@ impl NodeMap {
             _map: self.map.clone(),
             members,
             all_local: self.all_local(),
+            put_run: StreamRun::default(),
+            get_run: StreamRun::default(),
+            stream_after,
         }
     }
 
@@ -338,6 +342,12 @@ pub struct DirectView {
     _map: Arc<Mapping>,
     members: Box<[ViewMember]>,
     all_local: bool,
+    /// Runs of large puts into a member's memory and of large gets into local memory, and
+    /// the bytes a run writes before its further transfers stream past the caches (0:
+    /// never; see [`stream`]).
+    put_run: StreamRun,
+    get_run: StreamRun,
+    stream_after: usize,
 }
 
 /// `target = data OP target` for the `data.len()` bytes at address `at` (inside a member's
@@ -448,6 +458,11 @@ impl DirectView {
         let Some(dst) = self.range(t, disp, src.len()) else {
             return false;
         };
+        if src.len() >= STREAM_MIN && self.put_run.streams(dst, src.len(), self.stream_after) {
+            // SAFETY: as below; `stream::copy` checks for overlap itself.
+            unsafe { stream::copy(dst as *mut u8, src.as_ptr(), src.len()) };
+            return true;
+        }
         // SAFETY: `range` checked that `dst..dst + len` lies in member `t`'s memory inside
         // the mapping `_map` keeps. Other processes touch it only through copies and atomics,
         // never Rust references; conflicting accesses are the program's error under MPI's
@@ -462,8 +477,18 @@ impl DirectView {
         let Some(src) = self.range(t, disp, dst.len()) else {
             return false;
         };
+        let to = dst.as_mut_ptr();
+        if dst.len() >= STREAM_MIN
+            && self
+                .get_run
+                .streams(to as usize, dst.len(), self.stream_after)
+        {
+            // SAFETY: as below; `stream::copy` checks for overlap itself.
+            unsafe { stream::copy(to, src as *const u8, dst.len()) };
+            return true;
+        }
         // SAFETY: as `put`, reading.
-        unsafe { std::ptr::copy(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        unsafe { std::ptr::copy(src as *const u8, to, dst.len()) };
         true
     }
 
@@ -704,7 +729,7 @@ mod tests {
     #[test]
     fn views_put_and_get_inside_a_member_and_refuse_everything_else() {
         let (a, b, _) = two_views(&[16, 8], false);
-        let (va, vb) = (a.view(&[4, 1]), b.view(&[4, 1]));
+        let (va, vb) = (a.view(&[4, 1], 0), b.view(&[4, 1], 0));
         assert!(va.put(0, 2, &[1, 2, 3, 4]));
         let mut out = [0u8; 4];
         assert!(vb.get(0, 2, &mut out));
@@ -717,11 +742,32 @@ mod tests {
         assert!(va.flush(Some(1)) && va.flush(None) && !va.flush(Some(2)));
     }
 
+    /// A run of large puts into consecutive memory streams past its first `stream_after`
+    /// bytes, and so does a run of large gets into consecutive local memory: the data
+    /// arrives exactly either way.
+    #[test]
+    fn runs_of_large_puts_and_gets_stream_and_stay_exact() {
+        let piece = super::STREAM_MIN;
+        let (a, b, _) = two_views(&[(4 * piece) as u64], false);
+        let (va, vb) = (a.view(&[1], piece), b.view(&[1], piece));
+        let data: Vec<u8> = (0..4 * piece).map(|i| (i * 13 + 1) as u8).collect();
+        for k in 0..4 {
+            let part = &data[k * piece..(k + 1) * piece];
+            assert!(va.put(0, (k * piece) as isize, part), "put {k}");
+        }
+        assert!(va.flush(Some(0)));
+        let mut back = vec![0u8; 4 * piece];
+        for (k, chunk) in back.chunks_mut(piece).enumerate() {
+            assert!(vb.get(0, (k * piece) as isize, chunk), "get {k}");
+        }
+        assert!(back == data, "streamed puts and gets must copy exactly");
+    }
+
     #[test]
     fn view_accumulates_are_exact_against_each_other_and_the_engines_lock() {
         use crate::op::Op;
         let (a, b, _) = two_views(&[64], true);
-        let (va, vb) = (a.view(&[8]), b.view(&[8]));
+        let (va, vb) = (a.view(&[8], 0), b.view(&[8], 0));
         let seg = [Segment { offset: 8, len: 8 }];
         std::thread::scope(|s| {
             for v in [&va, &vb] {
@@ -802,7 +848,7 @@ mod tests {
     fn fetch_and_op_and_cas_kernels_are_exact_and_fall_back_for_the_rest() {
         use crate::op::Op;
         let (a, b, _) = two_views(&[64], true);
-        let (va, vb) = (a.view(&[1]), b.view(&[1]));
+        let (va, vb) = (a.view(&[1], 0), b.view(&[1], 0));
         let sum = AccOp::Reduce(Op::Sum);
         let seen: Vec<Vec<i64>> = std::thread::scope(|s| {
             let hs: Vec<_> = [&va, &vb]
@@ -903,7 +949,7 @@ mod tests {
         use crate::op::Op;
         let n = 3 * CHUNK + 24; // several chunks and a tail
         let (a, _b, _) = two_views(&[2 * n as u64], true);
-        let v = a.view(&[1]);
+        let v = a.view(&[1], 0);
         let ones: Vec<u8> = (0..n).map(|i| (i % 7) as u8).collect();
         assert!(v.put(0, 0, &ones));
         // From this process's memory: in place.
