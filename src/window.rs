@@ -521,7 +521,9 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
         self.passive_only("flushed");
         self.sub_epoch(Some(rank), f, |w| {
             let t = w.target(rank);
-            w.engine_call("flush", |e| e.win_flush(w.id, t));
+            if !w.direct_flush(Some(t)) {
+                w.engine_call("flush", |e| e.win_flush(w.id, t));
+            }
         })
     }
 
@@ -531,7 +533,9 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
         self.passive_only("flushed_local");
         self.sub_epoch(Some(rank), f, |w| {
             let t = w.target(rank);
-            w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
+            if !w.direct_flush(Some(t)) {
+                w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
+            }
         })
     }
 
@@ -539,7 +543,9 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
     pub fn flushed_all<'f, R>(&'f self, f: impl FnOnce(&Epoch<'f, T>) -> R) -> R {
         self.passive_only("flushed_all");
         self.sub_epoch(self.only, f, |w| {
-            w.engine_call("flush_all", |e| e.win_flush_all(w.id));
+            if !w.direct_flush(None) {
+                w.engine_call("flush_all", |e| e.win_flush_all(w.id));
+            }
         })
     }
 
@@ -572,7 +578,9 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
     /// `MPI_Win_flush_local` of `rank`, for the `_now` fetches.
     fn complete_locally(&self, rank: Rank) {
         let (t, w) = (self.win.target(rank), self.win);
-        w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
+        if !w.direct_flush(Some(t)) {
+            w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
+        }
     }
 
     /// Flushes: only in passive epochs ([`Window::lock`], [`Window::lock_all`]).
