@@ -339,6 +339,21 @@ impl<T: Equivalence> Window<T> {
             .is_some_and(|v| v.flush(target.map(|t| t as i32)))
     }
 
+    /// `MPI_Win_flush` (`target` `None`: `_all`; `local`: the `_local` forms): the direct
+    /// fence when every member is on this node, else the engine's.
+    fn flush_target(&self, target: Option<u32>, local: bool) {
+        if self.direct_flush(target) {
+            return;
+        }
+        let id = self.id;
+        match (target, local) {
+            (Some(t), false) => self.engine_call("flush", |e| e.win_flush(id, t)),
+            (Some(t), true) => self.engine_call("flush_local", |e| e.win_flush_local(id, t)),
+            (None, false) => self.engine_call("flush_all", |e| e.win_flush_all(id)),
+            (None, true) => self.engine_call("flush_local_all", |e| e.win_flush_local_all(id)),
+        }
+    }
+
     fn target(&self, rank: Rank) -> u32 {
         if rank < 0 || rank >= self.size {
             self.fail(
@@ -520,10 +535,7 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
     pub fn flushed<'f, R>(&'f self, rank: Rank, f: impl FnOnce(&Epoch<'f, T>) -> R) -> R {
         self.passive_only("flushed");
         self.sub_epoch(Some(rank), f, |w| {
-            let t = w.target(rank);
-            if !w.direct_flush(Some(t)) {
-                w.engine_call("flush", |e| e.win_flush(w.id, t));
-            }
+            w.flush_target(Some(w.target(rank)), false)
         })
     }
 
@@ -532,21 +544,14 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
     pub fn flushed_local<'f, R>(&'f self, rank: Rank, f: impl FnOnce(&Epoch<'f, T>) -> R) -> R {
         self.passive_only("flushed_local");
         self.sub_epoch(Some(rank), f, |w| {
-            let t = w.target(rank);
-            if !w.direct_flush(Some(t)) {
-                w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
-            }
+            w.flush_target(Some(w.target(rank)), true)
         })
     }
 
     /// [`Epoch::flushed`] over every rank the epoch reaches, ending with `MPI_Win_flush_all`.
     pub fn flushed_all<'f, R>(&'f self, f: impl FnOnce(&Epoch<'f, T>) -> R) -> R {
         self.passive_only("flushed_all");
-        self.sub_epoch(self.only, f, |w| {
-            if !w.direct_flush(None) {
-                w.engine_call("flush_all", |e| e.win_flush_all(w.id));
-            }
-        })
+        self.sub_epoch(self.only, f, |w| w.flush_target(None, false))
     }
 
     fn sub_epoch<'f, R>(
@@ -577,10 +582,7 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
 
     /// `MPI_Win_flush_local` of `rank`, for the `_now` fetches.
     fn complete_locally(&self, rank: Rank) {
-        let (t, w) = (self.win.target(rank), self.win);
-        if !w.direct_flush(Some(t)) {
-            w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
-        }
+        self.win.flush_target(Some(self.win.target(rank)), true);
     }
 
     /// Flushes: only in passive epochs ([`Window::lock`], [`Window::lock_all`]).
@@ -596,37 +598,25 @@ impl<'b, T: Equivalence> Epoch<'b, T> {
     /// `MPI_Win_flush`: every operation to `rank` so far is complete there.
     pub fn flush(&self, rank: Rank) {
         self.passive_only("flush");
-        let (t, w) = (self.win.target(rank), self.win);
-        if !w.direct_flush(Some(t)) {
-            w.engine_call("flush", |e| e.win_flush(w.id, t));
-        }
+        self.win.flush_target(Some(self.win.target(rank)), false);
     }
 
     /// `MPI_Win_flush_all`.
     pub fn flush_all(&self) {
         self.passive_only("flush_all");
-        let w = self.win;
-        if !w.direct_flush(None) {
-            w.engine_call("flush_all", |e| e.win_flush_all(w.id));
-        }
+        self.win.flush_target(None, false);
     }
 
     /// `MPI_Win_flush_local`: operations to `rank` are complete here (their buffers free).
     pub fn flush_local(&self, rank: Rank) {
         self.passive_only("flush_local");
-        let (t, w) = (self.win.target(rank), self.win);
-        if !w.direct_flush(Some(t)) {
-            w.engine_call("flush_local", |e| e.win_flush_local(w.id, t));
-        }
+        self.win.flush_target(Some(self.win.target(rank)), true);
     }
 
     /// `MPI_Win_flush_local_all`.
     pub fn flush_local_all(&self) {
         self.passive_only("flush_local_all");
-        let w = self.win;
-        if !w.direct_flush(None) {
-            w.engine_call("flush_local_all", |e| e.win_flush_local_all(w.id));
-        }
+        self.win.flush_target(None, true);
     }
 }
 

@@ -23,8 +23,12 @@ const CHUNK: usize = 4096;
 
 /// Whether the `len` bytes at address `addr` overlap `data` (an operand inside the window).
 pub(super) fn overlaps(addr: usize, len: usize, data: &[u8]) -> bool {
-    let d = data.as_ptr() as usize;
-    d < addr + len && addr < d + data.len()
+    ranges_overlap(addr, len, data.as_ptr() as usize, data.len())
+}
+
+/// Whether `a_len` bytes at address `a` and `b_len` bytes at address `b` overlap.
+pub(super) fn ranges_overlap(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
+    b < a + a_len && a < b + b_len
 }
 
 /// One exposed region: start address and length.

@@ -458,17 +458,28 @@ impl DirectView {
         let Some(dst) = self.range(t, disp, src.len()) else {
             return false;
         };
-        if src.len() >= STREAM_MIN && self.put_run.streams(dst, src.len(), self.stream_after) {
-            // SAFETY: as below; `stream::copy` checks for overlap itself.
-            unsafe { stream::copy(dst as *mut u8, src.as_ptr(), src.len()) };
-            return true;
-        }
         // SAFETY: `range` checked that `dst..dst + len` lies in member `t`'s memory inside
         // the mapping `_map` keeps. Other processes touch it only through copies and atomics,
         // never Rust references; conflicting accesses are the program's error under MPI's
-        // rules. `copy`, not `copy_nonoverlapping`: the origin may lie in the window too.
-        unsafe { std::ptr::copy(src.as_ptr(), dst as *mut u8, src.len()) };
+        // rules. The origin may lie in the window too (`copy_in_run` allows overlap).
+        unsafe { self.copy_in_run(&self.put_run, dst as *mut u8, src.as_ptr(), src.len()) };
         true
+    }
+
+    /// Copies `len` bytes from `src` to `dst` (overlap allowed), streaming past the caches
+    /// when the transfer is large and continues a long `run` (see [`stream`]).
+    ///
+    /// # Safety
+    /// As [`std::ptr::copy`].
+    #[inline]
+    unsafe fn copy_in_run(&self, run: &StreamRun, dst: *mut u8, src: *const u8, len: usize) {
+        if len >= STREAM_MIN && run.streams(dst as usize, len, self.stream_after) {
+            // SAFETY: forwarded; `stream::copy` checks for overlap itself.
+            unsafe { stream::copy(dst, src, len) };
+        } else {
+            // SAFETY: forwarded.
+            unsafe { std::ptr::copy(src, dst, len) };
+        }
     }
 
     /// `MPI_Get` into `dst` from displacement `disp` of member `t`, as [`DirectView::put`].
@@ -477,18 +488,8 @@ impl DirectView {
         let Some(src) = self.range(t, disp, dst.len()) else {
             return false;
         };
-        let to = dst.as_mut_ptr();
-        if dst.len() >= STREAM_MIN
-            && self
-                .get_run
-                .streams(to as usize, dst.len(), self.stream_after)
-        {
-            // SAFETY: as below; `stream::copy` checks for overlap itself.
-            unsafe { stream::copy(to, src as *const u8, dst.len()) };
-            return true;
-        }
         // SAFETY: as `put`, reading.
-        unsafe { std::ptr::copy(src as *const u8, to, dst.len()) };
+        unsafe { self.copy_in_run(&self.get_run, dst.as_mut_ptr(), src as *const u8, dst.len()) };
         true
     }
 

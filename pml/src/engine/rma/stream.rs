@@ -67,14 +67,18 @@ pub fn stream_after(params: &kestrel_transport::Params) -> usize {
 /// that streaming starts late rather than too early.
 const FALLBACK_CACHE: usize = 32 << 20;
 
-/// The largest cache CPU 0 reports (`/sys/devices/system/cpu/cpu0/cache/index*/size`).
+/// The largest cache CPU 0 reports (`/sys/devices/system/cpu/cpu0/cache/index*/size`), read
+/// once per process (every window's view asks).
 fn last_level_cache() -> Option<usize> {
-    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
-    dir.filter_map(|e| {
-        let text = std::fs::read_to_string(e.ok()?.path().join("size")).ok()?;
-        parse_cache_size(text.trim())
+    static SIZE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+        dir.filter_map(|e| {
+            let text = std::fs::read_to_string(e.ok()?.path().join("size")).ok()?;
+            parse_cache_size(text.trim())
+        })
+        .max()
     })
-    .max()
 }
 
 /// `8192K`, `32M` or a plain byte count, as the kernel writes cache sizes.
@@ -96,9 +100,7 @@ fn parse_cache_size(s: &str) -> Option<usize> {
 /// `src..src + len` must be readable and `dst..dst + len` writable for the whole call, as for
 /// [`std::ptr::copy`].
 pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
-    let (d, s) = (dst as usize, src as usize);
-    let apart =
-        d.checked_add(len).is_some_and(|e| e <= s) || s.checked_add(len).is_some_and(|e| e <= d);
+    let apart = !super::memory::ranges_overlap(dst as usize, len, src as usize, len);
     #[cfg(target_arch = "x86_64")]
     if apart {
         // SAFETY: forwarded from the caller; the ranges are disjoint.
