@@ -8,10 +8,21 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use kestrel_pml::engine::ReqId;
+
 use crate::error::MpiResult;
 use crate::mem::St;
 use crate::requests::{self, ReqRec};
 use crate::state::Locked;
+
+/// What the start of a blocking call's common form left to do (see
+/// [`crate::api::call_blocking`]).
+pub enum Begun {
+    /// Complete already (an eager send): its outcome.
+    Done(MpiResult<()>),
+    /// Waiting for an engine request, which the call completes.
+    Waiting(ReqId),
+}
 
 /// Threads of this process inside a blocking wait under `MPI_THREAD_MULTIPLE`.
 static BLOCKED: AtomicU32 = AtomicU32::new(0);

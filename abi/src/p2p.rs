@@ -8,8 +8,9 @@
 use std::os::raw::c_int;
 
 use kestrel_pml::buf::UserBuf;
+use kestrel_pml::engine::Engine;
 
-use crate::blocking::{wait_engine, wait_rec, Waiter};
+use crate::blocking::{wait_engine, wait_rec, Begun, Waiter};
 
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
@@ -151,39 +152,39 @@ fn plain_match(
     Some((c.ctx, source, tag))
 }
 
-/// `MPI_Send` in its common form (see [`isend_plain`]); `None` when the arguments are
-/// anything else, before anything was sent: the caller takes the general path ([`send`]).
-#[inline]
+/// `MPI_Send` in its common form (see [`isend_plain`]), started for
+/// [`crate::api::call_blocking`] (which finishes it with [`sent`]); `None` when the arguments
+/// are anything else, before anything was sent: the caller takes the general path ([`send`]).
+#[inline(always)]
 pub fn send_plain(
-    l: &mut Locked,
+    core: &mut Core,
     comm: c_int,
     span: UserBuf,
     dest: c_int,
     tag: c_int,
-) -> Option<MpiResult<()>> {
-    let core = l.core().ok()?;
+) -> Option<Begun> {
     let (ctx, dest) = plain_dest(core.comm(comm).ok()?, dest, tag)?;
     let id = core.engine.isend(ctx, dest, tag, span, false).ok()?;
-    if id == kestrel_pml::engine::DONE {
-        return Some(Ok(()));
-    }
-    Some(wait_engine(l, id).and_then(|s| sent(l, s)))
+    Some(if id == kestrel_pml::engine::DONE {
+        Begun::Done(Ok(()))
+    } else {
+        Begun::Waiting(id)
+    })
 }
 
-/// `MPI_Recv` in its common form (see [`irecv_plain`]): the status (the caller checks
-/// truncation); `None` as for [`send_plain`].
-#[inline]
+/// `MPI_Recv` in its common form (see [`irecv_plain`]), started for
+/// [`crate::api::call_blocking`]; `None` as for [`send_plain`].
+#[inline(always)]
 pub fn recv_plain(
-    l: &mut Locked,
+    core: &mut Core,
     comm: c_int,
     span: UserBuf,
     source: c_int,
     tag: c_int,
-) -> Option<MpiResult<St>> {
-    let core = l.core().ok()?;
+) -> Option<Begun> {
     let (ctx, source, tag) = plain_match(core.comm(comm).ok()?, source, tag)?;
     let id = core.engine.irecv(ctx, source, tag, span).ok()?;
-    Some(wait_engine(l, id).and_then(|s| Ok(requests::status_of(&l.core()?.engine, s))))
+    Some(Begun::Waiting(id))
 }
 
 /// `MPI_Isend` in its common form, in one pass: contiguous bytes of a predefined type
@@ -284,7 +285,7 @@ pub fn send(
             .map_err(error::pml(error::ERR_RANK))?;
         if id != kestrel_pml::engine::DONE {
             let s = wait_engine(l, id)?;
-            sent(l, s)?;
+            sent(&l.core()?.engine, s)?;
         }
         return Ok(());
     }
@@ -318,11 +319,11 @@ pub use crate::requests::check_status;
 
 /// The error of a completed blocking send: a failed peer ends it badly.
 #[inline]
-fn sent(l: &mut Locked, s: kestrel_pml::engine::Status) -> MpiResult<()> {
+pub fn sent(engine: &Engine, s: kestrel_pml::engine::Status) -> MpiResult<()> {
     if s.failed_peer.is_none() {
         return Ok(());
     }
-    check_status(&requests::status_of(&l.core()?.engine, s), 0)
+    check_status(&requests::status_of(engine, s), 0)
 }
 
 /// `MPI_Recv`: the status, truncated or not (the caller reports it, then the error).

@@ -608,3 +608,30 @@ fn derived_datatype(h: c_int, need_commit: bool) -> MpiResult<Dt> {
     }
     Ok(Dt::Shared(info))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::comm_slot;
+    use crate::handle::{self, Kind, Obj};
+
+    #[test]
+    fn communicator_handles_name_their_slots_and_nothing_else_does() {
+        assert_eq!(comm_slot(handle::COMM_WORLD), Some(0));
+        assert_eq!(comm_slot(handle::COMM_SELF), Some(1));
+        assert_eq!(comm_slot(handle::make(Kind::Direct, Obj::Comm, 2)), Some(2));
+        assert_eq!(
+            comm_slot(handle::make(Kind::Direct, Obj::Comm, 70_000)),
+            Some(70_000)
+        );
+        // Predefined communicators are slots 0 and 1 only; made ones start at 2.
+        assert_eq!(comm_slot(handle::make(Kind::Builtin, Obj::Comm, 2)), None);
+        assert_eq!(comm_slot(handle::make(Kind::Direct, Obj::Comm, 0)), None);
+        assert_eq!(comm_slot(handle::make(Kind::Direct, Obj::Comm, 1)), None);
+        assert_eq!(comm_slot(handle::make(Kind::Indirect, Obj::Comm, 3)), None);
+        assert_eq!(comm_slot(handle::COMM_NULL), None);
+        // Another object's handle with a communicator's kind and index.
+        assert_eq!(comm_slot(handle::make(Kind::Builtin, Obj::Group, 0)), None);
+        assert_eq!(comm_slot(handle::make(Kind::Direct, Obj::Win, 5)), None);
+        assert_eq!(comm_slot(-1), None);
+    }
+}

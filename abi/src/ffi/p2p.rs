@@ -26,9 +26,8 @@ fn blocking_send(
         // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes before
         // this returns.
         if let Some(span) = unsafe { mem::plain_span(buf, count, dt) } {
-            if let Some(code) =
-                api::call_plain(name, comm, |l| p2p::send_plain(l, comm, span, dest, tag))
-            {
+            let start = |core: &mut state::Core| p2p::send_plain(core, comm, span, dest, tag);
+            if let Some(code) = api::call_blocking(name, comm, start, p2p::sent) {
                 return code;
             }
         }
@@ -75,12 +74,12 @@ mpi_fn_c! {
         // SAFETY: `buf` holds `count` elements (contract); complete before returning.
         if let Some(span) = unsafe { mem::plain_span(buf, count, datatype) } {
             let len = span.len();
-            let plain = api::call_plain(NAME, comm, |l| {
-                Some(p2p::recv_plain(l, comm, span, source, tag)?.and_then(|st| {
-                    // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
-                    unsafe { mem::put_status(status, &st, false) };
-                    p2p::check_status(&st, len)
-                }))
+            let start = |core: &mut state::Core| p2p::recv_plain(core, comm, span, source, tag);
+            let plain = api::call_blocking(NAME, comm, start, |engine, s| {
+                let st = requests::status_of(engine, s);
+                // SAFETY: status pointer or MPI_STATUS_IGNORE (contract).
+                unsafe { mem::put_status(status, &st, false) };
+                p2p::check_status(&st, len)
             });
             if let Some(code) = plain {
                 return code;
