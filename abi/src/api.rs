@@ -137,8 +137,7 @@ pub fn call_plain(
 /// ([`crate::blocking::wait_engine`]). Neither a blocking send nor a receive frees a
 /// generalized request, so unlike [`call_plain`] this runs no deferred free function
 /// (callgrind, C `osu_latency -m 8:8`: `MPI_Recv` outside its wait 366 -> 276 instructions
-/// per call, of which those after the wait, on the ping-pong's critical path, ~85 -> ~45;
-/// `MPI_Send` 393 -> 390).
+/// per call, of which those after the wait, on the ping-pong's critical path, ~85 -> ~45).
 #[inline(always)]
 pub fn call_blocking(
     name: &'static str,

@@ -32,6 +32,22 @@ fn blocking_send(
             }
         }
     }
+    blocking_send_general(name, buf, count, dt, dest, tag, comm, mode)
+}
+
+/// [`blocking_send`] in its general form, out of line: inlined, its closure's captures made
+/// the common path store every argument in a larger frame.
+#[inline(never)]
+fn blocking_send_general(
+    name: &'static str,
+    buf: *const c_void,
+    count: i64,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: Mode,
+) -> c_int {
     api::call(name, comm, |l| {
         // SAFETY: `buf` holds `count` elements of `dt` (contract); the send completes before
         // this returns.
