@@ -191,7 +191,7 @@ pub fn recv_plain(
 /// ([`crate::mem::plain_span`]) to a real rank with a valid tag. `None` when the arguments
 /// are anything else or the engine refuses: the caller then takes the general path
 /// ([`start_send`]), which reports the error. Returns the request's handle.
-#[inline]
+#[inline(always)]
 pub fn isend_plain(
     core: &mut Core,
     comm: c_int,
@@ -215,7 +215,7 @@ pub fn isend_plain(
 
 /// `MPI_Irecv` in its common form (see [`isend_plain`]): a real rank or `MPI_ANY_SOURCE`,
 /// a valid tag or `MPI_ANY_TAG`. Returns the request's handle.
-#[inline]
+#[inline(always)]
 pub fn irecv_plain(
     core: &mut Core,
     comm: c_int,

@@ -325,6 +325,7 @@ impl Core {
     }
 
     /// Stores a request; returns its handle.
+    #[inline]
     pub fn insert_request(&mut self, rec: ReqRec) -> c_int {
         handle::make(Kind::Direct, Obj::Request, self.requests.insert(rec))
     }

@@ -23,8 +23,9 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
-    /// Stores `v`; returns its slot.
-    #[inline]
+    /// Stores `v`; returns its slot. Reusing a free slot is the common case and is inlined
+    /// (every nonblocking call stores a request); growing the table is not.
+    #[inline(always)]
     pub fn insert(&mut self, v: T) -> u32 {
         match self.free.pop() {
             Some(i) => {
@@ -38,11 +39,15 @@ impl<T> Slab<T> {
                 std::mem::forget(old);
                 i
             }
-            None => {
-                self.items.push(Some(v));
-                (self.items.len() - 1) as u32
-            }
+            None => self.push(v),
         }
+    }
+
+    /// [`Slab::insert`] into a new slot at the end.
+    #[inline(never)]
+    fn push(&mut self, v: T) -> u32 {
+        self.items.push(Some(v));
+        (self.items.len() - 1) as u32
     }
 
     /// Stores `v` in slot `i` (for fixed slots such as the world communicator).
