@@ -3,7 +3,6 @@
 //! after it. Where the jobs run (one host, namespace hosts) and over which transport is the
 //! caller's choice: it passes the launcher command for each side.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -19,32 +18,8 @@ pub fn prog() -> String {
 
 /// A private name-service directory for one test, removed when the test ends (passed or
 /// failed).
-pub struct NameDir(PathBuf);
-
-impl std::ops::Deref for NameDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for NameDir {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for NameDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A new [`NameDir`] named after `tag`.
-pub fn name_dir(tag: &str) -> NameDir {
-    let d = std::env::temp_dir().join(marker(tag));
-    std::fs::create_dir_all(&d).unwrap();
-    NameDir(d)
+pub fn name_dir(tag: &str) -> crate::Scratch {
+    crate::scratch(tag)
 }
 
 /// Job ids the ranks printed (`JOB=`) and the launcher named (`kestrel-run: job <id> (`).

@@ -55,11 +55,34 @@ pub fn libdir() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// A fresh scratch directory for one test (named by [`marker`]; the test removes it).
-pub fn scratch(tag: &str) -> PathBuf {
+/// A fresh scratch directory for one test (named by [`marker`]), removed when the returned
+/// guard drops: when the test ends, passed or failed (a panic unwinds through it).
+pub fn scratch(tag: &str) -> Scratch {
     let d = std::env::temp_dir().join(marker(tag));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
+}
+
+/// A scratch directory that [`scratch`] made; removed on drop.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The programs a Debian package installed in `dir` whose file names `keep` accepts, sorted;

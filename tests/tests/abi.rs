@@ -918,7 +918,7 @@ fn mpich_binary_on_kestrel_library_under_mpichs_own_launcher() {
 }
 
 /// Compiles `tests/c/<name>.c` with Kestrel's mpicc into a fresh scratch directory.
-fn kestrel_c(name: &str) -> (PathBuf, PathBuf) {
+fn kestrel_c(name: &str) -> (Scratch, PathBuf) {
     let dir = scratch(name);
     let exe = dir.join(name);
     compile_test(mpicc(), name, &exe);

@@ -63,7 +63,8 @@ fn modex_under_hydra_over_inherited_socket_and_tcp_port() {
 fn mpich_built_program_runs_under_kestrel_run() {
     let mpicc = tool("mpicc.mpich", "libmpich-dev");
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/c/hello.c");
-    let exe = std::env::temp_dir().join(marker("mpich-hello"));
+    let dir = scratch("mpich-hello");
+    let exe = dir.join("hello");
     let status = Command::new(mpicc)
         .arg("-o")
         .arg(&exe)
@@ -75,7 +76,6 @@ fn mpich_built_program_runs_under_kestrel_run() {
         kestrel_run(&["--oversubscribe", "-n", "3", exe.to_str().unwrap()]),
         DEADLINE,
     );
-    let _ = std::fs::remove_file(&exe);
     assert!(out.success(), "{}", out.show());
     let lines = lines_starting(&out.stdout, "Hello from rank ");
     assert_eq!(lines.len(), 3, "{}", out.show());

@@ -124,8 +124,7 @@ fn the_progress_thread_advances_operations_while_a_rank_computes_without_mpi_cal
     // Without the thread Kestrel must show the stall in the rendezvous receive and the
     // forwarding bcast, so the bound is known to catch one.
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = std::env::temp_dir().join(marker("async_progress"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("async_progress");
     let on_mpich = dir.join("async_progress.mpich");
     let on_kestrel = dir.join("async_progress.kestrel");
     compile_async_progress(
@@ -188,5 +187,4 @@ fn the_progress_thread_advances_operations_while_a_rank_computes_without_mpi_cal
             without.show()
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

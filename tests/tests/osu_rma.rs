@@ -133,8 +133,7 @@ fn same_output(name: &str, c_exe: &Path, args: &[&str], rows: usize) -> Outcome 
 #[test]
 fn one_sided_rust_benchmarks_print_what_their_c_twins_print() {
     let started = Instant::now();
-    let dir = std::env::temp_dir().join(marker("osu-rma"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("osu-rma");
     for (name, syncs) in BENCHES {
         let c_exe = compile_c_twin(name, &dir);
         // fop and cas: one row, the element's size; the others: sizes 1, 2, 4, ..., 64.
@@ -197,6 +196,5 @@ fn one_sided_rust_benchmarks_print_what_their_c_twins_print() {
             rust.show()
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!("one-sided Rust/C comparison took {:?}", started.elapsed());
 }
