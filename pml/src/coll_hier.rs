@@ -56,14 +56,9 @@ impl Engine {
         else {
             return Ok(None);
         };
-        // Two ids free at every member: the agreed one is the largest next-free id among
-        // them, so it and the one after are unused everywhere. Node communicators of
-        // different nodes share the first (their members are disjoint).
-        let base = self.agree_context(ctx)?;
-        if base >= u16::MAX - 1 {
-            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
-        }
-        self.next_ctx = self.next_ctx.max(base + 2);
+        // Two ids free at every member. Node communicators of different nodes share the
+        // first (their members are disjoint).
+        let base = self.agree_contexts(ctx, 2)?;
         let me = group.iter().position(|&r| r == self.rank()).unwrap_or(0);
         let (my_node, my_local) = place[me];
         let node_group = members[my_node as usize]

@@ -219,7 +219,7 @@ impl Engine {
         self.coll_bcast(local_ctx, 0, &mut agreed)?;
         let new = u16::from_le_bytes(agreed);
         if new >= u16::MAX - 1 {
-            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+            return Err(self.out_of_context_ids(true));
         }
         self.add_inter_context(new, local, remote, new + 1);
         self.next_ctx = self.next_ctx.max(new + 2);
@@ -318,7 +318,7 @@ impl Engine {
         colors.dedup();
         let top = u32::from(base) + 2 * colors.len() as u32;
         if top >= u32::from(u16::MAX) {
-            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+            return Err(self.out_of_context_ids(true));
         }
         self.next_ctx = self.next_ctx.max(top as u16);
         let Some(color) = color else { return Ok(None) };

@@ -485,6 +485,14 @@ fn c_communicators_groups_attributes() {
     mpich_then_kestrel("comm", &[4, 3]);
 }
 
+/// More communicator creations than there are context ids: freed ids come back (70,000
+/// `MPI_Comm_dup`/`MPI_Comm_free` pairs, then splits, creates and group creates on reused
+/// ids), and a communicator kept alive throughout keeps its messages.
+#[test]
+fn c_communicators_created_and_freed_past_the_number_of_context_ids() {
+    mpich_then_kestrel("comm_reuse", &[2, 3]);
+}
+
 #[test]
 fn c_environment() {
     mpich_then_kestrel("env", &[2]);

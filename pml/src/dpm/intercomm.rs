@@ -55,7 +55,7 @@ impl Engine {
         }
         let new = u16::from_le_bytes([decision[2], decision[3]]);
         if new == u16::MAX {
-            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+            return Err(self.out_of_context_ids(true));
         }
         let group = if decision[1] == 1 {
             [local, remote].concat()

@@ -163,20 +163,82 @@ impl Engine {
     }
 
     /// Collective over `ctx`: a new context id agreed by all members (`MPI_Comm_dup`'s
-    /// first step): the largest next-free id among them.
+    /// first step). See [`Engine::agree_contexts`].
     pub fn agree_context(&mut self, ctx: u16) -> Result<u16, PmlError> {
+        self.agree_contexts(ctx, 1)
+    }
+
+    /// Collective over `ctx`: `count` consecutive context ids free at every member, agreed by
+    /// all of them; the first. Fresh ids while they last: the largest next-free id among the
+    /// members (one allgather of two bytes), so it and the ones after are unused everywhere.
+    /// Once fresh ids run out (a program that keeps creating and freeing communicators: 65,533
+    /// `MPI_Comm_dup`/`MPI_Comm_free` pairs), ids freed since are reused
+    /// ([`Engine::agree_freed_contexts`]). Every member sees the same proposals, so all take
+    /// the same branch.
+    pub fn agree_contexts(&mut self, ctx: u16, count: u16) -> Result<u16, PmlError> {
         let all = self.allgather_bytes(ctx, &self.next_ctx.to_le_bytes())?;
-        let mut best = self.next_ctx;
-        for a in all {
-            if let [lo, hi] = a[..] {
-                best = best.max(u16::from_le_bytes([lo, hi]));
+        let best = proposals(&all)?.fold(self.next_ctx, u16::max);
+        if u32::from(best) + u32::from(count) <= u32::from(u16::MAX) {
+            self.next_ctx = best + count;
+            return Ok(best);
+        }
+        self.agree_freed_contexts(ctx, count)
+    }
+
+    /// [`Engine::agree_contexts`] once fresh ids are gone: each member proposes the first run
+    /// of `count` ids it has free at or after a common starting point; when all propose the
+    /// same run it is free everywhere, otherwise the next round starts at the largest
+    /// proposal. The starting point only grows, so the rounds end; when every id is taken
+    /// at some member, the members are out of ids. A program freeing what it created agrees
+    /// in one round (its members free the same ids). The fresh-id cursor stays where it is.
+    fn agree_freed_contexts(&mut self, ctx: u16, count: u16) -> Result<u16, PmlError> {
+        let mut from = CTX_SELF + 1;
+        loop {
+            let mine = self.free_run_from(from, count).unwrap_or(u16::MAX);
+            let all = self.allgather_bytes(ctx, &mine.to_le_bytes())?;
+            let (mut top, mut agreed) = (mine, true);
+            for p in proposals(&all)? {
+                agreed &= p == mine;
+                top = top.max(p);
             }
+            if top == u16::MAX {
+                return Err(self.out_of_context_ids(false));
+            }
+            if agreed {
+                return Ok(top);
+            }
+            from = top;
         }
-        if best == u16::MAX {
-            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
-        }
-        self.next_ctx = best + 1;
-        Ok(best)
+    }
+
+    /// The first of `count` consecutive context ids at or after `from` that this process has
+    /// free: no communicator here uses one, no creation claims one, and no message waits for
+    /// one (a message for a freed communicator that arrived late would otherwise reach its
+    /// successor). `None` when there is no such run below `u16::MAX`, which is never an id.
+    fn free_run_from(&self, from: u16, count: u16) -> Option<u16> {
+        let free = |id: u16| {
+            !self.st.ctxs.get(id as usize).is_some_and(Option::is_some)
+                && !self.ctx_claims.contains(&id)
+                && !self.st.orphans.contains_key(&id)
+        };
+        first_free_run(from, count, free)
+    }
+
+    /// The error of a creation that finds no context id left. `fresh_only`: the creation
+    /// takes ids never used before (inter-communicators, connections, nonblocking and
+    /// multithreaded creations), which do not come back when communicators are freed.
+    pub(crate) fn out_of_context_ids(&self, fresh_only: bool) -> PmlError {
+        let live = self.st.ctxs.iter().filter(|c| c.is_some()).count();
+        let why = if fresh_only {
+            "; this creation takes ids never used before (inter-communicators, connections, \
+             nonblocking and multithreaded creations do), and all 65,535 have been handed out"
+        } else {
+            ""
+        };
+        PmlError::Invalid(format!(
+            "pml: out of communicator context ids ({live} communicators live here, 65,535 ids \
+             in all{why}); free communicators you no longer need"
+        ))
     }
 
     /// A context id agreed by some ranks of `ctx` only (`among`, in the order the group
@@ -189,33 +251,61 @@ impl Engine {
         among: &[u32],
         tag: i32,
     ) -> Result<u16, PmlError> {
-        let me = self.ctx(ctx)?.me;
-        let Some(&leader) = among.first() else {
+        if among.is_empty() {
             return Err(PmlError::Invalid(
                 "pml: an empty group creates no communicator".into(),
             ));
-        };
-        let mut best = self.next_ctx;
-        if me == leader {
-            for &r in &among[1..] {
-                let mut b = [0u8; 2];
-                self.recv_checked(ctx, Some(r), Some(tag), &mut b)?;
-                best = best.max(u16::from_le_bytes(b));
+        }
+        // Fresh ids while they last, then ids freed since, as `agree_contexts`.
+        let (best, _) = self.among_round(ctx, among, tag, self.next_ctx)?;
+        if best != u16::MAX {
+            self.next_ctx = self.next_ctx.max(best + 1);
+            return Ok(best);
+        }
+        let mut from = CTX_SELF + 1;
+        loop {
+            let mine = self.free_run_from(from, 1).unwrap_or(u16::MAX);
+            let (top, agreed) = self.among_round(ctx, among, tag, mine)?;
+            if top == u16::MAX {
+                return Err(self.out_of_context_ids(false));
             }
-            for &r in &among[1..] {
-                self.send_checked(ctx, r, tag, &best.to_le_bytes(), false)?;
+            if agreed {
+                return Ok(top);
             }
-        } else {
-            self.send_checked(ctx, leader, tag, &self.next_ctx.to_le_bytes(), false)?;
-            let mut b = [0u8; 2];
+            from = top;
+        }
+    }
+
+    /// One round of [`Engine::agree_context_among`]: the first of `among` gathers the
+    /// members' proposals and answers each with their largest and whether all were equal.
+    fn among_round(
+        &mut self,
+        ctx: u16,
+        among: &[u32],
+        tag: i32,
+        mine: u16,
+    ) -> Result<(u16, bool), PmlError> {
+        let me = self.ctx(ctx)?.me;
+        let leader = among[0];
+        if me != leader {
+            self.send_checked(ctx, leader, tag, &mine.to_le_bytes(), false)?;
+            let mut b = [0u8; 3];
             self.recv_checked(ctx, Some(leader), Some(tag), &mut b)?;
-            best = u16::from_le_bytes(b);
+            return Ok((u16::from_le_bytes([b[0], b[1]]), b[2] == 1));
         }
-        if best == u16::MAX {
-            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+        let (mut top, mut agreed) = (mine, true);
+        for &r in &among[1..] {
+            let mut b = [0u8; 2];
+            self.recv_checked(ctx, Some(r), Some(tag), &mut b)?;
+            let p = u16::from_le_bytes(b);
+            agreed &= p == mine;
+            top = top.max(p);
         }
-        self.next_ctx = self.next_ctx.max(best + 1);
-        Ok(best)
+        let [lo, hi] = top.to_le_bytes();
+        for &r in &among[1..] {
+            self.send_checked(ctx, r, tag, &[lo, hi, u8::from(agreed)], false)?;
+        }
+        Ok((top, agreed))
     }
 
     /// This process's proposal for a nonblocking creation's context id (its next free
@@ -230,7 +320,7 @@ impl Engine {
     pub fn context_proposal(&mut self) -> Result<u16, PmlError> {
         let p = self.next_ctx;
         if p == u16::MAX {
-            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+            return Err(self.out_of_context_ids(true));
         }
         self.next_ctx = p + 1;
         Ok(p)
@@ -241,7 +331,7 @@ impl Engine {
     /// agreed maximum ([`Engine::claim_context`]).
     pub fn next_context_id(&self) -> Result<u16, PmlError> {
         if self.next_ctx == u16::MAX {
-            return Err(PmlError::Invalid("pml: out of communicator context ids (65534 in use); free communicators you no longer need".into()));
+            return Err(self.out_of_context_ids(true));
         }
         Ok(self.next_ctx)
     }
@@ -316,6 +406,33 @@ impl Engine {
     }
 }
 
+/// The first of `count` consecutive ids at or after `from` that `free` accepts, all below
+/// `u16::MAX`; `None` when there is none.
+fn first_free_run(from: u16, count: u16, free: impl Fn(u16) -> bool) -> Option<u16> {
+    let mut start = from;
+    loop {
+        let end = u32::from(start) + u32::from(count);
+        if end > u32::from(u16::MAX) {
+            return None;
+        }
+        // The run restarts after its last taken id.
+        match (start..end as u16).rev().find(|&id| !free(id)) {
+            Some(taken) => start = taken + 1,
+            None => return Some(start),
+        }
+    }
+}
+
+/// The two-byte context ids an allgather of [`Engine::agree_contexts`] collected.
+fn proposals(all: &[Vec<u8>]) -> Result<impl Iterator<Item = u16> + '_, PmlError> {
+    if all.iter().any(|a| a.len() != 2) {
+        return Err(PmlError::Transport(
+            "pml: a member's context id proposal is not two bytes".into(),
+        ));
+    }
+    Ok(all.iter().map(|a| u16::from_le_bytes([a[0], a[1]])))
+}
+
 /// What a member contributes to `MPI_Comm_split`: whether it has a color, the color and the
 /// key (9 bytes, [`SPLIT_CONTRIBUTION`]).
 pub fn split_contribution(color: Option<i32>, key: i32) -> Vec<u8> {
@@ -354,4 +471,26 @@ pub fn split_members<'a>(
     }
     members.sort();
     Ok(members.into_iter().map(|(_, _, g)| g).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_free_run;
+
+    #[test]
+    fn a_free_run_starts_after_the_last_taken_id_and_stays_below_the_sentinel() {
+        let taken = [2u16, 3, 5, 8];
+        let free = |id: u16| !taken.contains(&id);
+        assert_eq!(first_free_run(2, 1, free), Some(4));
+        assert_eq!(first_free_run(2, 2, free), Some(6));
+        assert_eq!(first_free_run(2, 3, free), Some(9));
+        assert_eq!(first_free_run(6, 2, free), Some(6));
+        assert_eq!(first_free_run(7, 2, free), Some(9));
+        // u16::MAX is never an id: the last run of two is 65533-65534.
+        assert_eq!(first_free_run(65_533, 2, |_| true), Some(65_533));
+        assert_eq!(first_free_run(65_534, 2, |_| true), None);
+        assert_eq!(first_free_run(65_534, 1, |_| true), Some(65_534));
+        assert_eq!(first_free_run(2, 1, |id| id == 65_000), Some(65_000));
+        assert_eq!(first_free_run(2, 2, |id| id == 65_000), None);
+    }
 }
