@@ -261,22 +261,47 @@ fn many(statuses: Vec<St>, comm: c_int) -> Many {
 }
 
 fn many_failed(statuses: Vec<St>, failed: usize, comm: c_int) -> Many {
-    let in_status = (failed > 0).then(|| {
+    Many {
+        statuses,
+        in_status: in_status_error(failed, comm),
+    }
+}
+
+/// `MPI_ERR_IN_STATUS` when `failed` members of a multiple completion failed.
+fn in_status_error(failed: usize, comm: c_int) -> Option<MpiError> {
+    (failed > 0).then(|| {
         MpiError::new(
             error::ERR_IN_STATUS,
             format!("{failed} of the requests failed; see MPI_ERROR in their statuses"),
         )
         .on(comm)
-    });
-    Many {
-        statuses,
-        in_status,
-    }
+    })
 }
 
 /// `MPI_Waitall`; `want_statuses`: the caller reports statuses (not `MPI_STATUSES_IGNORE`),
 /// otherwise [`Many::statuses`] stays empty and nothing is allocated.
 pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResult<Many> {
+    let mut statuses = Vec::new();
+    if want_statuses {
+        statuses.reserve_exact(hs.len());
+    }
+    let in_status = waitall_each(l, hs, want_statuses, |_, st| statuses.push(st))?;
+    Ok(Many {
+        statuses,
+        in_status,
+    })
+}
+
+/// [`waitall`] handing each request's status to `report` (its index and status) as it
+/// completes, in order, when `want_statuses`: `MPI_Waitall` writes them straight into the
+/// program's array (callgrind, C `osu_bw -m 8:8` receiver: 736 -> 726 instructions per
+/// message). Returns the `MPI_ERR_IN_STATUS` error when a member failed.
+pub fn waitall_each(
+    l: &mut Locked,
+    hs: &mut [c_int],
+    want_statuses: bool,
+    mut report: impl FnMut(usize, St),
+) -> MpiResult<Option<MpiError>> {
     let core = l.core()?;
     for &h in hs.iter() {
         if h != handle::COMPLETED_SEND {
@@ -290,10 +315,6 @@ pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResu
     // window quadratic), and each request is looked up once.
     let mut comm = handle::COMM_WORLD;
     let mut failed = 0;
-    let mut statuses = Vec::new();
-    if want_statuses {
-        statuses.reserve_exact(hs.len());
-    }
     let mut next = 0;
     let mut w = Waiter::default();
     loop {
@@ -346,7 +367,7 @@ pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResu
                 }
             };
             if want_statuses {
-                statuses.push(st);
+                report(next, st);
             }
             next += 1;
         }
@@ -355,7 +376,7 @@ pub fn waitall(l: &mut Locked, hs: &mut [c_int], want_statuses: bool) -> MpiResu
         }
         w.step(l)?;
     }
-    Ok(many_failed(statuses, failed, comm))
+    Ok(in_status_error(failed, comm))
 }
 
 /// `MPI_Testall`: `None` when not all are complete (then none is reported).

@@ -623,6 +623,22 @@ pub unsafe fn put_status_at(p: *mut MpiStatus, i: usize, st: &St, with_error: bo
     unsafe { put_status(p.add(i), st, with_error) }
 }
 
+/// Sets the `MPI_ERROR` field of entry `i` of a status array unless it is
+/// `MPI_STATUSES_IGNORE`.
+///
+/// # Safety
+/// `p` must be `MPI_STATUSES_IGNORE`, null, or valid for writing `i + 1` statuses.
+pub unsafe fn put_status_error_at(p: *mut MpiStatus, i: usize, code: c_int) {
+    if ignores_status(p) {
+        return;
+    }
+    // SAFETY: entry `i` is inside the array (caller); unaligned like every status access.
+    unsafe {
+        let e = std::ptr::addr_of_mut!((*p.add(i)).error);
+        e.write_unaligned(code);
+    }
+}
+
 /// Reads a status.
 ///
 /// # Safety

@@ -341,6 +341,33 @@ static void truncation(int rank)
             OK(MPI_Wait(&rs[1], MPI_STATUS_IGNORE));
         CHECK(x[0] == 1 && x[1] == 2, "MPI_Waitall: the second message got %d %d", x[0], x[1]);
     }
+    /* With statuses, the failed receive first: each status carries its own error, and the
+       statuses of the requests that completed are filled in. */
+    if (rank == 0) {
+        OK(MPI_Send(v, 2, MPI_INT, 1, 85, MPI_COMM_WORLD));
+        OK(MPI_Send(v, 8, MPI_INT, 1, 86, MPI_COMM_WORLD));
+    } else if (rank == 1) {
+        int w[4] = {0}, x[4] = {0}, cls = -1, rc, n = -1;
+        MPI_Request rs[2];
+        MPI_Status sts[2];
+        sts[0].MPI_ERROR = sts[1].MPI_ERROR = -12345;
+        OK(MPI_Irecv(w, 4, MPI_INT, 0, 85, MPI_COMM_WORLD, &rs[0]));
+        OK(MPI_Irecv(x, 4, MPI_INT, 0, 86, MPI_COMM_WORLD, &rs[1]));
+        rc = MPI_Waitall(2, rs, sts);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_IN_STATUS, "MPI_Waitall with statuses of a truncated receive gave class %d",
+              cls);
+        CHECK(sts[0].MPI_ERROR == MPI_SUCCESS && sts[0].MPI_TAG == 85 && sts[0].MPI_SOURCE == 0,
+              "MPI_Waitall: the good receive's status: error %d tag %d source %d",
+              sts[0].MPI_ERROR, sts[0].MPI_TAG, sts[0].MPI_SOURCE);
+        MPI_Get_count(&sts[0], MPI_INT, &n);
+        CHECK(n == 2 && w[0] == 1 && w[1] == 2, "MPI_Waitall: the good receive got %d ints", n);
+        MPI_Error_class(sts[1].MPI_ERROR, &cls);
+        CHECK(cls == MPI_ERR_TRUNCATE && sts[1].MPI_TAG == 86,
+              "MPI_Waitall: the truncated receive's status: class %d tag %d", cls, sts[1].MPI_TAG);
+        CHECK(rs[0] == MPI_REQUEST_NULL && rs[1] == MPI_REQUEST_NULL,
+              "MPI_Waitall left a completed request");
+    }
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 }
 

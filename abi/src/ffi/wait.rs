@@ -160,9 +160,23 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (contract).
             let hs = unsafe { mem::slice_mut(requests, mem::count(count)?, "array_of_requests") }?;
             api::query_grequests(l, hs)?;
-            let m = complete::waitall(l, hs, !mem::ignores_status(statuses))?;
-            // SAFETY: `statuses` holds `count` entries or ignores them (contract).
-            unsafe { report_many(statuses, &m) }
+            let want = !mem::ignores_status(statuses);
+            let mut failures = Vec::new();
+            let in_status = complete::waitall_each(l, hs, want, |i, st| {
+                if st.error != error::SUCCESS {
+                    failures.push((i, st.error));
+                }
+                // SAFETY: `statuses` holds `count` entries (contract), `i` is below it.
+                unsafe { mem::put_status_at(statuses, i, &st, false) };
+            })?;
+            let Some(e) = in_status else { return Ok(()) };
+            // MPI_ERR_IN_STATUS: every status carries its own error.
+            for i in 0..hs.len() {
+                let code = failures.iter().find(|f| f.0 == i).map_or(error::SUCCESS, |f| f.1);
+                // SAFETY: as above.
+                unsafe { mem::put_status_error_at(statuses, i, code) };
+            }
+            Err(e)
         })
     }
 }
