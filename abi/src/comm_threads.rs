@@ -11,7 +11,8 @@
 //! is agreed in rounds:
 //!
 //! 1. **Proposal**: an allgather over the parent of (whether it is this creation's turn here,
-//!    this process's next free id). A process gives the turn to at most one creation at a
+//!    this process's next free id: a fresh one while they last, then one freed since, see
+//!    [`Engine::context_id_proposal`]). A process gives the turn to at most one creation at a
 //!    time, and only to the registered creation with the smallest (parent context, local
 //!    serial): the creation on the lowest parent eventually holds the turn on all its members
 //!    at once (a member lets its turn go after every round), so some creation always
@@ -28,6 +29,7 @@
 //! the group) still block under the lock, as documented in `docs/architecture.md`.
 //!
 //! [`Engine::claim_context`]: kestrel_pml::engine::Engine::claim_context
+//! [`Engine::context_id_proposal`]: kestrel_pml::engine::Engine::context_id_proposal
 
 use std::os::raw::c_int;
 
@@ -109,11 +111,12 @@ fn agree_in_rounds(
     n: usize,
     key: (u16, u64),
 ) -> MpiResult<u16> {
+    let mut after_failed = None;
     loop {
         let core = l.core()?;
         let turn = core.creations.take_turn(key);
         let proposal = if turn {
-            core.engine.next_context_id().map_err(pml_err)?
+            core.engine.context_id_proposal(after_failed)
         } else {
             0
         };
@@ -132,6 +135,11 @@ fn agree_in_rounds(
             .map(|c| u16::from_le_bytes([c[1], c[2]]))
             .max()
             .unwrap_or(0);
+        if agreed == u16::MAX {
+            let core = l.core()?;
+            core.creations.end_turn(key);
+            return Err(pml_err(core.engine.out_of_context_ids(false)));
+        }
         let claimed = l.core()?.engine.claim_context(agreed);
         let outcomes = allgather_waiting(l, comm, ctx, n, vec![u8::from(claimed)])?;
         let core = l.core()?;
@@ -142,6 +150,7 @@ fn agree_in_rounds(
         if claimed {
             core.engine.release_context_claim(agreed);
         }
+        after_failed = Some(agreed);
     }
 }
 

@@ -5,6 +5,8 @@
  * runs past the end: MPI_Comm_dup, MPI_Comm_split, MPI_Comm_create, MPI_Comm_create_group.
  * Communicators created before and kept alive stay separate from the new ones: a message
  * sent on a kept communicator before a new one is made and received after is still its own.
+ * With the argument "multiple" the program runs under MPI_THREAD_MULTIPLE, whose creations
+ * agree on ids another way.
  */
 #include "check.h"
 
@@ -29,7 +31,14 @@ static void traffic(MPI_Comm c, int salt)
 
 int main(int argc, char **argv)
 {
-    test_start(&argc, &argv);
+    if (argc > 1 && strcmp(argv[1], "multiple") == 0) {
+        int provided = -1;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        MPI_Comm_rank(MPI_COMM_WORLD, &check_rank);
+        CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE not granted: %d", provided);
+    } else {
+        test_start(&argc, &argv);
+    }
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -487,10 +487,10 @@ fn c_communicators_groups_attributes() {
 
 /// More communicator creations than there are context ids: freed ids come back (70,000
 /// `MPI_Comm_dup`/`MPI_Comm_free` pairs, then splits, creates and group creates on reused
-/// ids), and a communicator kept alive throughout keeps its messages.
+/// ids), and a communicator kept alive throughout keeps its messages; at every thread level.
 #[test]
 fn c_communicators_created_and_freed_past_the_number_of_context_ids() {
-    mpich_then_kestrel("comm_reuse", &[2, 3]);
+    mpich_then_kestrel_each("comm_reuse", &[2, 3], &[&[], &["multiple"]], &[]);
 }
 
 #[test]

@@ -225,13 +225,13 @@ impl Engine {
     }
 
     /// The error of a creation that finds no context id left. `fresh_only`: the creation
-    /// takes ids never used before (inter-communicators, connections, nonblocking and
-    /// multithreaded creations), which do not come back when communicators are freed.
-    pub(crate) fn out_of_context_ids(&self, fresh_only: bool) -> PmlError {
+    /// takes ids never used before (inter-communicators, connections, nonblocking
+    /// creations), which do not come back when communicators are freed.
+    pub fn out_of_context_ids(&self, fresh_only: bool) -> PmlError {
         let live = self.st.ctxs.iter().filter(|c| c.is_some()).count();
         let why = if fresh_only {
-            "; this creation takes ids never used before (inter-communicators, connections, \
-             nonblocking and multithreaded creations do), and all 65,535 have been handed out"
+            "; this creation takes ids never used before (inter-communicators, connections and \
+             nonblocking creations do), and all 65,535 have been handed out"
         } else {
             ""
         };
@@ -326,14 +326,22 @@ impl Engine {
         Ok(p)
     }
 
-    /// The id this process would propose for a new context now (nothing is reserved): the
-    /// first of a creation's rounds under `MPI_THREAD_MULTIPLE`, which then claims the
-    /// agreed maximum ([`Engine::claim_context`]).
-    pub fn next_context_id(&self) -> Result<u16, PmlError> {
-        if self.next_ctx == u16::MAX {
-            return Err(self.out_of_context_ids(true));
+    /// The id this process proposes in a round of a creation under `MPI_THREAD_MULTIPLE`
+    /// (nothing is reserved; the creation then claims the agreed maximum,
+    /// [`Engine::claim_context`]): its next fresh id while fresh ids last, then its first free
+    /// id at or after `after_failed`, the maximum of the round before when that round's
+    /// claims failed somewhere. `u16::MAX` when it has none left.
+    ///
+    /// The rounds end: after a failed round every member proposes more than its maximum
+    /// (a member that claimed it has moved its fresh ids past it; one that could not has it
+    /// in use), except one whose claim succeeded and was given back, and at least one member
+    /// failed.
+    pub fn context_id_proposal(&self, after_failed: Option<u16>) -> u16 {
+        if self.next_ctx != u16::MAX {
+            return self.next_ctx;
         }
-        Ok(self.next_ctx)
+        self.free_run_from(after_failed.unwrap_or(CTX_SELF + 1), 1)
+            .unwrap_or(u16::MAX)
     }
 
     /// Claims `ctx` for a creation whose members agreed on it, if this process uses it for
@@ -342,7 +350,10 @@ impl Engine {
     /// is added ([`Engine::add_context`]) or given back ([`Engine::release_context_claim`]).
     pub fn claim_context(&mut self, ctx: u16) -> bool {
         let used = self.st.ctxs.get(ctx as usize).is_some_and(Option::is_some);
-        if used || ctx == u16::MAX || self.ctx_claims.contains(&ctx) {
+        // No member uses an id before every member claimed it, so a message already waiting
+        // for it belongs to a freed communicator that had it: the id is not free here.
+        let stale = self.st.orphans.contains_key(&ctx);
+        if used || stale || ctx == u16::MAX || self.ctx_claims.contains(&ctx) {
             return false;
         }
         self.ctx_claims.push(ctx);
