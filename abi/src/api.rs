@@ -10,7 +10,7 @@
 
 use std::os::raw::c_int;
 
-use crate::blocking::Begun;
+use crate::blocking::{Begun, BlockingStart};
 use crate::callbacks;
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
@@ -142,7 +142,7 @@ pub fn call_plain(
 pub fn call_blocking(
     name: &'static str,
     comm: c_int,
-    start: impl FnOnce(&mut state::Core) -> Option<Begun>,
+    start: impl BlockingStart,
     finish: impl FnOnce(&Engine, Status) -> MpiResult<()>,
 ) -> Option<c_int> {
     let mut l = Locked::acquire()?;
@@ -150,7 +150,7 @@ pub fn call_blocking(
     let Phase::Running(core) = l.phase() else {
         return None;
     };
-    let r = match start(core)? {
+    let r = match start.start(core)? {
         Begun::Done(r) => r,
         Begun::Waiting(id) if one_thread => {
             let s = core.engine.wait(id);

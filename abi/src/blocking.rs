@@ -13,7 +13,7 @@ use kestrel_pml::engine::ReqId;
 use crate::error::MpiResult;
 use crate::mem::St;
 use crate::requests::{self, ReqRec};
-use crate::state::Locked;
+use crate::state::{Core, Locked};
 
 /// What the start of a blocking call's common form left to do (see
 /// [`crate::api::call_blocking`]).
@@ -22,6 +22,21 @@ pub enum Begun {
     Done(MpiResult<()>),
     /// Waiting for an engine request, which the call completes.
     Waiting(ReqId),
+}
+
+/// The start of a blocking call's common form ([`crate::api::call_blocking`]): a closure, or a type
+/// whose `start` is always inlined where the call is (a closure's body is one function,
+/// which LLVM kept out of line when `MPI_Send` and `MPI_Send_c` both inlined the call).
+pub trait BlockingStart {
+    /// Starts the call on the running library; `None` when it does not take this form.
+    fn start(self, core: &mut Core) -> Option<Begun>;
+}
+
+impl<F: FnOnce(&mut Core) -> Option<Begun>> BlockingStart for F {
+    #[inline(always)]
+    fn start(self, core: &mut Core) -> Option<Begun> {
+        self(core)
+    }
 }
 
 /// Threads of this process inside a blocking wait under `MPI_THREAD_MULTIPLE`.

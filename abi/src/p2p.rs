@@ -10,7 +10,7 @@ use std::os::raw::c_int;
 use kestrel_pml::buf::UserBuf;
 use kestrel_pml::engine::Engine;
 
-use crate::blocking::{wait_engine, wait_rec, Begun, Waiter};
+use crate::blocking::{wait_engine, wait_rec, Begun, BlockingStart, Waiter};
 
 use crate::error::{self, MpiError, MpiResult};
 use crate::handle::{self, Kind, Obj};
@@ -155,25 +155,35 @@ fn plain_match(
 /// `MPI_Send` in its common form (see [`isend_plain`]), started for
 /// [`crate::api::call_blocking`] (which finishes it with [`sent`]); `None` when the arguments
 /// are anything else, before anything was sent: the caller takes the general path ([`send`]).
-#[inline(always)]
-pub fn send_plain(
-    core: &mut Core,
-    comm: c_int,
-    span: UserBuf,
-    dest: c_int,
-    tag: c_int,
-) -> Option<Begun> {
-    let (ctx, dest) = plain_dest(core.comm(comm).ok()?, dest, tag)?;
-    let id = core.engine.isend(ctx, dest, tag, span, false).ok()?;
-    Some(if id == kestrel_pml::engine::DONE {
-        Begun::Done(Ok(()))
-    } else {
-        Begun::Waiting(id)
-    })
+pub struct PlainSend {
+    /// The communicator handle.
+    pub comm: c_int,
+    /// The contiguous bytes.
+    pub span: UserBuf,
+    /// The destination rank.
+    pub dest: c_int,
+    /// The tag.
+    pub tag: c_int,
+}
+
+impl BlockingStart for PlainSend {
+    #[inline(always)]
+    fn start(self, core: &mut Core) -> Option<Begun> {
+        let (ctx, dest) = plain_dest(core.comm(self.comm).ok()?, self.dest, self.tag)?;
+        let id = core
+            .engine
+            .isend(ctx, dest, self.tag, self.span, false)
+            .ok()?;
+        Some(if id == kestrel_pml::engine::DONE {
+            Begun::Done(Ok(()))
+        } else {
+            Begun::Waiting(id)
+        })
+    }
 }
 
 /// `MPI_Recv` in its common form (see [`irecv_plain`]), started for
-/// [`crate::api::call_blocking`]; `None` as for [`send_plain`].
+/// [`crate::api::call_blocking`]; `None` as for [`PlainSend`].
 #[inline(always)]
 pub fn recv_plain(
     core: &mut Core,
