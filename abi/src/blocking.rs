@@ -24,9 +24,10 @@ pub enum Begun {
     Waiting(ReqId),
 }
 
-/// The start of a blocking call's common form ([`crate::api::call_blocking`]): a closure, or a type
-/// whose `start` is always inlined where the call is (a closure's body is one function,
-/// which LLVM kept out of line when `MPI_Send` and `MPI_Send_c` both inlined the call).
+/// The start of a blocking call's common form ([`crate::api::call_blocking`]): a closure,
+/// or a type whose `start` is always inlined where the call is (a closure's body is one
+/// function, which LLVM kept out of line when `MPI_Send` and `MPI_Send_c` both inlined the
+/// call).
 pub trait BlockingStart {
     /// Starts the call on the running library; `None` when it does not take this form.
     fn start(self, core: &mut Core) -> Option<Begun>;
