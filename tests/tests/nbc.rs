@@ -137,16 +137,30 @@ fn the_progress_thread_advances_operations_while_a_rank_computes_without_mpi_cal
     kcc.env("KESTREL_TARGET_DIR", target_dir());
     compile_async_progress(kcc, &on_kestrel);
 
-    let mut mpich = std::process::Command::new(tool("mpiexec.mpich", "mpich"));
-    mpich
-        .args(["-n", "4"])
-        .arg(&on_mpich)
-        .arg("expect-overlap")
-        .env("MPIR_CVAR_ASYNC_PROGRESS", "1");
-    let out = run(mpich, DEADLINE);
-    assert_eq!(
-        lines_starting(&out.stdout, "PASS async_progress rank ").len(),
-        4,
+    // MPICH's own progress threads, 4 ranks on 2 cores, now and then let a peer wait past
+    // the bound (an iallreduce peer 108 ms in one CI run): a failed run is repeated once, its
+    // output printed, as the C tests' MPICH runs are (`tests/tests/abi.rs`); a passing run
+    // still proves the test. Kestrel's runs are never repeated.
+    let mpich = || {
+        let mut c = std::process::Command::new(tool("mpiexec.mpich", "mpich"));
+        c.args(["-n", "4"])
+            .arg(&on_mpich)
+            .arg("expect-overlap")
+            .env("MPIR_CVAR_ASYNC_PROGRESS", "1");
+        run(c, DEADLINE)
+    };
+    let passed =
+        |out: &Outcome| lines_starting(&out.stdout, "PASS async_progress rank ").len() == 4;
+    let mut out = mpich();
+    if !passed(&out) {
+        eprintln!(
+            "async_progress failed once on MPICH, running it again: {}",
+            out.show()
+        );
+        out = mpich();
+    }
+    assert!(
+        passed(&out),
         "async_progress on MPICH with MPIR_CVAR_ASYNC_PROGRESS=1: {}",
         out.show()
     );
