@@ -493,6 +493,53 @@ fn c_communicators_created_and_freed_past_the_number_of_context_ids() {
     mpich_then_kestrel_each("comm_reuse", &[2, 3], &[&[], &["multiple"]], &[]);
 }
 
+/// The same across 2 namespace hosts x 2 ranks: the communicators' first collectives set up
+/// their hierarchy (a node and a leader communicator, two ids), which after the 65,533rd
+/// creation take freed ids too.
+#[test]
+fn c_communicators_past_the_number_of_context_ids_across_namespace_hosts() {
+    let cluster = kestrel_tests::netns::Cluster::up(2);
+    let h = cluster.hosts();
+    let dir = scratch("comm_reuse-hosts");
+    let exe = dir.join("comm_reuse");
+    compile_test(mpicc(), "comm_reuse", &exe);
+    let hosts = format!("{}:2,{}:2", h[0], h[1]);
+    for args in [&[][..], &["multiple"][..]] {
+        let mut job = vec!["-x", "KESTREL_VERBOSE=coll:debug", exe.to_str().unwrap()];
+        job.extend_from_slice(args);
+        let out = run(kestrel_tests::netns::job_on(&hosts, &job), DEADLINE);
+        assert_passed(
+            &out,
+            "comm_reuse",
+            4,
+            &format!("Kestrel on {hosts} {args:?}"),
+        );
+        // Node communicators on freed ids: the hierarchy's agreement reused them.
+        let reused = out
+            .stderr
+            .lines()
+            .chain(out.stdout.lines())
+            .filter(|l| l.contains("hierarchical collectives"))
+            .filter_map(|l| {
+                l.split("node_ctx=")
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse::<u32>()
+                    .ok()
+            })
+            .any(|ctx| ctx < 1000);
+        assert!(
+            reused,
+            "no hierarchy on a reused context id: {}",
+            out.show()
+        );
+    }
+    for host in h {
+        assert!(cluster.pids(host).is_empty(), "processes left in {host}");
+    }
+}
+
 #[test]
 fn c_environment() {
     mpich_then_kestrel("env", &[2]);
