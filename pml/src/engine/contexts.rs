@@ -192,15 +192,29 @@ impl Engine {
     /// at some member, the members are out of ids. A program freeing what it created agrees
     /// in one round (its members free the same ids). The fresh-id cursor stays where it is.
     fn agree_freed_contexts(&mut self, ctx: u16, count: u16) -> Result<u16, PmlError> {
-        let mut from = CTX_SELF + 1;
-        loop {
-            let mine = self.free_run_from(from, count).unwrap_or(u16::MAX);
-            let all = self.allgather_bytes(ctx, &mine.to_le_bytes())?;
+        self.freed_ids_in_rounds(count, |e, mine| {
+            let all = e.allgather_bytes(ctx, &mine.to_le_bytes())?;
             let (mut top, mut agreed) = (mine, true);
             for p in proposals(&all)? {
                 agreed &= p == mine;
                 top = top.max(p);
             }
+            Ok((top, agreed))
+        })
+    }
+
+    /// The rounds of [`Engine::agree_freed_contexts`] (and of [`Engine::agree_context_among`]
+    /// once fresh ids are gone): `round` exchanges this member's proposal and answers the
+    /// largest and whether all were equal.
+    fn freed_ids_in_rounds(
+        &mut self,
+        count: u16,
+        mut round: impl FnMut(&mut Engine, u16) -> Result<(u16, bool), PmlError>,
+    ) -> Result<u16, PmlError> {
+        let mut from = CTX_SELF + 1;
+        loop {
+            let mine = self.free_run_from(from, count).unwrap_or(u16::MAX);
+            let (top, agreed) = round(self, mine)?;
             if top == u16::MAX {
                 return Err(self.out_of_context_ids(false));
             }
@@ -262,18 +276,7 @@ impl Engine {
             self.next_ctx = self.next_ctx.max(best + 1);
             return Ok(best);
         }
-        let mut from = CTX_SELF + 1;
-        loop {
-            let mine = self.free_run_from(from, 1).unwrap_or(u16::MAX);
-            let (top, agreed) = self.among_round(ctx, among, tag, mine)?;
-            if top == u16::MAX {
-                return Err(self.out_of_context_ids(false));
-            }
-            if agreed {
-                return Ok(top);
-            }
-            from = top;
-        }
+        self.freed_ids_in_rounds(1, |e, mine| e.among_round(ctx, among, tag, mine))
     }
 
     /// One round of [`Engine::agree_context_among`]: the first of `among` gathers the
