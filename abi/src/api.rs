@@ -143,7 +143,7 @@ pub fn call_blocking(
     name: &'static str,
     comm: c_int,
     start: impl BlockingStart,
-    finish: impl FnOnce(&Engine, Status) -> MpiResult<()>,
+    finish: impl FnOnce(&Engine, &Status) -> MpiResult<()>,
 ) -> Option<c_int> {
     let mut l = Locked::acquire()?;
     let one_thread = !l.multithreaded();
@@ -154,10 +154,10 @@ pub fn call_blocking(
         Begun::Done(r) => r,
         Begun::Waiting(id) if one_thread => {
             let s = core.engine.wait(id);
-            finish(&core.engine, s)
+            finish(&core.engine, &s)
         }
         Begun::Waiting(id) => {
-            crate::blocking::wait_engine(&mut l, id).and_then(|s| finish(&l.core()?.engine, s))
+            crate::blocking::wait_engine(&mut l, id).and_then(|s| finish(&l.core()?.engine, &s))
         }
     };
     crate::progress_thread::after_call(&mut l);

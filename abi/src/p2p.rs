@@ -295,7 +295,7 @@ pub fn send(
             .map_err(error::pml(error::ERR_RANK))?;
         if id != kestrel_pml::engine::DONE {
             let s = wait_engine(l, id)?;
-            sent(&l.core()?.engine, s)?;
+            sent(&l.core()?.engine, &s)?;
         }
         return Ok(());
     }
@@ -329,11 +329,11 @@ pub use crate::requests::check_status;
 
 /// The error of a completed blocking send: a failed peer ends it badly.
 #[inline]
-pub fn sent(engine: &Engine, s: kestrel_pml::engine::Status) -> MpiResult<()> {
+pub fn sent(engine: &Engine, s: &kestrel_pml::engine::Status) -> MpiResult<()> {
     if s.failed_peer.is_none() {
         return Ok(());
     }
-    check_status(&requests::status_of(engine, s), 0)
+    check_status(&requests::status_of(engine, *s), 0)
 }
 
 /// `MPI_Recv`: the status, truncated or not (the caller reports it, then the error).

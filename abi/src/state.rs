@@ -369,13 +369,20 @@ impl Core {
     }
 }
 
-/// The table slot of a communicator handle.
+/// The table slot of a communicator handle: a predefined handle names slot 0 or 1
+/// (`MPI_COMM_WORLD`, `MPI_COMM_SELF`), a direct one slot 2 or above. Computed without
+/// branching on the kind: every send and receive of the C library asks this first.
+#[inline(always)]
 pub fn comm_slot(h: c_int) -> Option<u32> {
-    match handle::decode(h, Obj::Comm)? {
-        (Kind::Builtin, i) if i < 2 => Some(i),
-        (Kind::Direct, i) if i >= 2 => Some(i),
-        _ => None,
-    }
+    let slot = h as u32 & 0x03ff_ffff;
+    // The kind and object-type bits a handle naming `slot` must carry.
+    let kind = if slot < 2 {
+        Kind::Builtin
+    } else {
+        Kind::Direct
+    };
+    let expected = handle::make(kind, Obj::Comm, 0) as u32;
+    (h as u32 & !0x03ff_ffff == expected).then_some(slot)
 }
 
 fn bad_comm(h: c_int) -> MpiError {

@@ -341,10 +341,29 @@ struct Predefined {
     scalars: Vec<(c_int, &'static str, TypeInfo)>,
     /// Index into `scalars` by a handle's low byte (MPICH numbers predefined types uniquely).
     by_number: [Option<u8>; 256],
-    /// By the same low byte: the handle and element size of each contiguous scalar type of
-    /// at least one byte, `(0, 0)` elsewhere (see [`plain_size`]).
-    plain: [(c_int, u32); 256],
     pairs: Vec<TypeInfo>,
+}
+
+/// By a handle's low byte: the handle and element size of each predefined scalar type of at
+/// least one byte (all contiguous: one block of their size, see [`basic_type`]), `(0, 0)`
+/// elsewhere (see [`plain_size`]). Built at compile time, so the lookup on every send and
+/// receive does not first ask whether [`predefined_tables`] is built.
+static PLAIN: [(c_int, u32); 256] = plain_table();
+
+const fn plain_table() -> [(c_int, u32); 256] {
+    let mut plain = [(0, 0); 256];
+    let mut i = 0;
+    while i < PREDEFINED.len() {
+        let h = PREDEFINED[i].0;
+        let size = (h as u32 & 0xff00) >> 8;
+        let n = (h as u32 & 0xff) as usize;
+        assert!(plain[n].0 == 0, "predefined type numbers are unique");
+        if size > 0 {
+            plain[n] = (h, size);
+        }
+        i += 1;
+    }
+    plain
 }
 
 fn predefined_tables() -> &'static Predefined {
@@ -388,19 +407,14 @@ fn predefined_tables() -> &'static Predefined {
             })
             .collect();
         let mut by_number = [None; 256];
-        let mut plain = [(0, 0); 256];
-        for (i, (h, _, t)) in scalars.iter().enumerate() {
+        for (i, (h, _, _)) in scalars.iter().enumerate() {
             let n = (*h as u32 & 0xff) as usize;
             assert!(by_number[n].is_none(), "predefined type numbers are unique");
             by_number[n] = Some(i as u8);
-            if t.size > 0 && t.is_contiguous() {
-                plain[n] = (*h, t.size as u32);
-            }
         }
         Predefined {
             scalars,
             by_number,
-            plain,
             pairs,
         }
     })
@@ -425,7 +439,7 @@ pub fn predefined(handle: c_int) -> Option<&'static TypeInfo> {
 /// else (pairs included: [`predefined`] answers for them).
 #[inline]
 pub fn plain_size(handle: c_int) -> Option<usize> {
-    let (h, size) = predefined_tables().plain[(handle as u32 & 0xff) as usize];
+    let (h, size) = PLAIN[(handle as u32 & 0xff) as usize];
     (h == handle && size != 0).then_some(size as usize)
 }
 
@@ -880,6 +894,24 @@ mod tests {
             taken > 30,
             "only {taken} predefined types take the short paths"
         );
+    }
+
+    /// The compile-time table of the common send and receive must give every predefined
+    /// scalar type exactly the size of its type map, and nothing to a type without bytes
+    /// or to a handle that is no predefined type.
+    #[test]
+    fn plain_size_agrees_with_the_type_maps() {
+        let mut plain = 0;
+        for &(h, name, _) in PREDEFINED {
+            let t = predefined(h).expect("predefined");
+            let expected = (t.size > 0 && t.is_contiguous()).then_some(t.size);
+            assert_eq!(plain_size(h), expected, "{name}");
+            plain += usize::from(expected.is_some());
+        }
+        assert!(plain > 40, "only {plain} types take the common path");
+        // Same low byte, other bits: a handle that names no predefined type.
+        assert_eq!(plain_size(INT ^ 0x0100_0000), None);
+        assert_eq!(plain_size(0x4c00_01ff), None);
     }
 
     fn int() -> &'static TypeInfo {

@@ -91,13 +91,19 @@ impl<T> CallLock<T> {
                 .held
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .ok()
-                .map(|_| CallGuard { lock: self });
+                .map(|_| CallGuard {
+                    lock: self,
+                    shared: true,
+                });
         }
         if self.held.load(Ordering::Relaxed) {
             return None;
         }
         self.held.store(true, Ordering::Relaxed);
-        Some(CallGuard { lock: self })
+        Some(CallGuard {
+            lock: self,
+            shared: false,
+        })
     }
 
     /// Whether calls may overlap (shared mode). Exact for a thread that holds the lock or
@@ -133,6 +139,9 @@ impl<T> CallLock<T> {
 /// Access to a [`CallLock`]'s value; releases the lock when dropped (also when unwinding).
 pub struct CallGuard<'a, T> {
     lock: &'a CallLock<T>,
+    /// The mode when the guard was taken, which only a holder changes ([`Self::set_shared`]
+    /// keeps both): the calls that ask it again need not load the flag again.
+    shared: bool,
 }
 
 impl<'a, T> CallGuard<'a, T> {
@@ -141,12 +150,13 @@ impl<'a, T> CallGuard<'a, T> {
     /// holder switches, so no other thread is between its load of the mode and its take.
     pub fn set_shared(&mut self, shared: bool) {
         self.lock.shared.store(shared, Ordering::Relaxed);
+        self.shared = shared;
     }
 
     /// Whether calls may overlap (`MPI_THREAD_MULTIPLE`).
     #[inline]
     pub fn is_shared(&self) -> bool {
-        self.lock.shared.load(Ordering::Relaxed)
+        self.shared
     }
 
     /// Called by a blocking call between polls: in shared mode, when another thread waits
@@ -155,8 +165,7 @@ impl<'a, T> CallGuard<'a, T> {
     /// checker sees to it: this takes `&mut self`).
     #[inline]
     pub fn let_others_in(&mut self) {
-        if self.lock.shared.load(Ordering::Relaxed) && self.lock.waiting.load(Ordering::Relaxed) > 0
-        {
+        if self.shared && self.lock.waiting.load(Ordering::Relaxed) > 0 {
             self.hand_over();
         }
     }
@@ -167,7 +176,7 @@ impl<'a, T> CallGuard<'a, T> {
     /// per rank on one core each, was several times slower than the Rust API's threads,
     /// which yield with the engine released).
     pub fn yield_unlocked(&mut self) {
-        if self.lock.shared.load(Ordering::Relaxed) {
+        if self.shared {
             self.hand_over();
         } else {
             yield_now();
@@ -179,7 +188,9 @@ impl<'a, T> CallGuard<'a, T> {
         self.lock.held.store(false, Ordering::Release);
         yield_now();
         let g = self.lock.lock();
-        // The new guard and this one guard the same lock: keep this one, forget the other.
+        // The new guard and this one guard the same lock: keep this one (with the mode the
+        // new one saw), forget the other.
+        self.shared = g.shared;
         std::mem::forget(g);
     }
 }
