@@ -438,16 +438,36 @@ fn large(c: &SimpleCommunicator) {
         }
     });
     c.all_reduce_into(&mine, &mut out, op);
+    let want = |i: usize| (1..n).fold(mat(0, i), |w, r| mul1(&w, &mat(r, i)));
     for (i, o) in out.iter().enumerate() {
-        let mut want = mat(0, i);
-        for r in 1..n {
-            want = mul1(&want, &mat(r, i));
-        }
-        if *o != want {
+        if *o != want(i) {
+            let want = want(i);
             fail(
                 me,
                 format!("large non-commutative allreduce element {i}: {o:?}, want {want:?}"),
             );
+        }
+    }
+    // The same to the first and to the last rank: between two members a reduce of this size
+    // is a stream through the segment, whose root combines in rank order on either side.
+    for root_rank in [0, n - 1] {
+        let op = UserOperation::non_commutative(|a: &[[i64; 4]], b: &mut [[i64; 4]]| {
+            for (x, y) in a.iter().zip(b.iter_mut()) {
+                *y = mul1(x, y);
+            }
+        });
+        let root = c.process_at_rank(root_rank);
+        if me == root_rank {
+            let mut red = vec![[0i64; 4]; mine.len()];
+            root.reduce_into_root(&mine, &mut red, op);
+            if let Some(i) = (0..red.len()).find(|&i| red[i] != want(i)) {
+                fail(
+                    me,
+                    format!("large non-commutative reduce to rank {root_rank}, element {i}: {:?}, want {:?}", red[i], want(i)),
+                );
+            }
+        } else {
+            root.reduce_into(&mine, op);
         }
     }
     // 1 MiB and 8 MiB of f64: in groups of more than two an allreduce goes through the

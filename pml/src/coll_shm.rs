@@ -425,8 +425,10 @@ impl Engine {
                 } else if (commutative
                     && seg.tree_reduce(Some(root as usize), send, target, &mut apply))
                     || seg.fragment_reduce(Some(root as usize), send, target, &mut apply)
+                    || seg.pair_reduce(root as usize, send, target, dtype.size(), &mut apply)
                 {
-                    // Done in one tree barrier, or one barrier through the fragment slots.
+                    // Done in one tree barrier, or one barrier through the fragment slots, or
+                    // pipelined through them between two members.
                 } else if seg.single_copy_reduction(send.len(), false) {
                     if let Err(e) = seg.single_copy_reduce(
                         Some(root as usize),

@@ -7,11 +7,11 @@
 //! |---|---|---|---|
 //! | header | 128 | creator (once), `attach_count` by attachers (atomic add); `sleepers` (byte 64): members going to sleep and waking (SeqCst add) | attachers; `sleepers`: every releasing store |
 //! | control block of rank r | 128 | `arrive` (word 0): r, Release; `release` (byte 64): r's tree parent, Release; the 56 bytes after each word: [`CollSegment::tree_reduce`]'s partial (r, plain, before `arrive`) and result (the parent, plain, before `release`) | `arrive` and the partial: r's parent (Acquire, then plain); `release` and the result: r (Acquire, then plain) |
-//! | data slots | `sets` × n × `frag` | slot (s, r): rank r (plain, before its `arrive`) | everyone, after the barrier that follows |
+//! | data slots | `sets` × n × `frag` | slot (s, r): rank r (plain, before its `arrive`); in a pair stream all slots are one ring, written by the writer (plain, before its stream counter) | everyone, after the barrier that follows; in a pair stream the reader, after the writer's stream counter (Acquire) |
 //! | result area | `sets` × `frag` | slice i: rank i (plain, before its `arrive`) | everyone, after the next barrier |
 //! | inline lines | n × 2 × 512 | line (r, parity): rank r, payload plain, then the generation (word 0), Release | everyone, generation Acquire, then the payload |
 //! | posted lines | n × 8 × 512 | line (r, k): rank r, payload plain, then the posted generation (word 0), Release | everyone, generation Acquire, then the payload |
-//! | finished words | n × 512 | word 0 of line r: rank r, the highest posted generation up to which it finished reading, Release | any rank about to rewrite a posted line, Acquire |
+//! | finished words | n × 512 | word 0 of line r: rank r, the highest posted generation up to which it finished reading, Release; byte 256 of line r: rank r's stream counter, the pair-stream fragments it wrote or took out ([`pair`]), Release | word 0: any rank about to rewrite a posted line, Acquire; the stream counter: r's partner in a pair stream, Acquire |
 //!
 //! Every operation is a sequence of barriers with a generation number that grows by one per
 //! barrier on every rank, so a flag written for generation g can never be mistaken for g+1.
@@ -48,6 +48,7 @@ use crate::mem::{Mapping, SharedMem};
 
 mod flat;
 mod fragment;
+mod pair;
 mod posted;
 mod single_copy;
 
@@ -146,6 +147,10 @@ pub struct CollSegment {
     me: usize,
     gen: u64,
     fragments: u64,
+    /// Fragments of pair streams this member took part in (see [`pair`]).
+    streamed: u64,
+    /// How this member stores when it writes a pair stream.
+    stream_stores: pair::StoreChoice,
     flat_gen: u64,
     /// Who read the lines of the last two flat rounds, by parity (see `flat_round`).
     flat_readers: [Readers; 2],
@@ -234,6 +239,8 @@ impl CollSegment {
             me,
             gen: 0,
             fragments: 0,
+            streamed: 0,
+            stream_stores: pair::StoreChoice::default(),
             flat_gen: 0,
             flat_readers: [Readers::All; 2],
             flat_saw_all: true,
@@ -663,7 +670,7 @@ mod tests {
     /// Runs `f` as member `me` on a thread of its own. A member that panics stops the whole
     /// test process at once (after the panic message): the other members would otherwise
     /// wait for it in their next barrier forever, and the failure would show as a hang.
-    fn spawn_member<R: Send + 'static>(
+    pub(super) fn spawn_member<R: Send + 'static>(
         me: usize,
         f: impl FnOnce() -> R + Send + 'static,
     ) -> std::thread::JoinHandle<R> {

@@ -236,6 +236,16 @@ impl NodeSegment for CollSegment {
     ) -> bool {
         CollSegment::fragment_reduce(self, root, send, recv, apply)
     }
+    fn pair_reduce(
+        &mut self,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        elem: usize,
+        apply: Apply<'_>,
+    ) -> bool {
+        CollSegment::pair_reduce(self, root, send, recv, elem, apply)
+    }
     fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
         CollSegment::fragment_alltoall(self, send, recv, block)
     }

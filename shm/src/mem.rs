@@ -61,6 +61,47 @@ impl std::fmt::Debug for Mapping {
 }
 
 impl Mapping {
+    /// Copies `src` to `off` with non-temporal stores: the destination's cache lines are
+    /// written without being read first, so a line that another core holds (a reader of the
+    /// last lap of a ring) is invalidated there instead of being pulled back to be
+    /// overwritten. Followed by a store fence, so a Release store after it publishes the
+    /// bytes. x86-64 only (SSE2, part of the baseline); elsewhere a plain copy.
+    pub fn write_bytes_streaming(&self, off: usize, src: &[u8]) {
+        assert!(
+            off.checked_add(src.len())
+                .is_some_and(|end| end <= self.len),
+            "shm write {off}+{} outside a {}-byte mapping",
+            src.len(),
+            self.len
+        );
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+            let dst = self.base.wrapping_add(off);
+            // The destination's first 16-byte boundary; plain stores before it and after the
+            // last whole 16 bytes.
+            let head = dst.align_offset(16).min(src.len());
+            let body = (src.len() - head) / 16 * 16;
+            // SAFETY: `dst..dst + src.len()` is inside the mapping (asserted above) and does
+            // not overlap `src` (a Rust slice, never a view of this mapping); the streaming
+            // stores target 16-byte aligned addresses inside that range, and the loads read
+            // `src` within its bounds (unaligned loads).
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), dst, head);
+                let mut i = head;
+                while i < head + body {
+                    let v = _mm_loadu_si128(src.as_ptr().add(i) as *const __m128i);
+                    _mm_stream_si128(dst.add(i) as *mut __m128i, v);
+                    i += 16;
+                }
+                std::ptr::copy_nonoverlapping(src.as_ptr().add(i), dst.add(i), src.len() - i);
+                _mm_sfence();
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        self.write_bytes(off, src);
+    }
+
     /// Maps `len` bytes of `file` read-write and shared.
     pub fn map(file: &std::fs::File, len: usize) -> std::io::Result<Mapping> {
         use std::os::fd::AsRawFd;

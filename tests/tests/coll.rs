@@ -108,6 +108,9 @@ fn sixteen_ranks_on_two_cores_and_thirty_two_and_sixty_four_in_closing_runs() {
 
 #[test]
 fn a_million_elements() {
+    // The segment from the first collective, so that every reduction of `large` goes
+    // through it (between two members: the pair stream and single copy).
+    check(2, &[("coll_shm_setup_after", "1")], &["large"]);
     check(4, &[], &["large"]);
     check(3, &[("coll_shm", "false")], &["large"]);
 }

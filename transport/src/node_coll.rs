@@ -193,6 +193,17 @@ pub trait NodeSegment: Send {
         recv: &mut [u8],
         apply: Apply<'_>,
     ) -> bool;
+    /// A reduce between exactly two members, pipelined through the fragment slots (the
+    /// other member copies each fragment in, the root combines it out); false, nothing
+    /// done, for other groups and short operands (the same answer on both members).
+    fn pair_reduce(
+        &mut self,
+        root: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        elem: usize,
+        apply: Apply<'_>,
+    ) -> bool;
     /// A scatter of small equal blocks in one round: `send` (at the root) holds one
     /// `block`-byte block per member, `recv` gets this member's (the root's own unless `recv`
     /// is empty, in place); the whole `send` must pass [`NodeSegment::flat`].
