@@ -265,18 +265,7 @@ mod tests {
     use crate::mem::Mapping;
 
     fn mapping(size: usize) -> Mapping {
-        let path =
-            std::env::temp_dir().join(format!("kestrel-fbox-test-{}-{size}", std::process::id()));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
-        std::fs::remove_file(&path).unwrap();
-        f.set_len(size as u64).unwrap();
-        Mapping::map(&f, size).unwrap()
+        crate::mem::test_mapping("fbox", size)
     }
 
     #[test]

@@ -119,26 +119,7 @@ mod tests {
     use crate::mem::Mapping;
 
     fn mapping(size: usize) -> Mapping {
-        let f = tempfile();
-        f.set_len(size as u64).unwrap();
-        Mapping::map(&f, size).unwrap()
-    }
-
-    fn tempfile() -> std::fs::File {
-        let path = std::env::temp_dir().join(format!(
-            "kestrel-fifo-test-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
-        std::fs::remove_file(&path).unwrap();
-        f
+        crate::mem::test_mapping("fifo", size)
     }
 
     #[test]

@@ -60,20 +60,46 @@ impl std::fmt::Debug for Mapping {
     }
 }
 
+/// A private mapping of `size` zeroed bytes for unit tests: a file made and unlinked at
+/// once under the temporary directory, named by `tag`, the process and the thread (tests
+/// run in parallel threads).
+#[cfg(test)]
+pub fn test_mapping(tag: &str, size: usize) -> Mapping {
+    let path = std::env::temp_dir().join(format!(
+        "kestrel-{tag}-test-{}-{:?}-{size}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    f.set_len(size as u64).unwrap();
+    Mapping::map(&f, size).unwrap()
+}
+
 impl Mapping {
+    /// Panics unless `off..off + len` lies inside the mapping (`what`: the access, for the
+    /// message).
+    fn check_range(&self, what: &str, off: usize, len: usize) {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "shm {what} {off}+{len} outside a {}-byte mapping",
+            self.len
+        );
+    }
+
     /// Copies `src` to `off` with non-temporal stores: the destination's cache lines are
     /// written without being read first, so a line that another core holds (a reader of the
     /// last lap of a ring) is invalidated there instead of being pulled back to be
     /// overwritten. Followed by a store fence, so a Release store after it publishes the
     /// bytes. x86-64 only (SSE2, part of the baseline); elsewhere a plain copy.
     pub fn write_bytes_streaming(&self, off: usize, src: &[u8]) {
-        assert!(
-            off.checked_add(src.len())
-                .is_some_and(|end| end <= self.len),
-            "shm write {off}+{} outside a {}-byte mapping",
-            src.len(),
-            self.len
-        );
+        self.check_range("write", off, src.len());
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
@@ -251,13 +277,7 @@ impl SharedMem for Mapping {
     }
     #[inline]
     fn write_bytes(&self, off: usize, src: &[u8]) {
-        assert!(
-            off.checked_add(src.len())
-                .is_some_and(|end| end <= self.len),
-            "shm write {off}+{} outside a {}-byte mapping",
-            src.len(),
-            self.len
-        );
+        self.check_range("write", off, src.len());
         let dst = self.base.wrapping_add(off);
         // SAFETY: in bounds; `src` is a Rust slice so it cannot overlap the destination unless
         // it is itself a view of this mapping, which callers never pass. The common lengths

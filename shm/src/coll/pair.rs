@@ -190,18 +190,8 @@ mod tests {
     /// unaligned head and tail by plain stores, the rest 16 bytes at a time.
     #[test]
     fn streaming_writes_land_exactly_where_asked() {
-        use crate::mem::{Mapping, SharedMem};
-        let path = std::env::temp_dir().join(format!("kestrel-stream-test-{}", std::process::id()));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
-        std::fs::remove_file(&path).unwrap();
-        f.set_len(4096).unwrap();
-        let m = Mapping::map(&f, 4096).unwrap();
+        use crate::mem::{test_mapping, SharedMem};
+        let m = test_mapping("stream", 4096);
         for off in 0..33 {
             for len in [0, 1, 15, 16, 17, 31, 32, 33, 100, 1000] {
                 m.write_bytes(0, &[0xaa; 2048]);
