@@ -428,7 +428,7 @@ impl Engine {
                     || seg.pair_reduce(root as usize, send, target, dtype.size(), &mut apply)
                 {
                     // Done in one tree barrier, or one barrier through the fragment slots, or
-                    // pipelined through them between two members.
+                    // streamed through them between two members.
                 } else if seg.single_copy_reduction(send.len(), false) {
                     if let Err(e) = seg.single_copy_reduce(
                         Some(root as usize),

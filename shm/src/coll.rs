@@ -539,27 +539,20 @@ impl CollSegment {
             self.fragments += 1;
             self.map.write_bytes(self.slot(set, me), &send[at..end]);
             self.barrier();
-            // My slice of this fragment, in whole elements. Remote operands are first copied
-            // out (a wide sequential copy pulls another core's lines far faster than the
-            // element loop would); my own operand comes straight from the send buffer.
+            // My slice of this fragment, in whole elements.
             let elems = len / elem;
             let (s0, s1) = (elems * me / n * elem, elems * (me + 1) / n * elem);
             if s1 > s0 {
                 let w = s1 - s0;
-                if n - 1 == me {
-                    acc[..w].copy_from_slice(&send[at + s0..at + s1]);
-                } else {
-                    self.map
-                        .read_bytes(self.slot(set, n - 1) + s0, &mut acc[..w]);
-                }
-                for r in (0..n - 1).rev() {
-                    if r == me {
-                        apply(&send[at + s0..at + s1], &mut acc[..w]);
-                    } else {
-                        self.map.read_bytes(self.slot(set, r) + s0, &mut tmp[..w]);
-                        apply(&tmp[..w], &mut acc[..w]);
-                    }
-                }
+                combine_in_rank_order(
+                    n,
+                    me,
+                    &send[at + s0..at + s1],
+                    &mut acc[..w],
+                    tmp,
+                    |r, dst| self.map.read_bytes(self.slot(set, r) + s0, dst),
+                    apply,
+                );
                 self.map.write_bytes(self.result(set) + s0, &acc[..w]);
                 if want {
                     recv[at + s0..at + s1].copy_from_slice(&acc[..w]);
@@ -579,6 +572,38 @@ impl CollSegment {
             }
         }
         self.scratch = buffers;
+    }
+}
+
+/// Combines the operands of members `0..n` into `acc` in MPI's rank order: the last
+/// member's operand first, then each lower one into it with `apply(input, inout)`, the lower
+/// rank's as `input`, so non-commutative operations keep their order. `own` is this
+/// member's operand (`me`); `read(r, dst)` copies member r's into `dst`: remote operands are
+/// copied out first, as a wide sequential copy pulls another core's lines far faster than
+/// the element loop would. `operand` holds one such copy; it is used, and must be at least
+/// `acc.len()` bytes, only for a member below `n - 1` other than `me`.
+fn combine_in_rank_order(
+    n: usize,
+    me: usize,
+    own: &[u8],
+    acc: &mut [u8],
+    operand: &mut [u8],
+    mut read: impl FnMut(usize, &mut [u8]),
+    apply: &mut dyn FnMut(&[u8], &mut [u8]),
+) {
+    if me == n - 1 {
+        acc.copy_from_slice(own);
+    } else {
+        read(n - 1, acc);
+    }
+    for r in (0..n - 1).rev() {
+        if r == me {
+            apply(own, acc);
+        } else {
+            let operand = &mut operand[..acc.len()];
+            read(r, operand);
+            apply(operand, acc);
+        }
     }
 }
 

@@ -193,9 +193,9 @@ pub trait NodeSegment: Send {
         recv: &mut [u8],
         apply: Apply<'_>,
     ) -> bool;
-    /// A reduce between exactly two members, pipelined through the fragment slots (the
-    /// other member copies each fragment in, the root combines it out); false, nothing
-    /// done, for other groups and short operands (the same answer on both members).
+    /// A reduce between exactly two members, streamed through the segment's data slots (the
+    /// other member copies each piece in, the root combines it out); false, nothing done,
+    /// for other groups and short operands (the same answer on both members).
     fn pair_reduce(
         &mut self,
         root: usize,

@@ -9,7 +9,7 @@
 //! that a member may still read: a set is rewritten two fragment operations later, and every
 //! reader of this one passes the next operation's barrier only after it has read.
 
-use super::{CollSegment, FRAGMENT_BLOCK_MAX};
+use super::{combine_in_rank_order, CollSegment, FRAGMENT_BLOCK_MAX};
 use crate::mem::SharedMem;
 
 /// Largest operand of [`CollSegment::fragment_reduce`].
@@ -182,25 +182,19 @@ impl CollSegment {
         if !want {
             return true;
         }
-        let acc = &mut recv[..len];
-        if me == n - 1 {
-            acc.copy_from_slice(send);
-        } else {
-            self.map.read_bytes(self.slot(set, n - 1), acc);
-        }
         let mut scratch = std::mem::take(&mut self.scratch);
         if scratch.len() < len {
             scratch.resize(len, 0);
         }
-        let operand = &mut scratch[..len];
-        for r in (0..n - 1).rev() {
-            if r == me {
-                apply(send, acc);
-            } else {
-                self.map.read_bytes(self.slot(set, r), operand);
-                apply(operand, acc);
-            }
-        }
+        combine_in_rank_order(
+            n,
+            me,
+            send,
+            &mut recv[..len],
+            &mut scratch,
+            |r, dst| self.map.read_bytes(self.slot(set, r), dst),
+            apply,
+        );
         self.scratch = scratch;
         true
     }

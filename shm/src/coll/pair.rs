@@ -16,7 +16,7 @@
 //! waiting for the reader at every fragment, which in the machine's slow core-to-core state
 //! doubled the time (`osu_reduce` 1 MiB 224-316 us against 171 by single copy).
 
-use super::{CollSegment, INLINE_LINE};
+use super::{combine_in_rank_order, CollSegment, INLINE_LINE};
 use crate::mem::SharedMem;
 
 /// Smallest operand of [`CollSegment::pair_reduce`]: below it single copy was as fast (2
@@ -155,17 +155,16 @@ impl CollSegment {
             let g = base + k;
             self.wait_word(self.stream_word(other), g + 1);
             let part = piece(k);
-            let acc = &mut recv[part.clone()];
-            if root == 0 {
-                // Rank 0's operand comes first: the other's into the result, then ours.
-                self.map.read_bytes(self.ring_slot(g, ring, frag), acc);
-                apply(&send[part], acc);
-            } else {
-                let operand = &mut scratch[..part.len()];
-                acc.copy_from_slice(&send[part]);
-                self.map.read_bytes(self.ring_slot(g, ring, frag), operand);
-                apply(operand, acc);
-            }
+            let slot = self.ring_slot(g, ring, frag);
+            combine_in_rank_order(
+                2,
+                me,
+                &send[part.clone()],
+                &mut recv[part],
+                &mut scratch,
+                |_, dst| self.map.read_bytes(slot, dst),
+                apply,
+            );
             self.release_store(self.stream_word(me), g + 1);
         }
         self.scratch = scratch;
