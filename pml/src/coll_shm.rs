@@ -425,7 +425,14 @@ impl Engine {
                 } else if (commutative
                     && seg.tree_reduce(Some(root as usize), send, target, &mut apply))
                     || seg.fragment_reduce(Some(root as usize), send, target, &mut apply)
-                    || seg.pair_reduce(root as usize, send, target, dtype.size(), &mut apply)
+                    || seg.pair_reduce(
+                        root as usize,
+                        send,
+                        target,
+                        dtype.size(),
+                        commutative,
+                        &mut apply,
+                    )
                 {
                     // Done in one tree barrier, or one barrier through the fragment slots, or
                     // streamed through them between two members.

@@ -242,9 +242,10 @@ impl NodeSegment for CollSegment {
         send: &[u8],
         recv: &mut [u8],
         elem: usize,
+        commutative: bool,
         apply: Apply<'_>,
     ) -> bool {
-        CollSegment::pair_reduce(self, root, send, recv, elem, apply)
+        CollSegment::pair_reduce(self, root, send, recv, elem, commutative, apply)
     }
     fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
         CollSegment::fragment_alltoall(self, send, recv, block)

@@ -194,14 +194,16 @@ pub trait NodeSegment: Send {
         apply: Apply<'_>,
     ) -> bool;
     /// A reduce between exactly two members, streamed through the segment's data slots (the
-    /// other member copies each piece in, the root combines it out); false, nothing done,
-    /// for other groups and short operands (the same answer on both members).
+    /// other member copies each piece in, the root combines it out, in place where the rank
+    /// order allows: the operation is `commutative` or the root is rank 1); false, nothing
+    /// done, for other groups and short operands (the same answer on both members).
     fn pair_reduce(
         &mut self,
         root: usize,
         send: &[u8],
         recv: &mut [u8],
         elem: usize,
+        commutative: bool,
         apply: Apply<'_>,
     ) -> bool;
     /// A scatter of small equal blocks in one round: `send` (at the root) holds one

@@ -16,14 +16,17 @@
 //! waiting for the reader at every fragment, which in the machine's slow core-to-core state
 //! doubled the time (`osu_reduce` 1 MiB 224-316 us against 171 by single copy).
 
-use super::{combine_in_rank_order, CollSegment, INLINE_LINE};
+use super::{CollSegment, INLINE_LINE};
 use crate::mem::SharedMem;
 
-/// Smallest operand of [`CollSegment::pair_reduce`]: below it single copy was as fast (2
-/// ranks, `osu_reduce` 32 KiB 5.6-6.8 us streamed against 5.1-6.4 by single copy; 64 KiB
-/// 7.6-9.6 against 9.0-11.7 where the cores shared a cache, 12.6-13.8 against 12.1-12.2
-/// where they did not).
-pub const PAIR_REDUCE_MIN: usize = 64 << 10;
+/// Smallest operand of [`CollSegment::pair_reduce`]; up to this size a reduce goes through
+/// one set of fragment slots ([`CollSegment::fragment_reduce`], one barrier), which at 2
+/// ranks takes exactly 16 KiB first. Above it the stream beats single copy once the root
+/// combines straight out of the ring (2 ranks, `osu_reduce -i 2000` 32 KiB 4.8-5.7 us
+/// streamed against 5.7-7.4 by single copy, Open MPI 5.1-7.6, five interleaved rounds); with
+/// a copy out of the ring before the arithmetic it had been no faster than single copy
+/// (5.6-6.8 against 5.1-6.4), which is why this was 64 KiB in session 33.
+pub const PAIR_REDUCE_MIN: usize = 16 << 10;
 
 /// Bytes per stream fragment: small enough that the reader starts early and a 64 KiB
 /// operand is four fragments in flight (2 members, 16 KiB against 64 KiB fragments:
@@ -45,12 +48,46 @@ const STREAM_WORD: usize = 256;
 /// non-temporal 151-165, Open MPI 144-181). The way that is not in use is tried again every
 /// [`StoreChoice::RETRY`] operations, so a change of placement is noticed. A local choice:
 /// the reader sees the same bytes either way.
+///
+/// Each way's cost is the median of its last three samples, not a running mean: one stream
+/// the scheduler interrupted (seen: 560 ns/KiB among plain streams of 73-100) would
+/// otherwise have made the slower way look cheaper until the next retry, and a session-33
+/// version with a running mean measured 512 KiB 51-74 us against 38-53 with plain stores
+/// forced.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct StoreChoice {
-    /// Recent cost of each way, nanoseconds per KiB (`None`: not tried yet), plain first.
-    cost: [Option<f64>; 2],
+    /// Recent samples of each way, plain first.
+    cost: [Samples; 2],
     /// Streams written so far.
     streams: u64,
+}
+
+/// The last three costs of one way, nanoseconds per KiB.
+#[derive(Debug, Default, Clone, Copy)]
+struct Samples {
+    last: [f64; 3],
+    /// Samples taken (the first three fill `last`).
+    taken: u64,
+}
+
+impl Samples {
+    fn push(&mut self, sample: f64) {
+        self.last[(self.taken % 3) as usize] = sample;
+        self.taken += 1;
+    }
+
+    /// The median of the last three, or the least of fewer (`None`: never tried). An
+    /// interrupted stream only ever costs more, so with too few samples for a median the
+    /// least is the better guess.
+    fn estimate(&self) -> Option<f64> {
+        let [a, b, c] = self.last;
+        match self.taken {
+            0 => None,
+            1 => Some(a),
+            2 => Some(a.min(b)),
+            _ => Some(a.max(b).min(a.min(b).max(c))),
+        }
+    }
 }
 
 impl StoreChoice {
@@ -60,7 +97,7 @@ impl StoreChoice {
     /// Whether the next stream uses non-temporal stores.
     fn choose(&mut self) -> bool {
         self.streams += 1;
-        let better = match self.cost {
+        let better = match self.cost.map(|way| way.estimate()) {
             [None, _] => return false,
             [_, None] => return true,
             [Some(plain), Some(streaming)] => streaming < plain,
@@ -75,12 +112,7 @@ impl StoreChoice {
     /// Records what a stream of `len` bytes cost the writer, stored one way.
     fn record(&mut self, streaming: bool, took: std::time::Duration, len: usize) {
         let sample = took.as_nanos() as f64 * 1024.0 / len.max(1) as f64;
-        let slot = &mut self.cost[usize::from(streaming)];
-        *slot = Some(match *slot {
-            // Recent operations weigh most: the placement can change.
-            Some(old) => 0.5 * old + 0.5 * sample,
-            None => sample,
-        });
+        self.cost[usize::from(streaming)].push(sample);
     }
 }
 
@@ -98,15 +130,18 @@ impl CollSegment {
     }
 
     /// A reduce between exactly two members as a stream: the other member copies its
-    /// operand into the ring fragment by fragment, the root copies each out and combines it
-    /// with its own in rank order. False, nothing done, unless the group has two members and
-    /// the operand is at least [`PAIR_REDUCE_MIN`] bytes (the same answer on both).
+    /// operand into the ring fragment by fragment, the root combines each with its own in
+    /// rank order, reading rank 0's operand in place when it is in the ring or the
+    /// operation is `commutative` (and copying rank 1's out first otherwise). False, nothing
+    /// done, unless the group has two members and the operand is at least
+    /// [`PAIR_REDUCE_MIN`] bytes (the same answer on both).
     pub fn pair_reduce(
         &mut self,
         root: usize,
         send: &[u8],
         recv: &mut [u8],
         elem: usize,
+        commutative: bool,
         apply: &mut dyn FnMut(&[u8], &mut [u8]),
     ) -> bool {
         let len = send.len();
@@ -147,27 +182,25 @@ impl CollSegment {
             self.stream_stores.record(streaming, started.elapsed(), len);
             return true;
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        if root == 1 && scratch.len() < frag {
-            scratch.resize(frag, 0);
-        }
         for k in 0..count {
             let g = base + k;
             self.wait_word(self.stream_word(other), g + 1);
             let part = piece(k);
-            let slot = self.ring_slot(g, ring, frag);
-            combine_in_rank_order(
-                2,
-                me,
-                &send[part.clone()],
-                &mut recv[part],
-                &mut scratch,
-                |_, dst| self.map.read_bytes(slot, dst),
-                apply,
-            );
+            let acc = &mut recv[part.clone()];
+            let theirs = self.map.bytes(self.ring_slot(g, ring, frag), acc.len());
+            if root == 1 || commutative {
+                // The ring's operand is the input (rank 0's, or either for a commutative
+                // operation): combined straight out of the ring, so the pull of its lines
+                // overlaps the arithmetic instead of preceding it in a copy of its own.
+                acc.copy_from_slice(&send[part]);
+                apply(theirs, acc);
+            } else {
+                // Rank 1's operand is the inout: copied out, then ours is combined into it.
+                acc.copy_from_slice(theirs);
+                apply(&send[part], acc);
+            }
             self.release_store(self.stream_word(me), g + 1);
         }
-        self.scratch = scratch;
         true
     }
 }
@@ -182,6 +215,13 @@ mod tests {
     fn ordered(input: &[u8], inout: &mut [u8]) {
         for (i, o) in input.iter().zip(inout.iter_mut()) {
             *o = o.wrapping_mul(31).wrapping_add(*i);
+        }
+    }
+
+    /// Commutative: `inout += input`, byte by byte.
+    fn added(input: &[u8], inout: &mut [u8]) {
+        for (i, o) in input.iter().zip(inout.iter_mut()) {
+            *o = o.wrapping_add(*i);
         }
     }
 
@@ -242,8 +282,33 @@ mod tests {
         );
     }
 
+    /// One stream the scheduler interrupted does not turn the writer to the slower way:
+    /// each way's cost is a median of its last three, so a lone plain stream at six times
+    /// the usual cost leaves plain stores chosen on every stream but the retries.
+    #[test]
+    fn one_interrupted_stream_does_not_change_the_choice() {
+        use super::StoreChoice;
+        use std::time::Duration;
+        let mut c = StoreChoice::default();
+        let mut chosen = Vec::new();
+        for i in 0..4 * StoreChoice::RETRY {
+            let streaming = c.choose();
+            let us = match (streaming, i) {
+                (true, _) => 150,
+                (false, 20) => 600,
+                (false, _) => 100,
+            };
+            c.record(streaming, Duration::from_micros(us), 1 << 20);
+            chosen.push(streaming);
+        }
+        for (i, &streaming) in chosen.iter().enumerate().skip(2) {
+            let retry = (i as u64 + 1).is_multiple_of(StoreChoice::RETRY);
+            assert_eq!(streaming, retry, "stream {i}: {chosen:?}");
+        }
+    }
+
     /// Streams of many laps around a ring of four 4 KiB pieces, to either root, with 1-,
-    /// 8- and 12-byte elements, interleaved with broadcasts (which use the same slots under
+    /// 8- and 12-byte elements and commutative and non-commutative operations, interleaved with broadcasts (which use the same slots under
     /// the sets' discipline) and barriers: the root's result is rank 0's operand combined
     /// into rank 1's, exactly, every time; shorter operands and larger groups decline.
     #[test]
@@ -260,27 +325,34 @@ mod tests {
                         &vec![0u8; PAIR_REDUCE_MIN - 1],
                         &mut vec![0u8; PAIR_REDUCE_MIN - 1],
                         1,
+                        false,
                         &mut ordered
                     ));
                     for round in 0..60usize {
                         let elem = [1, 8, 12][round % 3];
                         let len = (PAIR_REDUCE_MIN + round * 1777) / elem * elem;
                         let root = round % 2;
+                        // Every root with either kind of operation: the in-place and the
+                        // copying reader.
+                        let commutative = (round / 2) % 2 == 1;
+                        let mut op: fn(&[u8], &mut [u8]) =
+                            if commutative { added } else { ordered };
                         let operand = |r: usize| -> Vec<u8> {
                             (0..len)
                                 .map(|i| (i * (r + 3) + round * 5 + r) as u8)
                                 .collect()
                         };
                         let mut want = operand(1);
-                        ordered(&operand(0), &mut want);
+                        op(&operand(0), &mut want);
                         let send = operand(me);
                         let mut recv = vec![0u8; len];
                         let target: &mut [u8] = if me == root { &mut recv } else { &mut none };
-                        assert!(seg.pair_reduce(root, &send, target, elem, &mut ordered));
+                        assert!(seg.pair_reduce(root, &send, target, elem, commutative, &mut op));
                         if me == root {
                             assert!(
                                 recv == want,
-                                "round {round}: root {root} got a wrong result"
+                                "round {round}: root {root} got a wrong result \
+                                 (commutative: {commutative})"
                             );
                         }
                         if round % 4 == 1 {
@@ -305,6 +377,6 @@ mod tests {
         }
         let (_, mut three) = group(3, 4096);
         let big = vec![0u8; PAIR_REDUCE_MIN];
-        assert!(!three[0].pair_reduce(0, &big, &mut big.clone(), 1, &mut ordered));
+        assert!(!three[0].pair_reduce(0, &big, &mut big.clone(), 1, true, &mut added));
     }
 }
