@@ -95,10 +95,15 @@ impl Engine {
             return Ok(None);
         };
         let (me, _) = self.comm_info(ctx)?;
+        let sets = params::SHM_SETS.get(self.params()) as usize;
         let geo = SegmentGeometry {
             members: n,
-            fragment: (params::SHM_FRAGMENT.get(self.params()) as usize).div_ceil(64) * 64,
-            sets: params::SHM_SETS.get(self.params()) as usize,
+            fragment: SegmentGeometry::fragment_within_budget(
+                params::SHM_FRAGMENT.get(self.params()) as usize,
+                n,
+                sets,
+            ),
+            sets,
             degree: params::SHM_TREE_DEGREE.get(self.params()) as usize,
         };
         let spin_yield = self.yields_when_idle();

@@ -248,8 +248,8 @@ pub static SHM_FRAGMENT: Param<u64> = Param::new(ParamSpec {
     name: "coll_shm_fragment_size",
     component: "coll",
     kind: ParamKind::Size { min: 64, max: 64 << 20 },
-    default: "64K",
-    description: "Bytes per rank and buffer set in a collective segment (larger messages are pipelined in fragments).",
+    default: "256K",
+    description: "Bytes per rank and buffer set in a collective segment (larger messages are pipelined in fragments); groups whose slots would pass 4 MiB get less, down to 64K (16 ranks 128K, 32 and more 64K).",
 });
 
 /// `KESTREL_COLL_SHM_SETS`.

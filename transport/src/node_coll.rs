@@ -23,6 +23,28 @@ pub struct SegmentGeometry {
     pub degree: usize,
 }
 
+impl SegmentGeometry {
+    /// Most bytes the fragment slots of one segment take, over every set and member.
+    pub const SLOTS_BUDGET: usize = 4 << 20;
+    /// Least fragment the budget lowers a requested one to.
+    pub const FRAGMENT_FLOOR: usize = 64 << 10;
+
+    /// The fragment of a segment of `members` members and `sets` sets when `requested`
+    /// bytes were asked for (`coll_shm_fragment_size`): as asked, lowered in large groups so
+    /// that the slots stay within [`Self::SLOTS_BUDGET`], but never below
+    /// [`Self::FRAGMENT_FLOOR`] for that (a smaller request stays as it is); a multiple of
+    /// 64. Why large fragments in small groups: a pipelined broadcast or sliced reduction
+    /// meets at a barrier per fragment, which on oversubscribed cores costs a turn of the
+    /// scheduler (4 ranks on 2 cores, `osu_bcast` 1 MiB 236-240 us with 64 KiB fragments,
+    /// 144-157 with 256 KiB; `osu_allreduce` 693-778 against 295-396; 8 ranks `osu_bcast`
+    /// 334-403 against 214-220), and a 2-member stream of a whole 1 MiB operand then fits
+    /// its ring (`osu_reduce` 1 MiB 98-116 against 60-65 us).
+    pub fn fragment_within_budget(requested: usize, members: usize, sets: usize) -> usize {
+        let fitting = Self::SLOTS_BUDGET / members.saturating_mul(sets).max(1) / 64 * 64;
+        (requested.div_ceil(64) * 64).min(fitting.max(Self::FRAGMENT_FLOOR))
+    }
+}
+
 /// Combines `input` into `inout` element-wise (one reduction step).
 pub type Apply<'a> = &'a mut dyn FnMut(&[u8], &mut [u8]);
 
@@ -293,4 +315,33 @@ pub trait NodeSegment: Send {
         elem: usize,
         apply: Apply<'_>,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SegmentGeometry;
+
+    /// Small groups get the fragment asked for; larger ones a smaller one, so that the slots
+    /// stay within the budget, down to the floor; a request below the floor is kept.
+    #[test]
+    fn the_fragment_shrinks_with_the_group_down_to_the_floor() {
+        let kib = |k: usize| k << 10;
+        let f = SegmentGeometry::fragment_within_budget;
+        assert_eq!(f(kib(256), 2, 2), kib(256));
+        assert_eq!(f(kib(256), 8, 2), kib(256));
+        assert_eq!(f(kib(256), 16, 2), kib(128));
+        assert_eq!(f(kib(256), 32, 2), kib(64));
+        assert_eq!(f(kib(256), 64, 2), kib(64));
+        assert_eq!(f(kib(256), 2, 64), kib(64));
+        assert_eq!(f(128, 64, 2), 128);
+        assert_eq!(f(100, 2, 2), 128);
+        for n in 2..300 {
+            let frag = f(kib(256), n, 2);
+            assert!(frag.is_multiple_of(64));
+            assert!(
+                n * 2 * frag <= SegmentGeometry::SLOTS_BUDGET || frag == kib(64),
+                "{n} members: {frag}"
+            );
+        }
+    }
 }
