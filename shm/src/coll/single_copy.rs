@@ -35,14 +35,23 @@ pub(super) const SHARED_CHUNK: usize = 256 << 10;
 /// [`SINGLE_COPY_MIN`].
 pub const PAIR_SINGLE_COPY_MIN: usize = 32 << 10;
 
-/// Smallest gather or scatter (bytes in all) that goes through single copy in groups of more
-/// than two: below it, the fragment slots or messages were as fast or faster (4 ranks on 2
+/// Smallest scatter (bytes in all) that goes through single copy in groups of more than two
+/// (a gather's bound is [`GATHER_SINGLE_COPY_BLOCK_MIN`] per block): below it, the fragment slots or messages were as fast or faster (4 ranks on 2
 /// cores, 16-64 KiB blocks: gather 4.2-5.1 -> 5.4-6.4 us at 16 KiB, scatter 4.6-5.9 -> 6.8
 /// at 32 KiB); from 256 KiB blocks single copy won (gather 512 KiB 116-132 -> 65-88 us, 1
 /// MiB 256-273 -> 183-203; scatter 1 MiB 239-356 -> 183-201). Between two members it wins
 /// from 32 KiB in all ([`PAIR_SINGLE_COPY_MIN`]): gather 1 MiB 98-115 -> 47-60 us, scatter
 /// 92-93 -> 51.
 pub const ROOTED_SINGLE_COPY_MIN: usize = 1 << 20;
+
+/// Smallest block of a gather that goes through single copy in groups of more than two (a
+/// scatter keeps [`ROOTED_SINGLE_COPY_MIN`] in all). The members writing their blocks into
+/// the root's buffer at once beat messages the root takes one after another from 64 KiB
+/// blocks (4 ranks on 2 cores, three interleaved rounds, `osu_gather` 64 KiB 24-27 -> 15-20
+/// us, 128 KiB 42-47 -> 21-32, Open MPI 24-33 and 40-54; 8 ranks 64 KiB 56-57 -> 44-56,
+/// Open MPI 64-75); a scatter's members reading the root's buffer at once did not win there
+/// (4 ranks 64 KiB 15-21 -> 16-26 us; 8 ranks 17-20 -> 31-66).
+pub const GATHER_SINGLE_COPY_BLOCK_MIN: usize = 64 << 10;
 
 /// Smallest rooted reduction (reduce) that goes through single copy in groups of more than
 /// two: below it the sliced reduction through the fragments was as fast or faster (4 ranks on
@@ -437,8 +446,9 @@ impl CollSegment {
     /// either round: a member never waits for another non-root). The root's own block is
     /// copied unless its `send` (gather) or `recv` (scatter) is empty (in place). Ok(false),
     /// nothing done, below the sizes where this wins: 32 KiB in all between two members
-    /// ([`CollSegment::pair_single_copy`]), [`ROOTED_SINGLE_COPY_MIN`] in larger groups (the
-    /// same answer on every member: all know the block size and the group).
+    /// ([`CollSegment::pair_single_copy`]), in larger groups [`GATHER_SINGLE_COPY_BLOCK_MIN`]
+    /// blocks for a gather and [`ROOTED_SINGLE_COPY_MIN`] in all for a scatter (the same
+    /// answer on every member: all know the block size and the group).
     pub fn single_copy_rooted(
         &mut self,
         gather: bool,
@@ -447,7 +457,12 @@ impl CollSegment {
         recv: &mut [u8],
         block: usize,
     ) -> Result<bool, String> {
-        if !self.single_copy_from(block.saturating_mul(self.geo.n), ROOTED_SINGLE_COPY_MIN) {
+        let group_min = if gather {
+            GATHER_SINGLE_COPY_BLOCK_MIN.saturating_mul(self.geo.n)
+        } else {
+            ROOTED_SINGLE_COPY_MIN
+        };
+        if !self.single_copy_from(block.saturating_mul(self.geo.n), group_min) {
             return Ok(false);
         }
         let me = self.me;
