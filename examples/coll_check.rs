@@ -327,10 +327,11 @@ fn full(c: &SimpleCommunicator) {
     check_type::<f32>(c, &float_ops, &counts);
     check_type::<f64>(c, &float_ops, &counts);
     check_loc(c);
-    // 40 elements (320 bytes): one block fits an inline line, all of them do not; 300:
-    // blocks past an inline line but within a fragment slot; 2048 (16 KiB): single copy
-    // between two members, the fragment slots in larger groups.
-    for count in [0usize, 1, 7, 40, 300, 2048, 4096] {
+    // 40 elements (320 bytes): one block fits an inline line, all of them do not; 20 (160
+    // bytes): at 4 ranks a scatter's blocks but the root's fit the root's line, all four do
+    // not (as 40 at 2 ranks); 300: blocks past an inline line but within a fragment slot;
+    // 2048 (16 KiB): single copy between two members, the fragment slots in larger groups.
+    for count in [0usize, 1, 7, 20, 40, 300, 2048, 4096] {
         check_data_movement(c, count);
     }
 }

@@ -279,8 +279,8 @@ impl Engine {
         }
         let done = self.with_segment(ctx, what, |seg| {
             // A gather's members each publish their own block in their own line; a scatter's
-            // root publishes all of them in its line.
-            let flat = seg.flat(if gather { block } else { total });
+            // root publishes all the others' in its line.
+            let flat = seg.flat(if gather { block } else { total - block });
             let at_root = me == root;
             let root = root as usize;
             if gather {

@@ -230,7 +230,8 @@ pub trait NodeSegment: Send {
     ) -> bool;
     /// A scatter of small equal blocks in one round: `send` (at the root) holds one
     /// `block`-byte block per member, `recv` gets this member's (the root's own unless `recv`
-    /// is empty, in place); the whole `send` must pass [`NodeSegment::flat`].
+    /// is empty, in place); the other members' blocks together (`block` × (members - 1))
+    /// must pass [`NodeSegment::flat`].
     fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize);
     /// A gather of small equal blocks in one round: the root's `recv` gets every member's
     /// `block`-byte `send` block in rank order (its own unless its `send` is empty, in

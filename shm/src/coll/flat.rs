@@ -34,9 +34,22 @@ impl CollSegment {
     /// One round: publish `payload` (may be empty), then wait for the lines this member reads
     /// by `readers` (every line, the root's only, or none) and `visit(r, bytes)` each of them
     /// in rank order.
+    #[inline]
     pub(super) fn flat_round(
         &mut self,
         payload: &[u8],
+        len: usize,
+        readers: Readers,
+        visit: &mut dyn FnMut(usize, &[u8]),
+    ) {
+        self.flat_round_parts(payload, &[], len, readers, visit);
+    }
+
+    /// [`CollSegment::flat_round`] publishing `head` followed by `tail`.
+    pub(super) fn flat_round_parts(
+        &mut self,
+        head: &[u8],
+        tail: &[u8],
         len: usize,
         readers: Readers,
         visit: &mut dyn FnMut(usize, &[u8]),
@@ -64,7 +77,10 @@ impl CollSegment {
         }
         self.flat_readers[parity] = readers;
         let mine = self.inline_line(me, parity);
-        self.map.write_bytes(mine + 8, payload);
+        self.map.write_bytes(mine + 8, head);
+        if !tail.is_empty() {
+            self.map.write_bytes(mine + 8 + head.len(), tail);
+        }
         self.release_store(mine, g);
         let reads_all = match readers {
             Readers::All => true,
@@ -167,24 +183,34 @@ impl CollSegment {
         });
     }
 
-    /// Single-round scatter of `n` blocks of `block` bytes, at most [`INLINE_MAX`] in all
-    /// (small groups): the root publishes its whole `send` buffer and every other member copies
-    /// its block out of the root's line into `recv`. The root copies its own block unless
-    /// `recv` is empty (in place); `send` is read at the root only.
+    /// Single-round scatter of `n` blocks of `block` bytes, the other members' at most
+    /// [`INLINE_MAX`] in all (small groups): the root publishes every block but its own, in
+    /// rank order, and every other member copies its block out of the root's line into
+    /// `recv`. The root copies its own block unless `recv` is empty (in place); `send` is
+    /// read at the root only. (Leaving the root's block out lets 4 members scatter 128-byte
+    /// blocks in one round: with it, they passed the line and took the fragment slots and a
+    /// barrier, 3.4 us against Open MPI's 0.9.)
     pub fn flat_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) {
         let me = self.me;
-        let mine = me * block..(me + 1) * block;
         if me == root {
+            let (before, rest) = send.split_at(root * block);
+            let (own, after) = rest.split_at(block);
             if recv.len() == block {
-                recv.copy_from_slice(&send[mine]);
+                recv.copy_from_slice(own);
             }
-            self.flat_round(send, 0, Readers::OfRoot(root), &mut |_, _| {});
+            let after = &after[..(self.geo.n - 1 - root) * block];
+            debug_assert!(
+                before.len() + after.len() <= INLINE_MAX,
+                "flat scatter past the line"
+            );
+            self.flat_round_parts(before, after, 0, Readers::OfRoot(root), &mut |_, _| {});
             return;
         }
-        let total = block * self.geo.n;
+        let at = if me < root { me } else { me - 1 } * block;
+        let total = block * (self.geo.n - 1);
         self.flat_round(&[], total, Readers::OfRoot(root), &mut |r, bytes| {
             if r == root {
-                recv.copy_from_slice(&bytes[mine.clone()]);
+                recv.copy_from_slice(&bytes[at..at + block]);
             }
         });
     }
