@@ -87,7 +87,8 @@ pub const TREE_PAYLOAD_MAX: usize = 56;
 /// Smallest reduction that goes through the members' buffers with single copy.
 pub const SINGLE_COPY_MIN: usize = 64 << 10;
 
-/// Largest block of the allgather, gather and scatter through fragment slots: above it, two
+/// Largest block of the gather and scatter through fragment slots (the allgather and
+/// alltoall there take blocks up to a fragment: see [`fragment`]): above it, two
 /// copies of every block through lines another core just wrote cost more than single copy
 /// or a rendezvous (2 ranks: allgather 64 KiB 13.3 us through the slots, 10.5-13 with
 /// single copy; scatter 32 KiB 6.9 us in the fast core-to-core state but 22-52 in the slow
@@ -479,9 +480,15 @@ impl CollSegment {
         if largest > self.geo.frag.min(FRAGMENT_BLOCK_MAX) {
             return None;
         }
+        Some(self.next_fragment_set())
+    }
+
+    /// The fragment set of the next fragment operation, drawn now (the caller checked that
+    /// its blocks fit a slot).
+    fn next_fragment_set(&mut self) -> usize {
         let set = (self.fragments % self.geo.sets as u64) as usize;
         self.fragments += 1;
-        Some(set)
+        set
     }
 
     /// Broadcast of `buf` from `root`, fragment by fragment.

@@ -1,4 +1,6 @@
-//! Collectives of blocks up to [`FRAGMENT_BLOCK_MAX`] through one set of fragment slots:
+//! Collectives through one set of fragment slots (gather and scatter of blocks up to
+//! [`FRAGMENT_BLOCK_MAX`](super::FRAGMENT_BLOCK_MAX), allgather and alltoall up to a
+//! fragment, short reductions):
 //! every writer copies its data into a slot, one barrier, every reader copies (or, for a
 //! reduction, combines) out of the slots. Between the inline line of the flat rounds and
 //! single copy, this replaces per-pair messages (alltoall, gather, scatter) and the
@@ -9,7 +11,7 @@
 //! that a member may still read: a set is rewritten two fragment operations later, and every
 //! reader of this one passes the next operation's barrier only after it has read.
 
-use super::{combine_in_rank_order, CollSegment, FRAGMENT_BLOCK_MAX};
+use super::{combine_in_rank_order, CollSegment};
 use crate::mem::SharedMem;
 
 /// Largest operand of [`CollSegment::fragment_reduce`].
@@ -26,13 +28,18 @@ pub const FRAGMENT_REDUCE_MAX: usize = 16 << 10;
 const FRAGMENT_REDUCE_READS: usize = 64 << 10;
 
 impl CollSegment {
-    /// Allgather(v) of blocks of at most a fragment (and [`FRAGMENT_BLOCK_MAX`]) each, in
-    /// one set of fragment slots: every
-    /// member writes its block into its slot, one barrier, every member copies the others'
-    /// slots into `recv` at `displs` (`recv` already holds its own block). False, nothing
-    /// done, when a block is larger than a fragment (the same answer on every member: all
-    /// know the counts). The set is rewritten two fragment operations later, after a barrier
-    /// that every reader of this one passes only once it has read, as in [`CollSegment::bcast`].
+    /// Allgather(v) of blocks of at most a fragment each, in one set of fragment slots:
+    /// every member writes its block into its slot, one barrier, every member copies the
+    /// others' slots into `recv` at `displs` (`recv` already holds its own block). False,
+    /// nothing done, when a block is larger than a fragment (the same answer on every member:
+    /// all know the counts). Between two members the caller takes single copy from 32 KiB in
+    /// all instead (two copies through lines the other core just wrote lost there: 64 KiB
+    /// 13.3 us against 10.5-13); in larger groups, whose members share the cores, one
+    /// barrier and plain copies beat each member's single-copy reads of every other block
+    /// (4 ranks on 2 cores, `osu_allgather` 32 KiB 38-61 -> 19-25 us, 256 KiB 229-292 ->
+    /// 87-124, Open MPI 41-63 and 203-213; blocks had been capped at 16 KiB here too). The
+    /// set is rewritten two fragment operations later, after a barrier that every reader of
+    /// this one passes only once it has read, as in [`CollSegment::bcast`].
     pub fn fragment_allgatherv(
         &mut self,
         send: &[u8],
@@ -40,9 +47,10 @@ impl CollSegment {
         counts: &[usize],
         displs: &[usize],
     ) -> bool {
-        let Some(set) = self.fragment_set(counts.iter().copied().max().unwrap_or(0)) else {
+        if counts.iter().copied().max().unwrap_or(0) > self.geo.frag {
             return false;
-        };
+        }
+        let set = self.next_fragment_set();
         let me = self.me;
         self.map
             .write_bytes(self.slot(set, me), &send[..counts[me]]);
@@ -56,7 +64,8 @@ impl CollSegment {
         true
     }
 
-    /// Scatter of `n` blocks of `block` bytes (at most a fragment and [`FRAGMENT_BLOCK_MAX`])
+    /// Scatter of `n` blocks of `block` bytes (at most a fragment and
+    /// [`FRAGMENT_BLOCK_MAX`](super::FRAGMENT_BLOCK_MAX))
     /// through one set of fragment slots: the root writes block r into member r's slot, one
     /// barrier, every other member copies its slot into `recv`. The root copies its own
     /// block unless `recv` is empty (in place). False, nothing done, when the block is larger
@@ -89,7 +98,8 @@ impl CollSegment {
         true
     }
 
-    /// Gather of blocks of `block` bytes (at most a fragment and [`FRAGMENT_BLOCK_MAX`])
+    /// Gather of blocks of `block` bytes (at most a fragment and
+    /// [`FRAGMENT_BLOCK_MAX`](super::FRAGMENT_BLOCK_MAX))
     /// through one set of fragment slots: every member writes its block into its slot, one
     /// barrier, the root copies the others' into `recv` (and its own unless `send` is empty,
     /// in place). False as [`CollSegment::fragment_scatter`].
@@ -120,7 +130,11 @@ impl CollSegment {
     }
 
     /// Alltoall of `n` blocks of `block` bytes through one set of fragment slots, when all of
-    /// a member's blocks fit one slot and a block is at most [`FRAGMENT_BLOCK_MAX`]: every
+    /// a member's blocks fit one slot (the caller takes single copy between two members from
+    /// 32 KiB in all, as for [`CollSegment::fragment_allgatherv`]; in larger groups this
+    /// beat single copy: 4 ranks on 2 cores, `osu_alltoall` 32 KiB 34-54 -> 17-19 us, 64 KiB
+    /// 55-84 -> 24-25, Open MPI 37-49 and 54-75; 8 ranks 32 KiB 168-192 -> 41-44, Open MPI
+    /// 122-125; blocks had been capped at 16 KiB): every
     /// member writes its whole `send` buffer into its slot, one barrier, every member copies
     /// block `me` of every other member's slot into `recv` (its own block straight from
     /// `send`). One copy in and one out per block, where pairwise messages pay a match and a
@@ -129,12 +143,10 @@ impl CollSegment {
     /// in [`CollSegment::fragment_allgatherv`].
     pub fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
         let n = self.geo.n;
-        if block > FRAGMENT_BLOCK_MAX || block.saturating_mul(n) > self.geo.frag {
+        if block.saturating_mul(n) > self.geo.frag {
             return false;
         }
-        let Some(set) = self.fragment_set(block) else {
-            return false;
-        };
+        let set = self.next_fragment_set();
         let me = self.me;
         let mine = me * block..(me + 1) * block;
         self.map.write_bytes(self.slot(set, me), &send[..n * block]);

@@ -312,9 +312,10 @@ mod tests {
     }
 
     /// Streams of many laps around a ring of four 4 KiB pieces, to either root, with 1-,
-    /// 8- and 12-byte elements and commutative and non-commutative operations, interleaved with broadcasts (which use the same slots under
-    /// the sets' discipline) and barriers: the root's result is rank 0's operand combined
-    /// into rank 1's, exactly, every time; shorter operands and larger groups decline.
+    /// 8- and 12-byte elements and commutative and non-commutative operations, interleaved
+    /// with broadcasts (which use the same slots under the sets' discipline) and barriers:
+    /// the root's result is rank 0's operand combined into rank 1's, exactly, every time;
+    /// shorter operands and larger groups decline.
     #[test]
     fn pair_streams_reduce_in_rank_order_between_other_collectives() {
         let (_, segs) = group(2, 4096);
