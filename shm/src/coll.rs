@@ -87,8 +87,8 @@ pub const TREE_PAYLOAD_MAX: usize = 56;
 /// Smallest reduction that goes through the members' buffers with single copy.
 pub const SINGLE_COPY_MIN: usize = 64 << 10;
 
-/// Largest block of the gather and scatter through fragment slots (the allgather and
-/// alltoall there take blocks up to a fragment: see [`fragment`]): above it, two
+/// Largest block of the scatter through fragment slots (the gather, allgather and alltoall
+/// there take blocks up to a fragment: see [`fragment`]): above it, two
 /// copies of every block through lines another core just wrote cost more than single copy
 /// or a rendezvous (2 ranks: allgather 64 KiB 13.3 us through the slots, 10.5-13 with
 /// single copy; scatter 32 KiB 6.9 us in the fast core-to-core state but 22-52 in the slow

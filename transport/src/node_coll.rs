@@ -182,7 +182,7 @@ pub trait NodeSegment: Send {
     /// member, `recv` gets block `me` of every member's `send` (the whole `send` must pass
     /// [`NodeSegment::flat`]).
     fn flat_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize);
-    /// An allgatherv of blocks of at most a fragment (and 16 KiB) each through the segment's fragment
+    /// An allgatherv of blocks of at most a fragment each through the segment's fragment
     /// slots (`recv` holds this member's own block already); false, nothing done, when a block
     /// is larger (the same answer on every member).
     fn fragment_allgatherv(
@@ -193,16 +193,15 @@ pub trait NodeSegment: Send {
         displs: &[usize],
     ) -> bool;
     /// An alltoall through the fragment slots when all of a member's `block`-byte blocks fit
-    /// one slot (and a block is at most 16 KiB); false, nothing done, otherwise (the same
-    /// answer on every member).
+    /// one slot; false, nothing done, otherwise (the same answer on every member).
     fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool;
     /// A scatter of equal blocks of up to a fragment (and 16 KiB) through the fragment slots
     /// (arguments as [`NodeSegment::flat_scatter`]); false, nothing done, when the block is
     /// larger (the same answer on every member).
     fn fragment_scatter(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize)
         -> bool;
-    /// A gather of equal blocks of up to a fragment (and 16 KiB) through the fragment slots
-    /// (arguments as [`NodeSegment::flat_gather`]); false as [`NodeSegment::fragment_scatter`].
+    /// A gather of equal blocks of up to a fragment through the fragment slots (arguments
+    /// as [`NodeSegment::flat_gather`]); false, nothing done, when the block is larger.
     fn fragment_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) -> bool;
     /// A reduction of operands of up to 16 KiB (and a fragment) through the fragment slots in
     /// one barrier: every member that wants the result (`root`, or all when `None`) combines
