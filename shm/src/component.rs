@@ -247,6 +247,15 @@ impl NodeSegment for CollSegment {
     ) -> bool {
         CollSegment::pair_reduce(self, root, send, recv, elem, commutative, apply)
     }
+    fn pipelined_allgatherv(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) {
+        CollSegment::pipelined_allgatherv(self, send, recv, counts, displs)
+    }
     fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
         CollSegment::fragment_alltoall(self, send, recv, block)
     }

@@ -192,6 +192,15 @@ pub trait NodeSegment: Send {
         counts: &[usize],
         displs: &[usize],
     ) -> bool;
+    /// An allgatherv of blocks of any size through the fragment slots, a fragment of every
+    /// block per round (arguments as [`NodeSegment::fragment_allgatherv`]).
+    fn pipelined_allgatherv(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    );
     /// An alltoall through the fragment slots when all of a member's `block`-byte blocks fit
     /// one slot; false, nothing done, otherwise (the same answer on every member).
     fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool;

@@ -64,6 +64,34 @@ impl CollSegment {
         true
     }
 
+    /// Allgather(v) of blocks of any size through the fragment slots, a fragment of every
+    /// block per round: [`CollSegment::fragment_allgatherv`] over the blocks' first
+    /// fragments, then their second, and so on (every member knows the counts, so all agree
+    /// on the rounds).
+    pub fn pipelined_allgatherv(
+        &mut self,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[usize],
+        displs: &[usize],
+    ) {
+        let frag = self.geo.frag;
+        let rounds = counts.iter().copied().max().unwrap_or(0).div_ceil(frag);
+        let piece = |at: usize, len: usize| at.min(len)..(at + frag).min(len);
+        let mut sub_counts = vec![0; counts.len()];
+        let mut sub_displs = vec![0; counts.len()];
+        for round in 0..rounds {
+            let at = round * frag;
+            for (r, (&len, &displ)) in counts.iter().zip(displs).enumerate() {
+                let part = piece(at, len);
+                sub_counts[r] = part.len();
+                sub_displs[r] = displ + part.start;
+            }
+            let mine = piece(at, counts[self.me]);
+            self.fragment_allgatherv(&send[mine], recv, &sub_counts, &sub_displs);
+        }
+    }
+
     /// Scatter of `n` blocks of `block` bytes (at most a fragment and
     /// [`FRAGMENT_BLOCK_MAX`](super::FRAGMENT_BLOCK_MAX))
     /// through one set of fragment slots: the root writes block r into member r's slot, one
