@@ -218,13 +218,23 @@ impl Engine {
             }
             // Between two members, single copy from 32 KiB in all (one copy, not two); else
             // all of a member's blocks in one fragment slot: a copy in, a barrier, a copy out
-            // (4 ranks on 2 cores, 128 B blocks: pairwise messages took 6.2 us).
+            // (4 ranks on 2 cores, 128 B blocks: pairwise messages took 6.2 us), or rounds of
+            // such where they do not fit one.
             let pair = seg.pair_single_copy(send.len());
             if !pair && seg.fragment_alltoall(send, recv, block) {
                 return Ok(true);
             }
             if !pair && !seg.single_copy(send.len()) {
                 return Ok(false);
+            }
+            if !pair {
+                // Larger blocks where single copy would read them: through the fragment
+                // slots in rounds (4 ranks on 2 cores, 128 KiB 116-167 -> 54-85 us, 256 KiB
+                // 197-298 -> 124-203, Open MPI 115-134 and 226-252; 1 MiB level, 1,345-1,677
+                // against 1,550-1,772 and 1,367-1,475; 8 ranks 64 KiB 339-341 -> 150-173,
+                // Open MPI 242-320).
+                seg.pipelined_alltoall(send, recv, block);
+                return Ok(true);
             }
             seg.single_copy_alltoall(send, recv, block)
                 .map_err(PmlError::Transport)?;

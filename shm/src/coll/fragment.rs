@@ -195,6 +195,36 @@ impl CollSegment {
         true
     }
 
+    /// Alltoall of `n` blocks of `block` bytes of any size through the fragment slots, in
+    /// rounds: each round every member writes the next `frag / n` bytes of each block meant
+    /// for another member into its slot (block d's piece at d pieces in), one barrier, and
+    /// every member copies its piece out of each other member's slot. The own block is
+    /// copied from `send` first.
+    pub fn pipelined_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
+        let (n, me) = (self.geo.n, self.me);
+        let step = (self.geo.frag / n).max(1);
+        let own = me * block..(me + 1) * block;
+        recv[own.clone()].copy_from_slice(&send[own]);
+        let mut at = 0;
+        while at < block {
+            let len = step.min(block - at);
+            let set = self.next_fragment_set();
+            let mine = self.slot(set, me);
+            for d in (0..n).filter(|&d| d != me) {
+                let from = d * block + at;
+                self.map
+                    .write_bytes(mine + d * step, &send[from..from + len]);
+            }
+            self.barrier();
+            for r in (0..n).filter(|&r| r != me) {
+                let to = r * block + at;
+                self.map
+                    .read_bytes(self.slot(set, r) + me * step, &mut recv[to..to + len]);
+            }
+            at += len;
+        }
+    }
+
     /// Reduction of operands of at most [`FRAGMENT_REDUCE_MAX`] bytes (and a fragment)
     /// through one set of fragment slots: every member writes its operand into its slot, one
     /// barrier, and every member that wants the result (`root`, or all when `None`) combines
