@@ -135,8 +135,9 @@ impl CollSegment {
 
     /// A reduce between exactly two members as a stream: the other member copies its
     /// operand into the ring fragment by fragment, the root combines each with its own in
-    /// rank order, reading rank 0's operand in place when it is in the ring or the
-    /// operation is `commutative` (and copying rank 1's out first otherwise). False, nothing
+    /// rank order, using the ring's piece in place as the input where the order allows (at
+    /// root 1, whose input is rank 0's operand, or for a `commutative` operation) and
+    /// copying it out first otherwise. False, nothing
     /// done, unless the group has two members and the operand is at least
     /// [`PAIR_REDUCE_MIN`] bytes (the same answer on both).
     pub fn pair_reduce(
