@@ -227,13 +227,12 @@ impl Engine {
             if !pair && !seg.single_copy(send.len()) {
                 return Ok(false);
             }
-            if !pair {
-                // Larger blocks where single copy would read them: through the fragment
-                // slots in rounds (4 ranks on 2 cores, 128 KiB 116-167 -> 54-85 us, 256 KiB
-                // 197-298 -> 124-203, Open MPI 115-134 and 226-252; 1 MiB level, 1,345-1,677
-                // against 1,550-1,772 and 1,367-1,475; 8 ranks 64 KiB 339-341 -> 150-173,
-                // Open MPI 242-320).
-                seg.pipelined_alltoall(send, recv, block);
+            // Larger blocks where single copy would read them: through the fragment slots
+            // in rounds in groups of up to 8 (4 ranks on 2 cores, 128 KiB 116-167 -> 54-85
+            // us, 256 KiB 197-298 -> 124-203, Open MPI 115-134 and 226-252; 1 MiB level,
+            // 1,345-1,677 against 1,550-1,772 and 1,367-1,475; 8 ranks 64 KiB 339-341 ->
+            // 150-173, Open MPI 242-320).
+            if !pair && seg.pipelined_alltoall(send, recv, block) {
                 return Ok(true);
             }
             seg.single_copy_alltoall(send, recv, block)

@@ -256,7 +256,7 @@ impl NodeSegment for CollSegment {
     ) {
         CollSegment::pipelined_allgatherv(self, send, recv, counts, displs)
     }
-    fn pipelined_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
+    fn pipelined_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
         CollSegment::pipelined_alltoall(self, send, recv, block)
     }
     fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {

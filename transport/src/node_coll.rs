@@ -202,8 +202,9 @@ pub trait NodeSegment: Send {
         displs: &[usize],
     );
     /// An alltoall of blocks of any size through the fragment slots, in rounds of
-    /// `fragment / members` bytes of every block.
-    fn pipelined_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize);
+    /// `fragment / members` bytes of every block; false, nothing done, in groups too large
+    /// for it to win (the same answer on every member).
+    fn pipelined_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool;
     /// An alltoall through the fragment slots when all of a member's `block`-byte blocks fit
     /// one slot; false, nothing done, otherwise (the same answer on every member).
     fn fragment_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool;

@@ -27,6 +27,14 @@ pub const FRAGMENT_REDUCE_MAX: usize = 16 << 10;
 /// (whether this rank yields does), or they would take different paths and deadlock.
 const FRAGMENT_REDUCE_READS: usize = 64 << 10;
 
+/// Largest group whose alltoall goes through the fragment slots in rounds
+/// ([`CollSegment::pipelined_alltoall`]): at 16 members a round moves `frag / 16` bytes of
+/// each block per barrier, and the barriers of 16 ranks on 2 cores cost more than single
+/// copy (16 ranks, `osu_alltoall -i 20`, three interleaved launches: 32 KiB 1,294-1,898 us in
+/// rounds against 724-864 by single copy, 256 KiB 13.1-14.9 ms against 6.5-8.2; 8 ranks 64
+/// KiB 150-173 against 339-341).
+pub const PIPELINED_ALLTOALL_MAX_MEMBERS: usize = 8;
+
 impl CollSegment {
     /// Allgather(v) of blocks of at most a fragment each, in one set of fragment slots:
     /// every member writes its block into its slot, one barrier, every member copies the
@@ -199,9 +207,13 @@ impl CollSegment {
     /// rounds: each round every member writes the next `frag / n` bytes of each block meant
     /// for another member into its slot (block d's piece at d pieces in), one barrier, and
     /// every member copies its piece out of each other member's slot. The own block is
-    /// copied from `send` first.
-    pub fn pipelined_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) {
+    /// copied from `send` first. False, nothing done, in groups of more than
+    /// [`PIPELINED_ALLTOALL_MAX_MEMBERS`].
+    pub fn pipelined_alltoall(&mut self, send: &[u8], recv: &mut [u8], block: usize) -> bool {
         let (n, me) = (self.geo.n, self.me);
+        if n > PIPELINED_ALLTOALL_MAX_MEMBERS {
+            return false;
+        }
         let step = (self.geo.frag / n).max(1);
         let own = me * block..(me + 1) * block;
         recv[own.clone()].copy_from_slice(&send[own]);
@@ -223,6 +235,7 @@ impl CollSegment {
             }
             at += len;
         }
+        true
     }
 
     /// Reduction of operands of at most [`FRAGMENT_REDUCE_MAX`] bytes (and a fragment)
