@@ -13,6 +13,7 @@ packages=(
   python3-dev python3-venv python3-pip  # mpi4py built from its PyPI source in a venv (ci/mpi4py.sh)
   netpipe-mpich2                  # NPmpich2: an unmodified MPICH binary run on libmpich.so.12 (abi)
   scalapack-mpi-test              # ScaLAPACK's BLACS/PBLAS/driver testers built for MPICH, run on Kestrel (scalapack)
+  libblas3 liblapack3             # the reference BLAS/LAPACK the scalapack test runs on, whatever BLAS is the system's
   libcoarrays-mpich-dev           # OpenCoarrays' test programs built for MPICH: Fortran coarrays over one-sided MPI (opencoarrays)
   nwchem-mpich                    # NWChem built for MPICH: Global Arrays over ARMCI-MPI windows (nwchem)
   bagel                           # BAGEL built for MPICH: MPI_THREAD_MULTIPLE, request-based one-sided windows (bagel)
