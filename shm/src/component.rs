@@ -348,7 +348,7 @@ impl NodeSegment for CollSegment {
         CollSegment::single_copy_rooted(self, gather, root, send, recv, block)
     }
     fn barrier(&mut self) {
-        CollSegment::barrier(self)
+        CollSegment::explicit_barrier(self)
     }
     fn bcast(&mut self, root: usize, buf: &mut [u8]) {
         CollSegment::bcast(self, root, buf)

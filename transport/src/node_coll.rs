@@ -315,7 +315,9 @@ pub trait NodeSegment: Send {
         recv: &mut [u8],
         block: usize,
     ) -> Result<bool, String>;
-    /// A barrier (one flat round in small groups, the segment's tree in larger ones).
+    /// The program's barrier (one flat round in small groups, the segment's tree in larger
+    /// ones; where members yield, after a broadcast or scatter, two rounds through rank 0,
+    /// which leaves first).
     fn barrier(&mut self);
     /// A pipelined broadcast through the segment's fragments.
     fn bcast(&mut self, root: usize, buf: &mut [u8]);

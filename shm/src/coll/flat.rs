@@ -76,6 +76,7 @@ impl CollSegment {
             }
         }
         self.flat_readers[parity] = readers;
+        self.flat_from_root = matches!(readers, Readers::OfRoot(_));
         let mine = self.inline_line(me, parity);
         self.map.write_bytes(mine + 8, head);
         if !tail.is_empty() {
@@ -119,6 +120,14 @@ impl CollSegment {
     /// Single-round barrier (small groups).
     pub fn flat_barrier(&mut self) {
         self.flat_round(&[], 0, Readers::All, &mut |_, _| {});
+    }
+
+    /// Barrier in two flat rounds through `root`: every member publishes and the root waits
+    /// for all, then the root publishes and the others wait for it. The root leaves first,
+    /// a round ahead of the others (see [`CollSegment::explicit_barrier`]).
+    pub(super) fn flat_rooted_barrier(&mut self, root: usize) {
+        self.flat_round(&[], 0, Readers::Root(root), &mut |_, _| {});
+        self.flat_round(&[], 0, Readers::OfRoot(root), &mut |_, _| {});
     }
 
     /// Single-round broadcast of at most [`INLINE_MAX`] bytes (small groups).
