@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | header | 128 | creator (once; byte 48: whether the program's barrier may go through a root), `attach_count` by attachers (atomic add); `sleepers` (byte 64): members going to sleep and waking (SeqCst add) | attachers; `sleepers`: every releasing store |
 //! | control block of rank r | 128 | `arrive` (word 0): r, Release; `release` (byte 64): r's tree parent, Release; the 56 bytes after each word: [`CollSegment::tree_reduce`]'s partial (r, plain, before `arrive`) and result (the parent, plain, before `release`) | `arrive` and the partial: r's parent (Acquire, then plain); `release` and the result: r (Acquire, then plain) |
-//! | data slots | `sets` × n × `frag` | slot (s, r): rank r (plain, before its `arrive`); in a pair stream all slots are one ring, written by the writer (plain, before its stream counter) | everyone, after the barrier that follows; in a pair stream the reader, after the writer's stream counter (Acquire) |
+//! | data slots | `sets` × n × `frag` | slot (s, r): rank r (plain, before its `arrive` or its flat round), or a scatter's root; in a pair stream all slots are one ring, written by the writer (plain, before its stream counter) | the operation's readers, after the barrier or flat round that follows; in a pair stream the reader, after the writer's stream counter (Acquire); rewritten only once every reader has published a later round ([`fragment`]) |
 //! | result area | `sets` × `frag` | slice i: rank i (plain, before its `arrive`) | everyone, after the next barrier |
 //! | inline lines | n × 2 × 512 | line (r, parity): rank r, payload plain, then the generation (word 0), Release | everyone, generation Acquire, then the payload |
 //! | posted lines | n × 8 × 512 | line (r, k): rank r, payload plain, then the posted generation (word 0), Release | everyone, generation Acquire, then the payload |
@@ -19,8 +19,8 @@
 //! publishes its generation and reads the others'); in larger groups, fan-in then fan-out
 //! over a k-ary tree (degree `tree_degree`), each rank spinning on its own `release` word and
 //! on its children's `arrive` words. Data of fragment f uses buffer
-//! set f mod `sets`; a set is rewritten only after a later barrier proves that every rank has
-//! finished reading it, so consecutive operations never race.
+//! set f mod `sets`; a set is rewritten only after a later barrier or round proves that every
+//! rank that reads it has finished, so consecutive operations never race.
 //!
 //! Reductions are split into per-rank slices: after the contributions are in, rank i reduces
 //! slice i over all contributions in rank order (deterministic for floating point, correct for
@@ -161,6 +161,12 @@ pub struct CollSegment {
     flat_readers: [Readers; 2],
     /// Whether the last flat round waited for every member's publication.
     flat_saw_all: bool,
+    /// Fragment sets that members may still be reading after a one-way round (bit s for set
+    /// s; see [`CollSegment::claim_set`]).
+    sets_in_reading: u64,
+    /// For each set in `sets_in_reading`: the flat generation of the round after which it
+    /// is read, and who reads it.
+    set_reads: Vec<(u64, Readers)>,
     /// Whether the other members read only a root's line in the last flat round (a
     /// broadcast or scatter; see [`CollSegment::explicit_barrier`]).
     flat_from_root: bool,
@@ -257,6 +263,8 @@ impl CollSegment {
             flat_gen: 0,
             flat_readers: [Readers::All; 2],
             flat_saw_all: true,
+            sets_in_reading: 0,
+            set_reads: vec![(0, Readers::All); geo.sets],
             flat_from_root: false,
             rooted_barriers,
             spin_yield,
@@ -533,18 +541,19 @@ impl CollSegment {
         set
     }
 
-    /// Broadcast of `buf` from `root`, fragment by fragment.
+    /// Broadcast of `buf` from `root`, fragment by fragment (in small groups the root goes on
+    /// once it has written a fragment; see [`CollSegment::publish_set`]).
     pub fn bcast(&mut self, root: usize, buf: &mut [u8]) {
         let frag = self.geo.frag;
         let mut at = 0;
         loop {
             let end = (at + frag).min(buf.len());
-            let set = (self.fragments % self.geo.sets as u64) as usize;
-            self.fragments += 1;
+            let set = self.next_fragment_set();
             if self.me == root {
+                self.claim_set(set);
                 self.map.write_bytes(self.slot(set, root), &buf[at..end]);
             }
-            self.barrier();
+            self.publish_set(set, Readers::OfRoot(root));
             if self.me != root {
                 self.map.read_bytes(self.slot(set, root), &mut buf[at..end]);
             }
@@ -584,8 +593,8 @@ impl CollSegment {
         loop {
             let end = (at + frag).min(send.len());
             let len = end - at;
-            let set = (self.fragments % self.geo.sets as u64) as usize;
-            self.fragments += 1;
+            let set = self.next_fragment_set();
+            self.claim_set(set);
             self.map.write_bytes(self.slot(set, me), &send[at..end]);
             self.barrier();
             // My slice of this fragment, in whole elements.
@@ -772,7 +781,7 @@ mod tests {
     }
 
     /// Runs `body(me, segment)` on a thread per member and waits for all.
-    fn on_every_member(
+    pub(super) fn on_every_member(
         segs: Vec<CollSegment>,
         body: impl Fn(usize, CollSegment) + Send + Sync + Clone + 'static,
     ) {
@@ -790,7 +799,7 @@ mod tests {
     }
 
     /// Byte-wise wrapping sum: a commutative operation whose result is easy to predict.
-    fn wrapping_sum(input: &[u8], inout: &mut [u8]) {
+    pub(super) fn wrapping_sum(input: &[u8], inout: &mut [u8]) {
         for (i, o) in input.iter().zip(inout.iter_mut()) {
             *o = o.wrapping_add(*i);
         }

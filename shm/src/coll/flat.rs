@@ -115,6 +115,9 @@ impl CollSegment {
                 visit(r, self.map.bytes(line + 8, len));
             }
         }
+        // Every member published this round after it finished reading any set it read
+        // before.
+        self.sets_in_reading = 0;
     }
 
     /// Single-round barrier (small groups).
