@@ -25,7 +25,13 @@ use super::flat::Readers;
 use super::{combine_in_rank_order, CollSegment, FLAT_MAX_RANKS};
 use crate::mem::SharedMem;
 
-/// Largest operand of [`CollSegment::fragment_reduce`].
+/// Largest operand of [`CollSegment::fragment_reduce`], except a rooted one in a group of 3
+/// to [`FLAT_MAX_RANKS`] members, which takes operands up to a fragment: there the other
+/// members write theirs and go on, so only the root's reads count, where the sliced
+/// reduction meets at two barriers per fragment (4 ranks on 2 cores, three interleaved
+/// launches, `osu_reduce` 32 KiB 17-38 -> 5.4-16 us, 64 KiB 26-65 -> 8.9-29, 256 KiB
+/// (single copy) 93-131 -> 22-106, Open MPI 20-43, 20-40 and 73-105; 8 ranks 64 KiB 47-117
+/// -> 8.3-36, Open MPI 65-79). Two members stream instead ([`CollSegment::pair_reduce`]).
 pub const FRAGMENT_REDUCE_MAX: usize = 16 << 10;
 
 /// Most bytes of other members' operands that all readers of
@@ -288,8 +294,8 @@ impl CollSegment {
         true
     }
 
-    /// Reduction of operands of at most [`FRAGMENT_REDUCE_MAX`] bytes (and a fragment)
-    /// through one set of fragment slots: every member writes its operand into its slot, one
+    /// Reduction of operands of at most [`FRAGMENT_REDUCE_MAX`] bytes (and a fragment; a
+    /// rooted one in a group of 3 to [`FLAT_MAX_RANKS`], up to a fragment) through one set of fragment slots: every member writes its operand into its slot, one
     /// round (that only the root waits in, in small groups, when there is one), and every
     /// member that wants the result (`root`, or all when `None`) combines
     /// all operands itself in rank order (`apply(input, inout)` with the lower rank's operand
@@ -307,12 +313,16 @@ impl CollSegment {
         let len = send.len();
         let per_reader = len.saturating_mul(n - 1);
         let readers = if root.is_some() { 1 } else { n };
-        if len > FRAGMENT_REDUCE_MAX || per_reader.saturating_mul(readers) > FRAGMENT_REDUCE_READS {
+        let fits = if root.is_some() && (3..=FLAT_MAX_RANKS).contains(&n) {
+            len <= self.geo.frag
+        } else {
+            len <= FRAGMENT_REDUCE_MAX.min(self.geo.frag)
+                && per_reader.saturating_mul(readers) <= FRAGMENT_REDUCE_READS
+        };
+        if !fits {
             return false;
         }
-        let Some(set) = self.fragment_set(len) else {
-            return false;
-        };
+        let set = self.next_fragment_set();
         let want = root.is_none_or(|r| r == me);
         // A root alone reads the slots, so it need not publish its own operand; the others
         // go on once they have written theirs.
@@ -391,8 +401,10 @@ mod tests {
                             }
                         }
                         _ => {
-                            let send: Vec<u8> = (0..32).map(|i| v(me, i)).collect();
-                            let mut out = vec![0u8; 32];
+                            // A whole slot every other time (64 bytes: the fragment).
+                            let len = if round % 8 == 3 { 32 } else { 64 };
+                            let send: Vec<u8> = (0..len).map(|i| v(me, i)).collect();
+                            let mut out = vec![0u8; len];
                             assert!(seg.fragment_reduce(
                                 Some(root),
                                 &send,
@@ -400,11 +412,18 @@ mod tests {
                                 &mut wrapping_sum
                             ));
                             if me == root {
-                                let want: Vec<u8> = (0..32)
+                                let want: Vec<u8> = (0..len)
                                     .map(|i| (0..n).map(|r| v(r, i)).fold(0u8, u8::wrapping_add))
                                     .collect();
                                 assert_eq!(out, want, "reduce {round}");
                             }
+                            // Past a fragment it declines, on every member alike.
+                            assert!(!seg.fragment_reduce(
+                                Some(root),
+                                &[0u8; 65],
+                                &mut [0u8; 65],
+                                &mut wrapping_sum
+                            ));
                         }
                     }
                 }
