@@ -189,8 +189,9 @@ impl CollSegment {
 
     /// Gather of blocks of `block` bytes (at most a fragment) through one set of fragment
     /// slots: every member writes its block into its slot and publishes it (in small groups
-    /// it goes on at once), the root copies the others' into `recv` (and its own unless `send` is empty, in place). False, nothing
-    /// done, when the block is larger (the same answer everywhere). Blocks the caller does
+    /// it goes on at once), the root copies the others' into `recv` (and its own unless
+    /// `send` is empty, in place). False, nothing done, when the block is larger (the same
+    /// answer everywhere). Blocks the caller does
     /// not send through single copy first (two members from 32 KiB in all, larger groups
     /// from 64 KiB blocks) come here up to a fragment, not only
     /// [`FRAGMENT_BLOCK_MAX`](super::FRAGMENT_BLOCK_MAX) as a scatter's: the members' copies
@@ -295,12 +296,13 @@ impl CollSegment {
     }
 
     /// Reduction of operands of at most [`FRAGMENT_REDUCE_MAX`] bytes (and a fragment; a
-    /// rooted one in a group of 3 to [`FLAT_MAX_RANKS`], up to a fragment) through one set of fragment slots: every member writes its operand into its slot, one
-    /// round (that only the root waits in, in small groups, when there is one), and every
-    /// member that wants the result (`root`, or all when `None`) combines
-    /// all operands itself in rank order (`apply(input, inout)` with the lower rank's operand
-    /// as `input`, as [`CollSegment::reduce`] does), so non-commutative operations keep MPI's
-    /// order. One barrier where the sliced reduction needs two. False, nothing done, when the
+    /// rooted one in a group of 3 to [`FLAT_MAX_RANKS`], up to a fragment) through one set
+    /// of fragment slots: every member writes its operand into its slot, one round (that
+    /// only the root waits in, in small groups, when there is one), and every member that
+    /// wants the result (`root`, or all when `None`) combines all operands itself in rank
+    /// order (`apply(input, inout)` with the lower rank's operand as `input`, as
+    /// [`CollSegment::reduce`] does), so non-commutative operations keep MPI's order. One
+    /// round where the sliced reduction needs two barriers. False, nothing done, when the
     /// operands are longer (the same answer everywhere).
     pub fn fragment_reduce(
         &mut self,
