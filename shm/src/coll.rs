@@ -439,8 +439,9 @@ impl CollSegment {
     /// Rank 0, not the last root: where the root rotates, as in `osu_bcast`, releasing the
     /// last one first cost more than the flat round (1.8-2.8 us against 1.3-1.8 through rank
     /// 0, Open MPI 1.7-3.0). After any other operation the flat round stays: a member that
-    /// leaves first waits in the next symmetric operation for the others (`osu_alltoall`
-    /// 8-64 B and `osu_gather` 8 B slower by 0.3-1.5 us with every barrier through rank 0).
+    /// leaves first waits in the next symmetric operation for the others (with every
+    /// barrier through rank 0, `osu_gather` 8 B lost 0.6-1.2 us, and `osu_alltoall` 8-64 B
+    /// was slower in two runs of three).
     pub fn explicit_barrier(&mut self) {
         if self.geo.n <= FLAT_MAX_RANKS {
             if self.flat_from_root && self.rooted_barriers {
