@@ -437,10 +437,11 @@ impl CollSegment {
     /// `osu_scatter` 8-128 B 1.1-2.2 -> 0.09-0.21 us, Open MPI 0.15-1.19; the C loop of
     /// `MPI_Scatter` and `MPI_Barrier` 7.3-9.2 -> 4.4-6.6 us a pair, Open MPI 5.0-6.3).
     /// Rank 0, not the last root: where the root rotates, as in `osu_bcast`, releasing the
-    /// last one first cost 1.8-2.8 us against 1.3-1.8 through rank 0 (Open MPI 1.7-3.0). After any other operation the flat round stays: a member that
-    /// leaves first waits in the next symmetric operation for the others (with every
-    /// barrier through rank 0, `osu_gather` 8 B lost 0.6-1.2 us, and `osu_alltoall` 8-64 B
-    /// was slower in two runs of three).
+    /// last one first cost 1.8-2.8 us against 1.3-1.8 through rank 0 (Open MPI 1.7-3.0).
+    /// After any other operation the flat round stays: a member that leaves first waits in
+    /// the next symmetric operation for the others (with every barrier through rank 0,
+    /// `osu_gather` 8 B lost 0.6-1.2 us, and `osu_alltoall` 8-64 B was slower in two runs
+    /// of three).
     pub fn explicit_barrier(&mut self) {
         if self.geo.n <= FLAT_MAX_RANKS {
             if self.flat_from_root && self.rooted_barriers {
