@@ -167,9 +167,6 @@ pub struct CollSegment {
     /// For each set in `sets_in_reading`: the flat generation of the round after which it
     /// is read, and who reads it.
     set_reads: Vec<(u64, Readers)>,
-    /// Whether the other members read only a root's line in the last flat round (a
-    /// broadcast or scatter; see [`CollSegment::explicit_barrier`]).
-    flat_from_root: bool,
     /// Whether [`CollSegment::explicit_barrier`] may go through a root (the segment header's
     /// word, the same on every member).
     rooted_barriers: bool,
@@ -265,7 +262,6 @@ impl CollSegment {
             flat_saw_all: true,
             sets_in_reading: 0,
             set_reads: vec![(0, Readers::All); geo.sets],
-            flat_from_root: false,
             rooted_barriers,
             spin_yield,
             stall_hook: None,
@@ -443,14 +439,13 @@ impl CollSegment {
     /// `osu_gather` 8 B lost 0.6-1.2 us, and `osu_alltoall` 8-64 B was slower in two runs
     /// of three).
     pub fn explicit_barrier(&mut self) {
-        if self.geo.n <= FLAT_MAX_RANKS {
-            if self.flat_from_root && self.rooted_barriers {
-                self.flat_rooted_barrier(0);
-            } else {
-                self.flat_barrier();
-            }
+        // The readers of the last flat round (a broadcast's or scatter's: the root's line).
+        let last = self.flat_readers[(self.flat_gen % 2) as usize];
+        let from_root = matches!(last, Readers::OfRoot(_));
+        if from_root && self.rooted_barriers && self.geo.n <= FLAT_MAX_RANKS {
+            self.flat_rooted_barrier(0);
         } else {
-            self.tree_barrier();
+            self.barrier();
         }
     }
 

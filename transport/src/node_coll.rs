@@ -216,10 +216,10 @@ pub trait NodeSegment: Send {
     /// A gather of equal blocks of up to a fragment through the fragment slots (arguments
     /// as [`NodeSegment::flat_gather`]); false, nothing done, when the block is larger.
     fn fragment_gather(&mut self, root: usize, send: &[u8], recv: &mut [u8], block: usize) -> bool;
-    /// A reduction of operands of up to 16 KiB (and a fragment) through the fragment slots in
-    /// one barrier: every member that wants the result (`root`, or all when `None`) combines
-    /// every operand itself, in rank order; false, nothing done, for longer operands (the
-    /// same answer on every member).
+    /// A reduction of operands of up to 16 KiB (and a fragment; a rooted one in groups of 3
+    /// to 16, up to a fragment) through the fragment slots in one round: every member that
+    /// wants the result (`root`, or all when `None`) combines every operand itself, in rank
+    /// order; false, nothing done, for longer operands (the same answer on every member).
     fn fragment_reduce(
         &mut self,
         root: Option<usize>,

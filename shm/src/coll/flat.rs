@@ -76,7 +76,6 @@ impl CollSegment {
             }
         }
         self.flat_readers[parity] = readers;
-        self.flat_from_root = matches!(readers, Readers::OfRoot(_));
         let mine = self.inline_line(me, parity);
         self.map.write_bytes(mine + 8, head);
         if !tail.is_empty() {
